@@ -1,0 +1,1 @@
+# bench: nothing built here yet

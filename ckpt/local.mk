@@ -1,0 +1,1 @@
+# ckpt: nothing built here yet

@@ -1,0 +1,94 @@
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dptrain/error.h>
+
+#include "buf.h"
+
+void dpt__buf_init(struct dpt__buf *b, size_t max)
+{
+	b->data = NULL;
+	b->len = 0;
+	b->cap = 0;
+	b->max = max;
+}
+
+void dpt__buf_release(struct dpt__buf *b)
+{
+	free(b->data);
+	dpt__buf_init(b, b->max);
+}
+
+void dpt__buf_reset(struct dpt__buf *b)
+{
+	b->len = 0;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+static int reserve(struct dpt__buf *b, size_t n)
+{
+	size_t need, cap;
+	char *p;
+
+	if (n > b->max - b->len)
+		return DPT_ETOOBIG;
+	need = b->len + n + 1;
+	if (need <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 64;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(b->data, cap);
+	if (!p)
+		return DPT_ENOMEM;
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int dpt__buf_append(struct dpt__buf *b, const void *p, size_t n)
+{
+	int rc = reserve(b, n);
+	if (rc)
+		return rc;
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+int dpt__buf_puts(struct dpt__buf *b, const char *s)
+{
+	return dpt__buf_append(b, s, strlen(s));
+}
+
+int dpt__buf_printf(struct dpt__buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n, rc;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return DPT_EINVAL;
+	rc = reserve(b, (size_t)n);
+	if (rc)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+char *dpt__buf_steal(struct dpt__buf *b)
+{
+	char *s = b->data ? b->data : strdup("");
+	dpt__buf_init(b, b->max);
+	return s;
+}

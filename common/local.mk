@@ -1,0 +1,10 @@
+# The internal library shared by every component (errors, logging, parsers,
+# buffers, wire messages). It is linked into the worker library, the
+# coordinator and the plugin; it is never installed.
+noinst_LTLIBRARIES += common/libdptcommon.la
+common_libdptcommon_la_SOURCES = \
+	common/error.c \
+	common/log.c common/log.h \
+	common/parse.c common/parse.h \
+	common/buf.c common/buf.h
+common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC

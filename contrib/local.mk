@@ -1,0 +1,1 @@
+# contrib: nothing built here yet

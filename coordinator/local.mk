@@ -1,0 +1,1 @@
+# coordinator: nothing built here yet

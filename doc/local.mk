@@ -1,0 +1,1 @@
+# doc: nothing built here yet

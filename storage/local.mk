@@ -1,0 +1,1 @@
+# storage: nothing built here yet

@@ -1,0 +1,1 @@
+# integration tests on the Slurm test bed (see tests/cluster/)

@@ -1,0 +1,37 @@
+# Tests: unit tests are cmocka programs printing TAP; integration tests are
+# shell scripts printing TAP that drive real programs on a real local Slurm
+# cluster and a real S3 server. Both run under automake's parallel harness
+# with the TAP driver.
+TEST_EXTENSIONS = .sh
+LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
+SH_LOG_DRIVER = $(LOG_DRIVER)
+SH_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/run-tap.sh $(SHELL)
+AM_TESTS_ENVIRONMENT = \
+	CMOCKA_MESSAGE_OUTPUT=TAP; export CMOCKA_MESSAGE_OUTPUT; \
+	top_srcdir='$(abs_top_srcdir)'; export top_srcdir; \
+	top_builddir='$(abs_top_builddir)'; export top_builddir;
+
+EXTRA_DIST += tests/lib.sh tests/run-tap.sh
+
+if HAVE_CMOCKA
+UNIT_TESTS = \
+	tests/unit/test_error \
+	tests/unit/test_parse \
+	tests/unit/test_buf
+check_PROGRAMS += $(UNIT_TESTS)
+TESTS += $(UNIT_TESTS)
+UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+UNIT_LDADD = common/libdptcommon.la $(CMOCKA_LIBS)
+tests_unit_test_error_SOURCES = tests/unit/test_error.c
+tests_unit_test_error_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_error_LDADD = $(UNIT_LDADD)
+tests_unit_test_parse_SOURCES = tests/unit/test_parse.c
+tests_unit_test_parse_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_parse_LDADD = $(UNIT_LDADD)
+tests_unit_test_buf_SOURCES = tests/unit/test_buf.c
+tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_buf_LDADD = $(UNIT_LDADD)
+endif
+
+include $(srcdir)/tests/cluster/local.mk
+include $(srcdir)/tests/s3/local.mk

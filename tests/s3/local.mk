@@ -1,0 +1,1 @@
+# integration tests on the S3 test bed (see tests/s3/)
