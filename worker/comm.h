@@ -1,0 +1,77 @@
+/*
+ * The collective backends' internal interface (CPU ring now, NCCL beside
+ * it). The worker API (worker/dptrain.c) picks a backend and calls through
+ * this interface; the coordinator is not involved in data movement.
+ *
+ * Bootstrap of the CPU backend: before joining, each worker opens a
+ * listener (dpt__cpu_listen) and sends its address in its JOIN message; the
+ * coordinator relays the generation's roster (address and node of every
+ * rank) and each worker then connects with dpt__cpu_comm_new.
+ */
+#ifndef DPT_WORKER_COMM_H
+#define DPT_WORKER_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dptrain/dptrain.h>
+
+#define DPT_HOST_MAX 64
+
+/* One rank's entry in a generation's roster. */
+struct dpt__peer {
+	char host[DPT_HOST_MAX]; /* numeric IPv4/IPv6 address of the data plane */
+	uint16_t port;		 /* data-plane TCP port */
+	uint32_t node;		 /* index of the node; equal nodes share memory */
+};
+
+struct dpt__cpu_listener;
+struct dpt__cpu_comm;
+
+/*
+ * Open a TCP listener on BIND_HOST (numeric; "0.0.0.0" for all) and an
+ * ephemeral port. *PORT receives the port. The caller owns *OUT and
+ * releases it with dpt__cpu_listener_destroy (or hands it to
+ * dpt__cpu_comm_new, which takes ownership).
+ */
+int dpt__cpu_listen(struct dpt__cpu_listener **out, const char *bind_host,
+		    uint16_t *port);
+void dpt__cpu_listener_destroy(struct dpt__cpu_listener **l);
+
+/*
+ * Connect the ranks of one generation. LISTENER is taken over (the
+ * caller's pointer is nulled). PEERS has WORLD entries indexed by rank.
+ * SESSION is a string unique to this job step and generation (it names the
+ * shared-memory segments of ranks on one node). Blocks until every
+ * connection is up or TIMEOUT_MS passes (DPT_ETIMEDOUT).
+ */
+int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
+		      struct dpt__cpu_listener **listener, int rank, int world,
+		      const struct dpt__peer *peers, const char *session,
+		      int timeout_ms);
+
+/*
+ * Collectives. SEND may equal RECV (in place). COUNT is in elements. They
+ * return 0, or DPT_EPEERLOST when a peer closed or went silent, or
+ * DPT_EGENERATION after dpt__cpu_comm_abort.
+ */
+int dpt__cpu_allreduce(struct dpt__cpu_comm *c, const void *send, void *recv,
+		       size_t count, enum dpt_dtype dtype, enum dpt_op op);
+int dpt__cpu_broadcast(struct dpt__cpu_comm *c, void *buf, size_t count,
+		       enum dpt_dtype dtype, int root);
+/* RECV holds WORLD * COUNT elements, rank r's contribution at r * COUNT. */
+int dpt__cpu_allgather(struct dpt__cpu_comm *c, const void *send, void *recv,
+		       size_t count, enum dpt_dtype dtype);
+int dpt__cpu_barrier(struct dpt__cpu_comm *c);
+
+/*
+ * Make every collective in progress or to come return DPT_EGENERATION.
+ * Safe to call from another thread (the worker's heartbeat thread calls
+ * it when the coordinator reports an eviction) and from a signal handler's
+ * deferred context; it never blocks.
+ */
+void dpt__cpu_comm_abort(struct dpt__cpu_comm *c);
+/* Close connections and unmap shared memory; accepts NULL; nulls *C. */
+void dpt__cpu_comm_destroy(struct dpt__cpu_comm **c);
+
+#endif
