@@ -1,1 +1,8 @@
-# contrib: nothing built here yet
+# Admin and user material, and the scripts behind the README's commands.
+EXTRA_DIST += \
+	contrib/setup/install-deps.sh \
+	contrib/setup/build.sh \
+	contrib/setup/demo.sh \
+	contrib/setup/check.sh \
+	contrib/plugstack.conf.d/dptrain.conf \
+	.ci/run

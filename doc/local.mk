@@ -1,1 +1,2 @@
-# doc: nothing built here yet
+# Design and reference documents shipped with the source.
+EXTRA_DIST += doc/architecture.md

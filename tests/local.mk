@@ -35,3 +35,8 @@ endif
 
 include $(srcdir)/tests/cluster/local.mk
 include $(srcdir)/tests/s3/local.mk
+
+# `make check-unit`: the unit tests alone (the sanitizer build runs them).
+check-unit:
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(UNIT_TESTS)"
+.PHONY: check-unit
