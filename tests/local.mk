@@ -17,7 +17,8 @@ if HAVE_CMOCKA
 UNIT_TESTS = \
 	tests/unit/test_error \
 	tests/unit/test_parse \
-	tests/unit/test_buf
+	tests/unit/test_buf \
+	tests/unit/test_spank_config
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -31,6 +32,9 @@ tests_unit_test_parse_LDADD = $(UNIT_LDADD)
 tests_unit_test_buf_SOURCES = tests/unit/test_buf.c
 tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_buf_LDADD = $(UNIT_LDADD)
+tests_unit_test_spank_config_SOURCES = tests/unit/test_spank_config.c spank/config.c
+tests_unit_test_spank_config_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
 endif
 
 include $(srcdir)/tests/cluster/local.mk
