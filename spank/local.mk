@@ -8,7 +8,9 @@ spank_dptrain_la_SOURCES = \
 	spank/stepd.c
 spank_dptrain_la_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DDPT_COORDINATOR_PATH='"$(bindir)/dptrain-coordinator"'
-spank_dptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
+# The version script decides what is exported; hidden visibility would hide
+# the entry points Slurm looks up by name.
+spank_dptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS) -fvisibility=default
 spank_dptrain_la_LIBADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS)
 # No -lslurm: the symbols come from the process (srun, slurmstepd) that loads us.
 spank_dptrain_la_LDFLAGS = -module -avoid-version -shared \

@@ -59,7 +59,9 @@ static int opt_cb(int val, const char *optarg, int remote)
 }
 
 #define DURATION "DURATION"
-struct spank_option spank_options[] = {
+/* Registered in slurm_spank_init: in Slurm 22.05 sbatch and salloc ignore
+ * a static spank_options table. */
+static struct spank_option options[] = {
 	{"dp-train", "[RUN]",
 	 "Run this step under dptrain (elastic data-parallel training): "
 	 "rendezvous, ranks, checkpoints, requeue before the walltime. RUN "
@@ -149,8 +151,13 @@ int dpt__plugin_settings(spank_t sp, struct dpt__settings *s)
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-	(void)sp;
 	dpt__log_set_sink(log_to_slurm);
+	for (struct spank_option *o = options; o->name; o++) {
+		if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
+			slurm_error("dptrain: cannot register --%s", o->name);
+			return -1;
+		}
+	}
 	/* In srun, sbatch and salloc a broken admin config is reported
 	 * before the job is submitted; slurmstepd reads it later (see the
 	 * comment at the top). */
@@ -187,20 +194,31 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 	return dpt__srun_start_coordinator(sp, &s);
 }
 
+/*
+ * Slurm 22.05 starts the tasks even when slurm_spank_user_init or
+ * slurm_spank_task_init fail. A task of a step whose dptrain set-up failed
+ * must not run as if it had succeeded (it would train without ranks or
+ * checkpoints), so a failure ends the task in slurm_spank_task_init, which
+ * runs in the task's own process just before exec, after the message that
+ * says why.
+ */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	struct dpt__settings s;
 	if (!dpt__plugin.user.train || spank_context() != S_CTX_REMOTE)
 		return 0;
+	dpt__plugin.node_failed = 1;
 	if (load_admin(ac, av))
 		return -1;
 	if (!dpt__plugin.admin.enabled) {
-		slurm_error("dptrain: --dp-train is disabled on this cluster");
+		slurm_error("dptrain: --dp-train is disabled on this cluster "
+			    "(enabled=no in the site configuration)");
 		return -1;
 	}
-	if (dpt__plugin_settings(sp, &s))
+	if (dpt__plugin_settings(sp, &s) || dpt__stepd_user_init(sp, &s))
 		return -1;
-	return dpt__stepd_user_init(sp, &s);
+	dpt__plugin.node_failed = 0;
+	return 0;
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
@@ -209,16 +227,12 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!dpt__plugin.user.train || spank_context() != S_CTX_REMOTE)
 		return 0;
-	return dpt__stepd_task_init(sp);
-}
-
-int slurm_spank_task_exit(spank_t sp, int ac, char **av)
-{
-	(void)ac;
-	(void)av;
-	if (!dpt__plugin.user.train || spank_context() != S_CTX_REMOTE)
-		return 0;
-	return dpt__stepd_task_exit(sp);
+	if (dpt__plugin.node_failed || dpt__stepd_task_init(sp)) {
+		slurm_error("dptrain: task not started: the step's dptrain "
+			    "set-up failed (see the message above)");
+		_exit(DPT_TASK_SETUP_FAILED);
+	}
+	return 0;
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

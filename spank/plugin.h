@@ -6,6 +6,7 @@
 #define DPT_SPANK_PLUGIN_H
 
 #include <slurm/spank.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "spank/config.h"
@@ -14,10 +15,14 @@ struct dpt__plugin {
 	struct dpt__admin admin;
 	struct dpt__user user;
 	int admin_loaded; /* admin config read in this process */
+	int node_failed;  /* slurmstepd: user_init failed, fail the tasks */
 	/* srun side */
 	pid_t coordinator_pid;
 	char rundir[256]; /* private directory for the endpoint file */
 };
+
+/* Exit status of a task whose dptrain set-up failed. */
+#define DPT_TASK_SETUP_FAILED 1
 
 extern struct dpt__plugin dpt__plugin;
 
@@ -32,6 +37,5 @@ void dpt__srun_stop_coordinator(void);
 /* slurmstepd side (spank/stepd.c). */
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s);
 int dpt__stepd_task_init(spank_t sp);
-int dpt__stepd_task_exit(spank_t sp);
 
 #endif

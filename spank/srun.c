@@ -165,7 +165,12 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	}
 	/* The secret reaches the coordinator through its environment, never
 	 * its command line, which every user can read in ps. */
-	setenv("DPTRAIN_SECRET", secret, 1);
+	if (setenv("DPTRAIN_SECRET", secret, 1)) {
+		slurm_error("dptrain: cannot set DPTRAIN_SECRET: %s",
+			    strerror(errno));
+		close(devnull);
+		return -1;
+	}
 	pid = fork();
 	if (pid == 0)
 		exec_coordinator(a->coordinator, argv, devnull);
@@ -201,10 +206,10 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 		return -1;
 	}
 	snprintf(portstr, sizeof(portstr), "%ld", port);
-	/* srun's environment is what the tasks receive. */
-	if (spank_setenv(sp, "DPTRAIN_COORDINATOR_PORT", portstr, 1) !=
-		    ESPANK_SUCCESS ||
-	    spank_setenv(sp, "DPTRAIN_SECRET", secret, 1) != ESPANK_SUCCESS) {
+	/* srun's own environment is what the tasks receive (spank_setenv
+	 * is refused in this context). */
+	if (setenv("DPTRAIN_COORDINATOR_PORT", portstr, 1) ||
+	    setenv("DPTRAIN_SECRET", secret, 1)) {
 		slurm_error("dptrain: cannot export the coordinator's "
 			    "address to the tasks");
 		dpt__srun_stop_coordinator();

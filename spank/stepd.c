@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,14 +64,12 @@ static const char *every_string(const struct dpt__ckpt_every *e, char *buf,
 
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 {
-	char launch[64], port[16], restart[16], every[32];
+	char port[16], restart[16], every[32];
 	uint32_t ntasks = 0, nlocal = 0, nodeid = 0, nnodes = 0;
 	int rc = 0;
 
 	if (spank_getenv(sp, "DPTRAIN_COORDINATOR_PORT", port, sizeof(port)) !=
-		    ESPANK_SUCCESS ||
-	    spank_getenv(sp, "SLURM_LAUNCH_NODE_IPADDR", launch,
-			 sizeof(launch)) != ESPANK_SUCCESS) {
+	    ESPANK_SUCCESS) {
 		slurm_error("dptrain: this step has no coordinator: was it "
 			    "started by an srun without the dptrain plugin?");
 		return -1;
@@ -86,7 +85,6 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 		return -1;
 	}
 
-	rc |= setf(sp, "DPTRAIN_COORDINATOR", "tcp://%s:%s", launch, port);
 	rc |= set(sp, "DPTRAIN_RUN", s->run);
 	rc |= set(sp, "DPTRAIN_CKPT_URI", s->ckpt_uri);
 	rc |= set(sp, "DPTRAIN_CKPT_EVERY", every_string(&s->every, every,
@@ -104,9 +102,7 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 	rc |= setf(sp, "LOCAL_WORLD_SIZE", "%u", nlocal);
 	rc |= setf(sp, "NODE_RANK", "%u", nodeid);
 	rc |= setf(sp, "NUM_NODES", "%u", nnodes);
-	if (rc)
-		return -1;
-	return dpt__stepd_master(sp, nodeid, launch, port);
+	return rc ? -1 : 0;
 }
 
 /*
@@ -134,8 +130,22 @@ static int bind_gpu(spank_t sp, int local_rank, uint32_t nlocal)
 
 int dpt__stepd_task_init(spank_t sp)
 {
+	char launch[64], port[16];
 	uint32_t global = 0, nlocal = 0;
 	int local = 0;
+
+	/* srun's address as the nodes reach it is known here, not yet in
+	 * slurm_spank_user_init. */
+	if (spank_getenv(sp, "SLURM_LAUNCH_NODE_IPADDR", launch,
+			 sizeof(launch)) != ESPANK_SUCCESS ||
+	    spank_getenv(sp, "DPTRAIN_COORDINATOR_PORT", port, sizeof(port)) !=
+		    ESPANK_SUCCESS) {
+		slurm_error("dptrain: cannot find srun's address "
+			    "(SLURM_LAUNCH_NODE_IPADDR)");
+		return -1;
+	}
+	if (setf(sp, "DPTRAIN_COORDINATOR", "tcp://%s:%s", launch, port))
+		return -1;
 
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &global) ||
 	    spank_get_item(sp, S_TASK_ID, &local) ||
