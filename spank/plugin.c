@@ -158,21 +158,24 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 			return -1;
 		}
 	}
-	/* In srun, sbatch and salloc a broken admin config is reported
-	 * before the job is submitted; slurmstepd reads it later (see the
-	 * comment at the top). */
-	if (spank_context() == S_CTX_REMOTE)
-		return 0;
-	return load_admin(ac, av);
+	(void)ac;
+	(void)av;
+	return 0;
 }
 
+/*
+ * The admin configuration is read only for steps that ask for dptrain, so
+ * that a broken dptrain.conf never affects other jobs. In srun, sbatch and
+ * salloc it is read here, before the job is submitted; slurmstepd reads it
+ * in slurm_spank_user_init (see the comment at the top).
+ */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	struct dpt__settings s;
-	(void)ac;
-	(void)av;
 	if (!dpt__plugin.user.train || spank_context() == S_CTX_REMOTE)
 		return 0;
+	if (load_admin(ac, av))
+		return -1;
 	if (!dpt__plugin.admin.enabled) {
 		slurm_error("dptrain: --dp-train is disabled on this cluster "
 			    "(enabled=no in the site configuration)");

@@ -44,3 +44,4 @@ include $(srcdir)/tests/s3/local.mk
 check-unit:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(UNIT_TESTS)"
 .PHONY: check-unit
+include $(srcdir)/tests/spank/local.mk
