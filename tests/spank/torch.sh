@@ -11,7 +11,7 @@ $py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not ins
 cluster_up NODES=2 CPUS=4 GPUS=0
 plan 3
 
-out=$(DPT_TIMEOUT=120 srun_t -N 2 -n 4 --dp-train=ddp $py "$top_srcdir/tests/spank/ddp.py" 2>&1)
+out=$(DPT_TIMEOUT=120 srun_t -N 2 -n 4 --ntasks-per-node=2 --dp-train=ddp $py "$top_srcdir/tests/spank/ddp.py" 2>&1)
 ok $? "srun -N 2 -n 4 --dp-train python3 ddp.py exits 0" || diag "$out"
 # all_reduce of rank+1 over 4 ranks: 1+2+3+4.
 is "$(grep -o 'rank=[0-9]* world=4 .* sum=10 grad_ok=True' <<<"$out" | cut -d' ' -f1 | sort | tr '\n' ' ')" \
