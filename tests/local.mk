@@ -17,7 +17,8 @@ if HAVE_CMOCKA
 UNIT_TESTS = \
 	tests/unit/test_error \
 	tests/unit/test_parse \
-	tests/unit/test_buf
+	tests/unit/test_buf \
+	tests/unit/test_wire
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -31,7 +32,12 @@ tests_unit_test_parse_LDADD = $(UNIT_LDADD)
 tests_unit_test_buf_SOURCES = tests/unit/test_buf.c
 tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_buf_LDADD = $(UNIT_LDADD)
+tests_unit_test_wire_SOURCES = tests/unit/test_wire.c
+tests_unit_test_wire_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_wire_LDADD = $(UNIT_LDADD)
 endif
 
 include $(srcdir)/tests/cluster/local.mk
 include $(srcdir)/tests/s3/local.mk
+include $(srcdir)/tests/coord/local.mk
+include $(srcdir)/tests/fuzz/local.mk
