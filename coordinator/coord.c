@@ -1139,13 +1139,13 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	dpt__msg_release(&m);
 }
 
-void dpt__coord_on_tick(struct dpt__coord *c, int64_t now)
+void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 {
 	struct event_ctx e = {.now = now};
 
 	/* Evictions first: the list is ordered by last contact, so only its
 	 * head can be due. Each eviction removes the head. */
-	while (c->state != ST_DONE && c->lru.newer != &c->lru &&
+	while (!behind && c->state != ST_DONE && c->lru.newer != &c->lru &&
 	       now - c->lru.newer->last_heard >= (int64_t)c->cfg.timeout_ms)
 		coord_execute(c, EV_PEER_EXPIRED, c->lru.newer, &e);
 

@@ -40,8 +40,9 @@ void dpt__coord_destroy(struct dpt__coord **c);
 void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 			   const void *data, size_t len, int64_t now);
 
-/* Run the timers that are due: heartbeats, evictions, join timeouts. */
-void dpt__coord_on_tick(struct dpt__coord *c, int64_t now);
+/* Run the timers that are due: heartbeats, evictions, join timeouts.
+ * BEHIND: messages are waiting unread, so nobody may be judged silent. */
+void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind);
 
 /* When dpt__coord_on_tick should next run (monotonic milliseconds). */
 int64_t dpt__coord_next_deadline(const struct dpt__coord *c);

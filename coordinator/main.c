@@ -577,8 +577,9 @@ static int setup_router(void *router, const struct dpt__curve_keys *keys,
 }
 
 /* Drain the router: one batch of messages per loop turn, so that timers,
- * ZAP and signals are served in between under any load. */
-static void read_router(void *router, struct dpt__coord *c)
+ * ZAP and signals are served in between under any load. Returns whether
+ * everything that had arrived was read. */
+static bool read_router(void *router, struct dpt__coord *c)
 {
 	for (int i = 0; i < 4096; i++) {
 		zmq_msg_t id, body;
@@ -587,7 +588,7 @@ static void read_router(void *router, struct dpt__coord *c)
 		zmq_msg_init(&id);
 		if (zmq_msg_recv(&id, router, ZMQ_DONTWAIT) < 0) {
 			zmq_msg_close(&id);
-			return;
+			return true;
 		}
 		zmq_msg_init(&body);
 		if (!zmq_msg_more(&id) ||
@@ -616,6 +617,7 @@ static void read_router(void *router, struct dpt__coord *c)
 		zmq_msg_close(&id);
 		zmq_msg_close(&body);
 	}
+	return false;
 }
 
 static int open_signalfd(void)
@@ -753,6 +755,7 @@ int main(int argc, char **argv)
 		};
 		int64_t now = now_ms();
 		int64_t wait = dpt__coord_next_deadline(coord) - now;
+		bool drained = true;
 
 		if (wait < 0)
 			wait = 0;
@@ -774,7 +777,7 @@ int main(int argc, char **argv)
 					break;
 			}
 		if (items[0].revents & ZMQ_POLLIN)
-			read_router(router, coord);
+			drained = read_router(router, coord);
 		if (mon && (items[2].revents & ZMQ_POLLIN))
 			monitor_handle(mon, now);
 		if (sfd >= 0 && (items[3].revents & ZMQ_POLLIN)) {
@@ -796,7 +799,9 @@ int main(int argc, char **argv)
 				 o.parent_pid);
 			dpt__coord_shutdown(coord, why, now);
 		}
-		dpt__coord_on_tick(coord, now_ms());
+		/* While messages wait unread, a peer's silence may be ours:
+		 * no eviction until the backlog is read. */
+		dpt__coord_on_tick(coord, now_ms(), !drained);
 	}
 	dpt__info("exiting with status %d", exit_code);
 
