@@ -35,3 +35,4 @@ endif
 
 include $(srcdir)/tests/cluster/local.mk
 include $(srcdir)/tests/s3/local.mk
+include $(srcdir)/tests/coll/local.mk

@@ -1,0 +1,7 @@
+# The CPU collective backend (worker/comm.h): shared memory between the
+# ranks of a node, a TCP ring between nodes. A convenience library so that
+# the tests and the benchmark can link its internal (hidden) symbols.
+noinst_LTLIBRARIES += worker/libdptcpu.la
+worker_libdptcpu_la_SOURCES = \
+	worker/cpu_reduce.c worker/cpu_reduce.h
+worker_libdptcpu_la_CFLAGS = $(AM_CFLAGS) -fPIC
