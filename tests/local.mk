@@ -43,6 +43,7 @@ endif
 
 include $(srcdir)/tests/cluster/local.mk
 include $(srcdir)/tests/s3/local.mk
+include $(srcdir)/tests/coll/local.mk
 include $(srcdir)/tests/coord/local.mk
 include $(srcdir)/tests/fuzz/local.mk
 
