@@ -131,8 +131,8 @@ for t in 0 1; do
 	worker_start "u$t" 0 "$t" "$t" nccl-id "$DPTRAIN_COORDINATOR" 0 "$t" "$t" 2 reuse
 done
 for t in 0 1; do worker_wait "u$t" 30; done
-refused=$(grep -h "^FAIL GEN_END gen=2: rank 0 sent the previous generation's nccl unique id" "$coord_dir"/u?.out | wc -l)
-gen2=$(grep -h '^joined.* gen=2 ' "$coord_dir"/u?.out | wc -l)
+refused=$(cat "$coord_dir"/u?.out | grep -c "^FAIL GEN_END gen=2: rank 0 sent the previous generation's nccl unique id")
+gen2=$(cat "$coord_dir"/u?.out | grep -c '^joined.* gen=2 ')
 is "$refused $gen2" "2 0" "a reused ID is never relayed: generation 2 ends for both members" ||
 	diag "$(cat "$coord_dir"/u?.out)"
 grep -q "generation 2 ended: rank 0 sent the previous generation's nccl unique id" "$coord_log"
