@@ -2,9 +2,11 @@
 TESTS += \
 	tests/spank/options.sh \
 	tests/spank/env.sh \
-	tests/spank/torch.sh
+	tests/spank/torch.sh \
+	tests/spank/workers.sh
 EXTRA_DIST += \
 	tests/spank/options.sh \
 	tests/spank/env.sh \
 	tests/spank/torch.sh \
+	tests/spank/workers.sh \
 	tests/spank/ddp.py
