@@ -7,3 +7,4 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/sodium_alloc.c
 coordinator_dptrain_coordinator_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 coordinator_dptrain_coordinator_LDADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS)
+dist_man_MANS += doc/man/dptrain-coordinator.1
