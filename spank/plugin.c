@@ -11,7 +11,8 @@
  * that says what to fix. In the remote context nothing is checked in
  * slurm_spank_init, whose failure Slurm treats as a broken node: a broken
  * dptrain.conf fails the step in slurm_spank_user_init and the node stays
- * in service.
+ * in service. Where Slurm has slurm_spank_init_failure_mode (newer than
+ * Debian 12's 22.05), it says so too: a failure of ours is the job's.
  */
 #include "config.h"
 
@@ -30,6 +31,10 @@
 #include "spank/plugin.h"
 
 SPANK_PLUGIN(dptrain, 1)
+
+#if HAVE_DECL_ESPANK_JOB_FAILURE
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
 
 struct dpt__plugin dpt__plugin = {
 	.admin_loaded = 0,
