@@ -35,6 +35,7 @@ endif
 
 include $(srcdir)/tests/cluster/local.mk
 include $(srcdir)/tests/s3/local.mk
+include $(srcdir)/tests/storage/local.mk
 
 # `make check-unit`: the unit tests alone (the sanitizer build runs them).
 check-unit:
