@@ -111,7 +111,8 @@ static int canonical_query(const struct dpt__sigv4_request *req,
 		if (!rc && !(p[i].name = dpt__buf_steal(&tmp)))
 			rc = DPT_ENOMEM;
 		if (!rc)
-			rc = dpt__sigv4_uri_encode(&tmp, v, false);
+			rc = dpt__sigv4_uri_encode(&tmp, v,
+						   req->query_slash_raw);
 		if (!rc && !(p[i].value = dpt__buf_steal(&tmp)))
 			rc = DPT_ENOMEM;
 	}

@@ -35,6 +35,10 @@ struct dpt__sigv4_request {
 	size_t nheaders;
 	/* The payload's SHA-256 in hex, or "UNSIGNED-PAYLOAD". */
 	const char *payload_hash;
+	/* Leave '/' unencoded in canonical query values. SigV4 encodes it
+	 * (%2F), and AWS wants that; moto decodes the query before it
+	 * canonicalises it and so wants '/'. */
+	bool query_slash_raw;
 };
 
 struct dpt__sigv4_key {
