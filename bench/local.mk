@@ -1,1 +1,36 @@
-# bench: nothing built here yet
+# Benchmarks, built by plain `make` and run by hand (doc/protocol.md has no
+# numbers: they are in the commit messages and the performance record).
+#
+# bench/rendezvous: rendezvous time of N simulated workers against the real
+# coordinator, and failure detection with real libdptrain workers. It links
+# coordinator/sodium_alloc.c for the same reason the coordinator does: its
+# thousands of CURVE clients live in one process.
+noinst_PROGRAMS += bench/rendezvous
+bench_rendezvous_SOURCES = bench/rendezvous.c coordinator/sodium_alloc.c
+bench_rendezvous_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS) \
+	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"'
+bench_rendezvous_LDADD = worker/libdptrain.la common/libdptcommon.la $(ZMQ_LIBS)
+
+# Benchmarks. bench/allreduce: dptrain's CPU backend next to Open MPI's
+# MPI_Allreduce in the same run (doc/PERFORMANCE.md has the figures and
+# the command). bench/allreduce_mpi is the MPI side, built with $(MPICC)
+# when configure found it; bench/allreduce runs it under mpirun.
+noinst_PROGRAMS += bench/allreduce
+bench_allreduce_SOURCES = bench/allreduce.c bench/bench.h \
+	tests/coll/harness.c tests/coll/harness.h
+bench_allreduce_LDADD = worker/libdptcpu.la worker/libdptrain.la \
+	common/libdptcommon.la -lm
+# A real executable, not a libtool wrapper: it finds allreduce_mpi beside
+# itself through /proc/self/exe.
+bench_allreduce_LDFLAGS = -no-install
+EXTRA_DIST += bench/allreduce_mpi.c doc/PERFORMANCE.md
+
+if HAVE_MPI
+# Automake has no per-target compiler: compile and link with the MPI
+# wrapper compiler in one rule. Building bench/allreduce builds it too.
+EXTRA_bench_allreduce_DEPENDENCIES = bench/allreduce_mpi$(EXEEXT)
+CLEANFILES += bench/allreduce_mpi$(EXEEXT)
+bench/allreduce_mpi$(EXEEXT): bench/allreduce_mpi.c bench/bench.h
+	@$(MKDIR_P) bench
+	$(AM_V_CC)$(MPICC) $(DPT_CFLAGS) $(CFLAGS) -o $@ $(srcdir)/bench/allreduce_mpi.c
+endif

@@ -6,5 +6,9 @@ common_libdptcommon_la_SOURCES = \
 	common/error.c \
 	common/log.c common/log.h \
 	common/parse.c common/parse.h \
-	common/buf.c common/buf.h
-common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC
+	common/buf.c common/buf.h \
+	common/wire.c common/wire.h
+common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)
+# The wire code's keys and exit report need libzmq and libcrypto; whatever
+# links this library gets them too.
+common_libdptcommon_la_LIBADD = $(ZMQ_LIBS) $(CRYPTO_LIBS)

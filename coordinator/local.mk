@@ -1,1 +1,8 @@
-# coordinator: nothing built here yet
+# dptrain-coordinator: one per job step, started by the SPANK plugin.
+bin_PROGRAMS += coordinator/dptrain-coordinator
+coordinator_dptrain_coordinator_SOURCES = \
+	coordinator/main.c \
+	coordinator/coord.c coordinator/coord.h \
+	coordinator/sodium_alloc.c
+coordinator_dptrain_coordinator_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
+coordinator_dptrain_coordinator_LDADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS)

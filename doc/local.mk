@@ -1,2 +1,4 @@
-# Design and reference documents shipped with the source.
+# Design and reference documents shipped with the source; the protocol
+# reference is installed with the docs too.
 EXTRA_DIST += doc/architecture.md
+dist_doc_DATA += doc/protocol.md

@@ -2,77 +2,248 @@
  * dptrain.so: SPANK entry points.
  *
  * This file registers the options and dispatches each callback to the code
- * of its context. Without --dp-train on the command line, in #SBATCH lines
- * or in the environment, the plugin changes nothing in the job.
+ * of its context: spank/srun.c (srun, the local context), spank/stepd.c
+ * (slurmstepd, the remote context); sbatch and salloc (the allocator
+ * context) only validate. Without --dp-train on the command line, in
+ * #SBATCH lines or in the environment, the plugin changes nothing.
+ *
+ * Errors: every callback returns -1 after slurm_error() with a message
+ * that says what to fix. In the remote context nothing is checked in
+ * slurm_spank_init, whose failure Slurm treats as a broken node: a broken
+ * dptrain.conf fails the step in slurm_spank_user_init and the node stays
+ * in service.
  */
 #include "config.h"
 
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
 #include <dptrain/error.h>
 
 #include "log.h"
+#include "spank/plugin.h"
 
 SPANK_PLUGIN(dptrain, 1)
 
-#define DPT_RUN_MAX 256
-
-static struct {
-	int enabled;
-	char run[DPT_RUN_MAX];
-} opts = {
-	.enabled = 0,
-	.run = "",
+struct dpt__plugin dpt__plugin = {
+	.admin_loaded = 0,
+	.coordinator_pid = -1,
+	.rundir = "",
 };
 
-/* Slurm may call an option callback twice (once from the environment that
- * sbatch exported, once from the command line): the last value wins and
- * nothing accumulates. */
-static int opt_train(int val, const char *optarg, int remote)
+/* Each option's val is its index here; the names without "dp-" are what
+ * dpt__user_set() takes. */
+static const char *const option_names[] = {
+	"train",   "ckpt",	  "ckpt-every", "keep",	   "grace",
+	"requeue", "min-workers", "backend",	"verbose",
+};
+
+static int opt_cb(int val, const char *optarg, int remote)
 {
-	(void)val;
 	(void)remote;
-	if (optarg && strlen(optarg) >= sizeof(opts.run)) {
-		slurm_error("dptrain: --dp-train: run name longer than %d "
-			    "characters",
-			    DPT_RUN_MAX - 1);
+	if (val < 0 || (size_t)val >= sizeof(option_names) / sizeof(*option_names))
 		return -1;
+	if (strcmp(option_names[val], "verbose") == 0) {
+		dpt__plugin.user.verbose = true;
+		return 0;
 	}
-	opts.enabled = 1;
-	if (optarg)
-		strncpy(opts.run, optarg, sizeof(opts.run) - 1);
-	return 0;
+	return dpt__user_set(&dpt__plugin.user, option_names[val], optarg,
+			     slurm_error) ?
+		       -1 :
+		       0;
 }
 
-struct spank_option spank_options[] = {
+#define DURATION "DURATION"
+/* Registered in slurm_spank_init: in Slurm 22.05 sbatch and salloc ignore
+ * a static spank_options table. */
+static struct spank_option options[] = {
 	{"dp-train", "[RUN]",
-	 "Run this step as a dptrain elastic training step; RUN names the "
-	 "training run (default: the job name)",
-	 2, 0, opt_train},
+	 "Run this step under dptrain (elastic data-parallel training): "
+	 "rendezvous, ranks, checkpoints, requeue before the walltime. RUN "
+	 "names the training run (default: the job name)",
+	 2, 0, opt_cb},
+	{"dp-ckpt", "URI",
+	 "dptrain: checkpoint location, file:///path or s3://bucket/prefix "
+	 "(%u: user, %j: job id; default: the site's root + /RUN)",
+	 1, 1, opt_cb},
+	{"dp-ckpt-every", "auto|" DURATION "|Nsteps",
+	 "dptrain: checkpoint interval (default: auto, from measured step and "
+	 "checkpoint times)",
+	 1, 2, opt_cb},
+	{"dp-keep", "N", "dptrain: committed checkpoints to keep (default 3)", 1,
+	 3, opt_cb},
+	{"dp-grace", DURATION,
+	 "dptrain: checkpoint and requeue this long before the walltime "
+	 "(default 10m)",
+	 1, 4, opt_cb},
+	{"dp-requeue", "auto|off",
+	 "dptrain: requeue the job before its walltime (default auto)", 1, 5,
+	 opt_cb},
+	{"dp-min-workers", "N",
+	 "dptrain: smallest world size a step may shrink to when workers die "
+	 "(default 1)",
+	 1, 6, opt_cb},
+	{"dp-backend", "auto|nccl|cpu",
+	 "dptrain: collective backend (default auto: NCCL with GPUs)", 1, 7,
+	 opt_cb},
+	{"dp-verbose", NULL, "dptrain: log what the service does", 0, 8,
+	 opt_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
 
-int slurm_spank_init(spank_t sp, int ac, char **av)
+static void log_to_slurm(enum dpt__log_level level, const char *msg)
 {
-	(void)ac;
-	(void)av;
-	/* A failure of this plugin must fail the job, not drain the node. */
-	(void)sp;
-	return ESPANK_SUCCESS;
+	if (level <= DPT_LOG_WARN)
+		slurm_error("dptrain: %s", msg);
+	else if (level == DPT_LOG_INFO)
+		slurm_info("dptrain: %s", msg);
+	else
+		slurm_debug("dptrain: %s", msg);
 }
 
+static int load_admin(int ac, char **av)
+{
+	if (dpt__plugin.admin_loaded)
+		return 0;
+	dpt__admin_defaults(&dpt__plugin.admin);
+	if (dpt__admin_load(&dpt__plugin.admin, ac, av, slurm_error))
+		return -1;
+	dpt__plugin.admin_loaded = 1;
+	return 0;
+}
+
+int dpt__plugin_settings(spank_t sp, struct dpt__settings *s)
+{
+	char user[64] = "", jobid[32] = "0", name[256] = "";
+	uint32_t id;
+	uid_t uid = getuid();
+	struct passwd pw, *res = NULL;
+	char pwbuf[1024];
+
+	if (spank_remote(sp)) {
+		if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+			uid = getuid();
+		if (spank_getenv(sp, "SLURM_JOB_NAME", name, sizeof(name)) !=
+		    ESPANK_SUCCESS)
+			name[0] = '\0';
+	} else {
+		const char *n = getenv("SLURM_JOB_NAME");
+		snprintf(name, sizeof(name), "%s", n ? n : "");
+	}
+	if (spank_get_item(sp, S_JOB_ID, &id) == ESPANK_SUCCESS)
+		snprintf(jobid, sizeof(jobid), "%u", id);
+	if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res)
+		snprintf(user, sizeof(user), "%s", pw.pw_name);
+	else
+		snprintf(user, sizeof(user), "%u", (unsigned)uid);
+	if (!name[0])
+		snprintf(name, sizeof(name), "job%s", jobid);
+	return dpt__settings_resolve(s, &dpt__plugin.admin, &dpt__plugin.user,
+				     user, jobid, name, slurm_error) ?
+		       -1 :
+		       0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	dpt__log_set_sink(log_to_slurm);
+	for (struct spank_option *o = options; o->name; o++) {
+		if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
+			slurm_error("dptrain: cannot register --%s", o->name);
+			return -1;
+		}
+	}
+	(void)ac;
+	(void)av;
+	return 0;
+}
+
+/*
+ * The admin configuration is read only for steps that ask for dptrain, so
+ * that a broken dptrain.conf never affects other jobs. In srun, sbatch and
+ * salloc it is read here, before the job is submitted; slurmstepd reads it
+ * in slurm_spank_user_init (see the comment at the top).
+ */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	struct dpt__settings s;
+	if (!dpt__plugin.user.train || spank_context() == S_CTX_REMOTE)
+		return 0;
+	if (load_admin(ac, av))
+		return -1;
+	if (!dpt__plugin.admin.enabled) {
+		slurm_error("dptrain: --dp-train is disabled on this cluster "
+			    "(enabled=no in the site configuration)");
+		return -1;
+	}
+	/* Fail at submission with the same checks the step will make. */
+	return dpt__plugin_settings(sp, &s);
+}
+
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	struct dpt__settings s;
+	(void)ac;
+	(void)av;
+	if (!dpt__plugin.user.train)
+		return 0;
+	if (dpt__plugin_settings(sp, &s))
+		return -1;
+	return dpt__srun_start_coordinator(sp, &s);
+}
+
+/*
+ * Slurm 22.05 starts the tasks even when slurm_spank_user_init or
+ * slurm_spank_task_init fail. A task of a step whose dptrain set-up failed
+ * must not run as if it had succeeded (it would train without ranks or
+ * checkpoints), so a failure ends the task in slurm_spank_task_init, which
+ * runs in the task's own process just before exec, after the message that
+ * says why.
+ */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	struct dpt__settings s;
+	if (!dpt__plugin.user.train || spank_context() != S_CTX_REMOTE)
+		return 0;
+	dpt__plugin.node_failed = 1;
+	if (load_admin(ac, av))
+		return -1;
+	if (!dpt__plugin.admin.enabled) {
+		slurm_error("dptrain: --dp-train is disabled on this cluster "
+			    "(enabled=no in the site configuration)");
+		return -1;
+	}
+	if (dpt__plugin_settings(sp, &s) || dpt__stepd_user_init(sp, &s))
+		return -1;
+	dpt__plugin.node_failed = 0;
+	return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	if (!opts.enabled || spank_context() != S_CTX_REMOTE)
-		return ESPANK_SUCCESS;
-	if (opts.run[0] &&
-	    spank_setenv(sp, "DPTRAIN_RUN", opts.run, 1) != ESPANK_SUCCESS) {
-		slurm_error("dptrain: cannot set DPTRAIN_RUN");
-		return -1;
+	if (!dpt__plugin.user.train || spank_context() != S_CTX_REMOTE)
+		return 0;
+	if (dpt__plugin.node_failed || dpt__stepd_task_init(sp)) {
+		slurm_error("dptrain: task not started: the step's dptrain "
+			    "set-up failed (see the message above)");
+		_exit(DPT_TASK_SETUP_FAILED);
 	}
-	return ESPANK_SUCCESS;
+	return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	(void)sp;
+	(void)ac;
+	(void)av;
+	if (spank_context() == S_CTX_LOCAL)
+		dpt__srun_stop_coordinator();
+	return 0;
 }

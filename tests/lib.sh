@@ -1,0 +1,204 @@
+# tests/lib.sh: what every integration test (a bash script printing TAP)
+# shares. A test sources it, states what it needs, starts its test beds,
+# then plans and checks:
+#
+#   . "$top_srcdir/tests/lib.sh"
+#   require_root
+#   require_prog srun
+#   cluster_up NODES=2          # own state dir and ports; torn down at exit
+#   plan 1
+#   is "$(srun_t -n1 printenv SLURM_NNODES)" 1 "one node"
+#
+# A requirement that is missing ends the test with "1..0 # SKIP reason" and
+# exit status 77 (tests/run-tap.sh turns 77 into success for the harness), so
+# it must be stated before plan. The harness exports top_srcdir and
+# top_builddir as absolute paths; a test run by hand gets them from the
+# location of this file (then the source tree is the build tree).
+#
+# Environment knobs: DPT_TIMEOUT (seconds allowed to each srun, sbatch and
+# timed command, default 60), DPT_TEST_TMPDIR (where the test beds' state
+# directories go, default /tmp: Slurm's Unix sockets live there and must stay
+# short), DPT_KEEP=1 (keep the state directories even when all passed; they
+# are always kept when something failed).
+
+if [ -z "${BASH_VERSION:-}" ]; then
+	echo "Bail out! tests/lib.sh needs bash"
+	exit 1
+fi
+
+if [ -z "${top_srcdir:-}" ]; then
+	top_srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+fi
+top_builddir=${top_builddir:-$top_srcdir}
+export top_srcdir top_builddir
+
+# ---------------------------------------------------------------- TAP
+tap_count=0
+tap_failed=0
+tap_planned=
+tap_name=$(basename "$0" .sh)
+
+plan() { # N
+	tap_planned=$1
+	echo "1..$1"
+}
+diag() { # LINE...: each argument, and each line in it, as a TAP comment
+	local line
+	printf '%s\n' "$@" | while IFS= read -r line; do echo "# $line"; done
+}
+ok() { # STATUS DESCRIPTION: passes when STATUS is 0
+	local status=$1
+	shift
+	tap_count=$((tap_count + 1))
+	if [ "$status" = 0 ]; then
+		echo "ok $tap_count - $*"
+		return 0
+	fi
+	tap_failed=$((tap_failed + 1))
+	echo "not ok $tap_count - $*"
+	return 1
+}
+not_ok() { # DESCRIPTION: a failure found by the test itself
+	ok 1 "$@"
+}
+is() { # GOT WANT DESCRIPTION: passes when the strings are equal
+	if [ "$1" = "$2" ]; then
+		ok 0 "$3"
+		return 0
+	fi
+	ok 1 "$3"
+	diag "got:" "$1" "want:" "$2"
+	return 1
+}
+# DESCRIPTION COMMAND...: passes when COMMAND succeeds; its output is shown
+# only when it fails.
+run_ok() {
+	local desc=$1 out rc=0
+	shift
+	out=$("$@" 2>&1) || rc=$?
+	ok "$rc" "$desc" && return 0
+	diag "command: $*" "exit status $rc, output:" "$out"
+	return 1
+}
+skip() { # DESCRIPTION REASON: a check that cannot run here
+	tap_count=$((tap_count + 1))
+	echo "ok $tap_count - $1 # SKIP $2"
+}
+skip_all() { # REASON: the whole test cannot run here (before plan)
+	echo "1..0 # SKIP $*"
+	exit 77
+}
+bail_out() { # REASON: the test cannot go on; everything is a failure
+	echo "Bail out! $*"
+	exit 1
+}
+
+# ---------------------------------------------------------------- requirements
+require_root() {
+	[ "$(id -u)" = 0 ] || skip_all "needs root (it starts slurmctld and slurmd)"
+}
+require_prog() { # PROGRAM...
+	local p
+	for p; do
+		command -v "$p" >/dev/null 2>&1 || skip_all "'$p' not found on PATH"
+	done
+}
+
+# ---------------------------------------------------------------- time limits
+# A request that the cluster cannot satisfy waits forever: nothing that
+# talks to Slurm runs without a limit. -k: a command that ignores SIGTERM
+# (srun blocks it during some phases) is killed 5 s later.
+timed() { # COMMAND...
+	timeout -k 5 "${DPT_TIMEOUT:-60}" "$@"
+}
+srun_t() { timed srun "$@"; }
+sbatch_t() { timed sbatch "$@"; }
+scontrol_t() { timed scontrol "$@"; }
+squeue_t() { timed squeue "$@"; }
+
+# ---------------------------------------------------------------- test beds
+# Each test gets state directories of its own (mktemp) and free ports picked
+# by the up scripts, so tests run in parallel. Whatever was started is
+# stopped when the test exits, however it exits.
+dpt_cluster_dirs=()
+dpt_s3_dirs=()
+
+dpt_state_dir() { # KIND: a new state directory for this test
+	local base=${DPT_TEST_TMPDIR:-/tmp}
+	mktemp -d "$base/dptrain-$1-$tap_name.XXXXXX" || bail_out "cannot create a directory in $base"
+}
+
+cluster_up() { # [NAME=VALUE...]: settings for tests/cluster/up (MODE, NODES, ...)
+	require_root
+	require_prog slurmctld slurmd srun sbatch sinfo squeue scancel scontrol timeout flock ss
+	local dir out
+	dir=$(dpt_state_dir cluster) || exit 1
+	dpt_cluster_dirs+=("$dir")
+	# INSTALL=0: a test never installs packages; a missing Slurm is a SKIP
+	# (above), not a surprise apt-get in the middle of `make check`.
+	if ! out=$(env "$@" DPTRAIN_CLUSTER_DIR="$dir" INSTALL=0 top_builddir="$top_builddir" \
+		bash "$top_srcdir/tests/cluster/up" 2>&1); then
+		diag "$out"
+		bail_out "tests/cluster/up failed (state kept in $dir)"
+	fi
+	# shellcheck disable=SC1091
+	. "$dir/env.sh"
+	DPT_CLUSTER_DIR=$dir
+}
+cluster_down() { # [DIR]: stop a cluster now (default: the last one started)
+	local dir=${1:-${DPT_CLUSTER_DIR:-}}
+	[ -n "$dir" ] || return 0
+	DPTRAIN_CLUSTER_DIR=$dir bash "$top_srcdir/tests/cluster/down" >/dev/null
+}
+
+s3_up() { # [NAME=VALUE...]: settings for tests/s3/up
+	require_prog curl ss flock
+	local dir out rc=0
+	dir=$(dpt_state_dir s3) || exit 1
+	dpt_s3_dirs+=("$dir")
+	out=$(env "$@" DPTRAIN_S3_DIR="$dir" bash "$top_srcdir/tests/s3/up" 2>&1) || rc=$?
+	if [ $rc = 77 ]; then
+		skip_all "$(printf '%s\n' "$out" | tail -n 1)"
+	elif [ $rc != 0 ]; then
+		diag "$out"
+		bail_out "tests/s3/up failed (state kept in $dir)"
+	fi
+	# shellcheck disable=SC1091
+	. "$dir/env.sh"
+	DPT_S3_DIR=$dir
+}
+s3_down() { # [DIR]
+	local dir=${1:-${DPT_S3_DIR:-}}
+	[ -n "$dir" ] || return 0
+	DPTRAIN_S3_DIR=$dir bash "$top_srcdir/tests/s3/down" >/dev/null
+}
+
+dpt_teardown() {
+	local rc=$? purge=1 dir
+	trap - EXIT
+	trap '' PIPE # a reader that went away must not stop the teardown
+	# Keep the logs of a failure for whoever reads the test's .log file.
+	if [ "${DPT_KEEP:-0}" = 1 ] || [ "$tap_failed" -gt 0 ] || { [ "$rc" != 0 ] && [ "$rc" != 77 ]; }; then
+		purge=0
+	fi
+	if [ -n "$tap_planned" ] && [ "$tap_count" != "$tap_planned" ]; then
+		diag "planned $tap_planned checks, ran $tap_count"
+		purge=0
+	fi
+	for dir in "${dpt_cluster_dirs[@]}"; do
+		DPTRAIN_CLUSTER_DIR=$dir PURGE=$purge bash "$top_srcdir/tests/cluster/down" >/dev/null 2>&1 ||
+			diag "tests/cluster/down failed for $dir"
+		[ $purge = 1 ] || diag "cluster state and logs kept in $dir"
+	done
+	for dir in "${dpt_s3_dirs[@]}"; do
+		DPTRAIN_S3_DIR=$dir PURGE=$purge bash "$top_srcdir/tests/s3/down" >/dev/null 2>&1 ||
+			diag "tests/s3/down failed for $dir"
+		[ $purge = 1 ] || diag "S3 server state and log kept in $dir"
+	done
+	exit "$rc"
+}
+trap dpt_teardown EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 141' PIPE

@@ -17,7 +17,9 @@ if HAVE_CMOCKA
 UNIT_TESTS = \
 	tests/unit/test_error \
 	tests/unit/test_parse \
-	tests/unit/test_buf
+	tests/unit/test_buf \
+	tests/unit/test_spank_config \
+	tests/unit/test_wire
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -31,13 +33,23 @@ tests_unit_test_parse_LDADD = $(UNIT_LDADD)
 tests_unit_test_buf_SOURCES = tests/unit/test_buf.c
 tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_buf_LDADD = $(UNIT_LDADD)
+tests_unit_test_spank_config_SOURCES = tests/unit/test_spank_config.c spank/config.c
+tests_unit_test_spank_config_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
+tests_unit_test_wire_SOURCES = tests/unit/test_wire.c
+tests_unit_test_wire_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_wire_LDADD = $(UNIT_LDADD)
 endif
 
 include $(srcdir)/tests/cluster/local.mk
 include $(srcdir)/tests/s3/local.mk
+include $(srcdir)/tests/coll/local.mk
+include $(srcdir)/tests/coord/local.mk
+include $(srcdir)/tests/fuzz/local.mk
 include $(srcdir)/tests/storage/local.mk
 
 # `make check-unit`: the unit tests alone (the sanitizer build runs them).
 check-unit:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(UNIT_TESTS)"
 .PHONY: check-unit
+include $(srcdir)/tests/spank/local.mk

@@ -20,9 +20,10 @@
 
 /* One rank's entry in a generation's roster. */
 struct dpt__peer {
-	char host[DPT_HOST_MAX]; /* numeric IPv4/IPv6 address of the data plane */
+	char host[DPT_HOST_MAX]; /* numeric IPv4/IPv6 address of the data plane
+				  */
 	uint16_t port;		 /* data-plane TCP port */
-	uint32_t node;		 /* index of the node; equal nodes share memory */
+	uint32_t node; /* index of the node; equal nodes share memory */
 };
 
 struct dpt__cpu_listener;
@@ -51,15 +52,31 @@ int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
 		      int timeout_ms);
 
 /*
+ * A wait in a collective that sees no progress for TIMEOUT_MS (default
+ * 60000; <= 0 waits forever) fails with DPT_EPEERLOST: a peer that is
+ * alive but silent. It must exceed the longest time that ranks may enter
+ * a collective apart. Not thread-safe against a running collective.
+ */
+void dpt__cpu_comm_set_timeout(struct dpt__cpu_comm *c, int timeout_ms);
+
+/*
  * Collectives. SEND may equal RECV (in place). COUNT is in elements. They
  * return 0, or DPT_EPEERLOST when a peer closed or went silent, or
- * DPT_EGENERATION after dpt__cpu_comm_abort.
+ * DPT_EGENERATION after dpt__cpu_comm_abort, or DPT_EINVAL for bad
+ * arguments (before any communication). Every rank must call the same
+ * collectives in the same order with the same COUNT, DTYPE, OP and ROOT;
+ * one collective at a time per communicator. After a failure the
+ * communicator is broken: every later call returns the same error, and
+ * its peers' calls fail too (it shuts its connections down rather than
+ * leave them waiting).
  */
 int dpt__cpu_allreduce(struct dpt__cpu_comm *c, const void *send, void *recv,
 		       size_t count, enum dpt_dtype dtype, enum dpt_op op);
 int dpt__cpu_broadcast(struct dpt__cpu_comm *c, void *buf, size_t count,
 		       enum dpt_dtype dtype, int root);
-/* RECV holds WORLD * COUNT elements, rank r's contribution at r * COUNT. */
+/* RECV holds WORLD * COUNT elements, rank r's contribution at r * COUNT.
+ * In place: SEND == RECV (the contribution first in RECV) or, as in MPI,
+ * SEND == RECV + rank * COUNT elements. */
 int dpt__cpu_allgather(struct dpt__cpu_comm *c, const void *send, void *recv,
 		       size_t count, enum dpt_dtype dtype);
 int dpt__cpu_barrier(struct dpt__cpu_comm *c);

@@ -1,6 +1,23 @@
 # libdptrain: the library that training programs link.
+#
+# worker/cpu.mk builds the CPU collective backend (worker/comm.h: shared
+# memory within a node, a TCP ring between nodes); worker/nccl.c is the
+# NCCL backend, compiled to stubs that report DPT_ENOTSUP when configure
+# found no NCCL.
 lib_LTLIBRARIES += worker/libdptrain.la
 pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h
-worker_libdptrain_la_SOURCES = worker/version.c
-worker_libdptrain_la_LIBADD = common/libdptcommon.la
+worker_libdptrain_la_SOURCES = \
+	worker/version.c \
+	worker/dptrain.c \
+	worker/agent.c worker/agent.h \
+	worker/nccl.c worker/nccl.h
+worker_libdptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
+worker_libdptrain_la_LIBADD = worker/libdptcpu.la common/libdptcommon.la \
+	$(ZMQ_LIBS) -lm
 worker_libdptrain_la_LDFLAGS = -version-info 0:0:0 -no-undefined
+if HAVE_NCCL
+worker_libdptrain_la_CFLAGS += $(CUDA_CFLAGS) $(NCCL_CFLAGS)
+worker_libdptrain_la_LIBADD += $(NCCL_LIBS) $(CUDA_LIBS)
+endif
+
+include $(srcdir)/worker/cpu.mk

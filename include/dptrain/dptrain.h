@@ -44,6 +44,153 @@ DPT_EXPORT size_t dpt_dtype_size(enum dpt_dtype dtype);
  */
 DPT_EXPORT const char *dpt_version(void);
 
+/* ------------------------------------------------------------ workers */
+
+/*
+ * A worker's membership of the job: its link to the coordinator, its rank
+ * in the current generation and its communicator. Opaque; one per process
+ * is the intended use. Its functions are called from one thread at a
+ * time (the library runs its own heartbeat thread internally).
+ */
+struct dpt_ctx;
+
+/*
+ * Options of dpt_init. Fill them with dpt_init_opts_default() first: each
+ * field left at its default is read from the environment that
+ * `srun --dp-train` sets up, which is what programs should rely on;
+ * explicit values are for tests and other launchers.
+ */
+struct dpt_init_opts {
+	const char *coordinator; /* endpoint "tcp://HOST:PORT";
+				    default $DPTRAIN_COORDINATOR */
+	const char *secret;	 /* the step secret, 64 hex characters;
+				    default $DPTRAIN_SECRET */
+	const char *backend;	 /* "auto", "nccl" or "cpu"; default
+				    $DPTRAIN_BACKEND, else "auto": NCCL when
+				    built with it and a GPU is visible */
+	int node;		 /* node index; -1: $SLURM_NODEID, else 0 */
+	int local_rank;		 /* rank on the node (picks the GPU);
+				    -1: $SLURM_LOCALID, $LOCAL_RANK, else 0 */
+	int task_id;		 /* Slurm task id; -1: $SLURM_PROCID, else
+				    unknown */
+	const char *data_host;	 /* numeric address of the CPU data plane;
+				    default $DPTRAIN_DATA_HOST, else the
+				    address that routes to the coordinator */
+	int connect_timeout_ms;	 /* wait for the coordinator's first word;
+				    0: $DPTRAIN_CONNECT_TIMEOUT_MS, else 30000 */
+	int timeout_ms;		 /* coordinator silence that means it is lost,
+				    until it says its own; 0:
+				    $DPTRAIN_TIMEOUT_MS, else 2000 */
+	int comm_timeout_ms;	 /* communicator set-up bound; 0:
+				    $DPTRAIN_COMM_TIMEOUT_MS, else 60000 */
+};
+
+/*
+ * dpt_init_opts_default - set every field of OPTS to "take it from the
+ * environment" (NULL strings, -1 ranks, 0 timeouts).
+ */
+DPT_EXPORT void dpt_init_opts_default(struct dpt_init_opts *opts);
+
+/*
+ * dpt_init - join the job: connect to the coordinator, wait until the
+ * first generation is formed, and set up the communicator (NCCL, or the
+ * CPU backend). OPTS may be NULL (everything from the environment).
+ * Blocks until every worker of the generation has joined.
+ *
+ * Returns 0 and *CTX (the caller owns it; release it with dpt_finalize),
+ * or DPT_ECONFIG (environment or options unusable: the log says which),
+ * DPT_ENOTSUP (backend "nccl" without NCCL or GPU), DPT_EAUTH (wrong
+ * secret), DPT_ECOORDLOST (coordinator unreachable or lost),
+ * DPT_EBUSY (the job already has all its workers), or another error.
+ * On error *CTX is NULL.
+ */
+DPT_EXPORT int dpt_init(struct dpt_ctx **ctx, const struct dpt_init_opts *opts);
+
+/*
+ * dpt_rank, dpt_world_size - this worker's rank in the current
+ * generation, and the number of ranks in it. Ranks are dense, 0..N-1,
+ * ordered by node and local rank. Return -1 for a NULL context.
+ */
+DPT_EXPORT int dpt_rank(const struct dpt_ctx *ctx);
+DPT_EXPORT int dpt_world_size(const struct dpt_ctx *ctx);
+
+/*
+ * dpt_local_rank - this worker's rank among the members of the current
+ * generation on its node (0..members on the node - 1). Returns -1 for a
+ * NULL context.
+ */
+DPT_EXPORT int dpt_local_rank(const struct dpt_ctx *ctx);
+
+/*
+ * dpt_generation - the current generation (1, 2, ...): it grows by one
+ * each time the member list changes. Returns 0 for a NULL context.
+ */
+DPT_EXPORT uint32_t dpt_generation(const struct dpt_ctx *ctx);
+
+/*
+ * dpt_backend - the backend of the current generation: "nccl" or "cpu".
+ * Returns a static string ("none" for a NULL context).
+ */
+DPT_EXPORT const char *dpt_backend(const struct dpt_ctx *ctx);
+
+/*
+ * dpt_barrier - wait until every member of the generation has called it.
+ * Returns 0, DPT_EGENERATION (the generation ended: call dpt_rejoin),
+ * DPT_ECOORDLOST, or the error of an earlier failed call.
+ */
+DPT_EXPORT int dpt_barrier(struct dpt_ctx *ctx);
+
+/*
+ * dpt_allreduce - RECV = the sum (DPT_SUM) or the mean (DPT_AVG) of every
+ * rank's SEND, element-wise, for COUNT elements of DTYPE (DPT_FLOAT32,
+ * DPT_FLOAT64, DPT_BFLOAT16 and DPT_FLOAT16; the integer types are
+ * accepted by the CPU backend and NCCL too). SEND may equal RECV (in
+ * place). Buffers are host memory with the CPU backend, device memory
+ * with NCCL; the caller owns them.
+ *
+ * Returns 0; DPT_EPEERLOST (a peer vanished: the coordinator is told) or
+ * DPT_EGENERATION (the coordinator ended the generation): call
+ * dpt_rejoin, then repeat the step; DPT_ECOORDLOST: the job is over for
+ * this worker; DPT_EINVAL for bad arguments.
+ */
+DPT_EXPORT int dpt_allreduce(struct dpt_ctx *ctx, const void *send,
+			     void *recv, size_t count, enum dpt_dtype dtype,
+			     enum dpt_op op);
+
+/*
+ * dpt_broadcast - copy ROOT's BUF (COUNT elements of DTYPE) into BUF on
+ * every rank. Returns as dpt_allreduce.
+ */
+DPT_EXPORT int dpt_broadcast(struct dpt_ctx *ctx, void *buf, size_t count,
+			     enum dpt_dtype dtype, int root);
+
+/*
+ * dpt_allgather - RECV (world size * COUNT elements) receives every
+ * rank's SEND (COUNT elements) at rank * COUNT. In place when SEND points
+ * at RECV + rank * COUNT elements. Returns as dpt_allreduce.
+ */
+DPT_EXPORT int dpt_allgather(struct dpt_ctx *ctx, const void *send,
+			     void *recv, size_t count, enum dpt_dtype dtype);
+
+/*
+ * dpt_rejoin - leave the current generation and join the next one, after
+ * a call returned DPT_EPEERLOST or DPT_EGENERATION (calling it at any
+ * other time ends the generation for everyone). Blocks until the next
+ * generation is formed and its communicator is ready; rank, world size
+ * and generation may all change. Returns 0, or DPT_ECOORDLOST, DPT_EAUTH,
+ * DPT_EPEERLOST (fewer workers are left than the job's minimum: the
+ * coordinator gave up), or another error.
+ */
+DPT_EXPORT int dpt_rejoin(struct dpt_ctx *ctx);
+
+/*
+ * dpt_finalize - leave the job cleanly: tell the coordinator, close the
+ * communicator and the link, free the context. Accepts NULL; nulls *CTX.
+ * Returns 0, or the error that had ended the link earlier (the context is
+ * freed all the same).
+ */
+DPT_EXPORT int dpt_finalize(struct dpt_ctx **ctx);
+
 #ifdef __cplusplus
 }
 #endif

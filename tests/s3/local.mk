@@ -1,1 +1,8 @@
-# integration tests on the S3 test bed (see tests/s3/)
+# Integration tests on the S3 test bed: moto_server on 127.0.0.1 with SigV4
+# enforced (tests/s3/up, tests/s3/down). Without moto_server they SKIP.
+TESTS += \
+	tests/s3/auth.sh
+EXTRA_DIST += \
+	tests/s3/up \
+	tests/s3/down \
+	tests/s3/auth.sh

@@ -1,0 +1,208 @@
+/*
+ * The coordinator protocol's messages (doc/protocol.md): the only encoder
+ * and decoder of them, used by the coordinator, the worker library and the
+ * SPANK plugin. The decoder treats its input as hostile: it checks every
+ * length and range before it reads a field, never reads past the input, and
+ * allocates at most what the limits below allow.
+ *
+ * Also here, because all three components need them: the CURVE keys that
+ * derive from a step's secret, and the client with which the plugin reports
+ * a task's exit.
+ */
+#ifndef DPT_COMMON_WIRE_H
+#define DPT_COMMON_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../worker/comm.h" /* struct dpt__peer, DPT_HOST_MAX */
+
+#define DPT_WIRE_MAGIC0 0x44 /* 'D' */
+#define DPT_WIRE_MAGIC1 0x50 /* 'P' */
+#define DPT_WIRE_VERSION 1
+#define DPT_WIRE_HDR_SIZE 16
+/* Largest message a coordinator accepts (a JOIN is at most 166 bytes). */
+#define DPT_WIRE_IN_MAX 1024
+/* Largest message a worker accepts: a roster of DPT_WIRE_WORLD_MAX ranks. */
+#define DPT_WIRE_MSG_MAX (8u << 20)
+#define DPT_WIRE_WORLD_MAX 65536
+#define DPT_WIRE_TEXT_MAX 255
+#define DPT_WIRE_NAME_MAX 63
+#define DPT_NCCL_ID_SIZE 128
+#define DPT_WIRE_NO_RANK 0xffffffffu
+#define DPT_WIRE_NO_TASK 0xffffffffu
+
+/* XX(NAME, number, from worker, from coordinator): numbers are the wire's,
+ * never renumber. */
+#define DPT_WIRE_TYPE_MAP(XX)                                                  \
+	XX(JOIN, 1, 1, 0)                                                      \
+	XX(WELCOME, 2, 0, 1)                                                   \
+	XX(ROSTER, 3, 0, 1)                                                    \
+	XX(UNIQUE_ID, 4, 1, 1)                                                 \
+	XX(BARRIER, 5, 1, 0)                                                   \
+	XX(BARRIER_DONE, 6, 0, 1)                                              \
+	XX(HEARTBEAT, 7, 1, 1)                                                 \
+	XX(GEN_END, 8, 0, 1)                                                   \
+	XX(LEAVE, 9, 1, 0)                                                     \
+	XX(TASK_EXIT, 10, 1, 0)                                                \
+	XX(ACK, 11, 0, 1)                                                      \
+	XX(FAULT, 12, 1, 0)                                                    \
+	XX(ERROR, 13, 0, 1)
+
+enum dpt__msg_type {
+#define DPT_WIRE_TYPE_ENUM(name, num, w, c) DPT_MSG_##name = num,
+	DPT_WIRE_TYPE_MAP(DPT_WIRE_TYPE_ENUM)
+#undef DPT_WIRE_TYPE_ENUM
+};
+
+/* JOIN caps bits. */
+#define DPT_CAP_CPU 0x1u
+#define DPT_CAP_NCCL 0x2u
+/* WELCOME backend values. */
+#define DPT_BACKEND_CPU 1
+#define DPT_BACKEND_NCCL 2
+/* WELCOME flags bits. */
+#define DPT_WELCOME_CREATE_ID 0x1u
+
+/* GEN_END reasons. */
+enum dpt__gen_end_reason {
+	DPT_END_PEER_LOST = 1,
+	DPT_END_TASK_EXIT = 2,
+	DPT_END_FAULT = 3,
+	DPT_END_GROW = 4,
+	DPT_END_LEFT = 5,
+	DPT_END_EVICTED = 6,
+};
+
+struct dpt__msg_join {
+	uint32_t node;
+	uint32_t local_rank;
+	uint32_t task_id; /* DPT_WIRE_NO_TASK when unknown */
+	uint32_t pid;
+	uint32_t caps;
+	struct dpt__peer addr; /* addr.node is not sent: it is NODE */
+	char name[DPT_WIRE_NAME_MAX + 1];
+};
+
+struct dpt__msg_welcome {
+	uint32_t rank;
+	uint32_t world;
+	uint32_t local_rank;
+	uint32_t local_world;
+	uint8_t backend;
+	uint8_t flags;
+	uint32_t heartbeat_ms;
+	uint32_t timeout_ms;
+};
+
+struct dpt__msg_text {
+	int32_t code;	    /* ERROR: a dpt_error; GEN_END: the reason */
+	uint32_t lost_rank; /* GEN_END only */
+	char text[DPT_WIRE_TEXT_MAX + 1];
+};
+
+struct dpt__msg_task_exit {
+	uint32_t task_id;
+	int32_t status;
+};
+
+/*
+ * A decoded message, or one to encode. Only the member of the union that
+ * TYPE names is meaningful. A decoded ROSTER owns ROSTER (WORLD entries);
+ * dpt__msg_release frees it. To encode a roster, point ROSTER at the
+ * caller's array: the encoder only reads it.
+ */
+struct dpt__msg {
+	uint8_t version; /* set by the decoder, also on DPT_EVERSION */
+	uint8_t type;
+	uint32_t generation;
+	uint32_t seq;
+	union {
+		struct dpt__msg_join join;
+		struct dpt__msg_welcome welcome;
+		struct dpt__msg_text text; /* GEN_END, ERROR */
+		struct dpt__msg_task_exit task_exit;
+		int32_t fault_code;
+		uint8_t unique_id[DPT_NCCL_ID_SIZE];
+	} u;
+	uint32_t world;		  /* ROSTER */
+	struct dpt__peer *roster; /* ROSTER */
+};
+
+/* "JOIN", ...; "UNKNOWN" for a number that is no type. Static string. */
+const char *dpt__msg_type_name(unsigned type);
+/* Whether a worker may send TYPE, and whether a coordinator may. */
+int dpt__msg_from_worker(unsigned type);
+int dpt__msg_from_coordinator(unsigned type);
+
+/* Set *M to an empty message of TYPE about GENERATION. */
+void dpt__msg_init(struct dpt__msg *m, enum dpt__msg_type type,
+		   uint32_t generation);
+/* Free what a decoded message owns; M stays valid as an empty message. */
+void dpt__msg_release(struct dpt__msg *m);
+
+/*
+ * The encoded size of M, header included, or 0 when M cannot be encoded
+ * (unknown type, a field out of range, a string too long).
+ */
+size_t dpt__wire_size(const struct dpt__msg *m);
+
+/*
+ * Encode M into BUF (SIZE bytes). Returns the number of bytes written, or
+ * a negative dpt_error: DPT_EINVAL when M cannot be encoded, DPT_ETOOBIG
+ * when SIZE is less than dpt__wire_size(M).
+ */
+long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size);
+
+/*
+ * Decode one message of LEN bytes. MAX is the largest message the caller
+ * accepts (DPT_WIRE_IN_MAX in a coordinator, DPT_WIRE_MSG_MAX in a worker).
+ * Returns 0 and fills *M (release it with dpt__msg_release), or:
+ * DPT_ETOOBIG (LEN > MAX), DPT_EVERSION (a dptrain header of another
+ * version: M->version and M->type are set so that the caller can say so),
+ * DPT_EPROTO (anything else that is not a valid message), DPT_ENOMEM.
+ * On error *M holds nothing to release.
+ */
+int dpt__wire_decode(const void *buf, size_t len, size_t max,
+		     struct dpt__msg *m);
+
+/* ---------------------------------------------------------------- keys */
+
+#define DPT_SECRET_HEX_LEN 64
+#define DPT_Z85_KEY_LEN 40
+
+/* The CURVE keys of a step, Z85-encoded and NUL-terminated. */
+struct dpt__curve_keys {
+	char coord_public[DPT_Z85_KEY_LEN + 1];
+	char coord_secret[DPT_Z85_KEY_LEN + 1];
+	char worker_public[DPT_Z85_KEY_LEN + 1];
+	char worker_secret[DPT_Z85_KEY_LEN + 1];
+};
+
+/*
+ * Derive the step's key pairs from SECRET_HEX (exactly 64 hex characters).
+ * Returns 0, DPT_EINVAL for a malformed secret, DPT_ENOTSUP when libzmq has
+ * no CURVE. The caller should wipe *KEYS (explicit_bzero) when done.
+ */
+int dpt__wire_derive_keys(const char *secret_hex, struct dpt__curve_keys *keys);
+
+/*
+ * Read a secret file: 64 hex characters, optionally followed by a newline.
+ * OUT receives them NUL-terminated. Returns 0, DPT_ENOENT, DPT_EIO, or
+ * DPT_EINVAL when the content is not a secret (the file's name and the
+ * reason are logged).
+ */
+int dpt__wire_read_secret_file(const char *path,
+			       char out[DPT_SECRET_HEX_LEN + 1]);
+
+/*
+ * Report to the coordinator at ENDPOINT that task TASK_ID exited with
+ * STATUS (a wait(2) status), authenticated with SECRET_HEX. Blocks at most
+ * TIMEOUT_MS for the coordinator's ACK. Returns 0, DPT_ETIMEDOUT,
+ * DPT_EINVAL, or another dpt_error. Meant for the SPANK plugin's
+ * slurm_spank_task_exit: it never aborts and owns nothing on return.
+ */
+int dpt__coord_report_exit(const char *endpoint, const char *secret_hex,
+			   uint32_t task_id, int32_t status, int timeout_ms);
+
+#endif

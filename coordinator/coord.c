@@ -1,0 +1,1195 @@
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <zmq.h>
+
+#include <dptrain/error.h>
+
+#include "coord.h"
+#include "log.h"
+#include "wire.h"
+
+/* ------------------------------------------------------------ types */
+
+enum coord_state {
+	ST_GATHERING, /* generation G is being formed */
+	ST_ID_WAIT,   /* G formed (NCCL): waiting for rank 0's unique ID */
+	ST_RUNNING,   /* G is live */
+	ST_DONE,      /* finished: the event loop exits */
+};
+
+static const char *const state_names[] = {"GATHERING", "ID_WAIT", "RUNNING",
+					  "DONE"};
+
+enum coord_event {
+	EV_JOIN,
+	EV_UNIQUE_ID,
+	EV_BARRIER,
+	EV_LEAVE,
+	EV_FAULT,
+	EV_TASK_EXIT,
+	EV_PEER_EXPIRED,
+	EV_JOIN_TIMEOUT,
+	EV_SHUTDOWN,
+};
+
+static const char *const event_names[] = {
+	"JOIN",	     "UNIQUE_ID",    "BARRIER",	     "LEAVE",	 "FAULT",
+	"TASK_EXIT", "PEER_EXPIRED", "JOIN_TIMEOUT", "SHUTDOWN",
+};
+
+enum peer_role {
+	ROLE_JOINING, /* sent JOIN for the generation being formed */
+	ROLE_MEMBER,  /* in the current generation */
+	ROLE_WAITING, /* was in the previous generation, expected back */
+};
+
+#define ID_MAX 255 /* a ZeroMQ routing id is at most 255 bytes */
+
+struct peer {
+	struct peer *hash_next;
+	struct peer *older, *newer; /* expiry list, least recently heard first */
+	int64_t last_heard;
+	int64_t last_sent;
+	enum peer_role role;
+	uint32_t rank; /* ROLE_MEMBER */
+	uint32_t barrier_seq;
+	uint64_t join_order;
+	struct dpt__msg_join join;
+	uint8_t id_len;
+	uint8_t id[ID_MAX];
+};
+
+enum task_state { TASK_UNSEEN = 0, TASK_JOINED, TASK_GONE, TASK_EXITED };
+
+struct task {
+	struct peer *peer; /* while TASK_JOINED */
+	uint8_t state;
+};
+
+/* At most BURST messages of one kind per WINDOW_MS, then a count of the
+ * suppressed ones: a hostile or broken client cannot flood the log. */
+struct ratelimit {
+	int64_t window_start;
+	int count;
+	long suppressed;
+};
+#define RL_BURST 5
+#define RL_WINDOW_MS 10000
+
+struct dpt__coord {
+	struct dpt__coord_config cfg;
+	void *router;
+	enum coord_state state;
+	int exit_code;
+	uint32_t generation; /* being formed (GATHERING) or live */
+	bool formed_any;     /* generation 1 has been formed */
+
+	/* All tracked peers: a hash table on the routing id, and a list by
+	 * the time they were last heard from (the oldest first). */
+	struct peer **buckets;
+	size_t nbuckets;
+	size_t npeers;
+	struct peer lru; /* sentinel */
+	uint32_t n_joining, n_waiting;
+	uint64_t join_counter;
+	uint32_t lost_before_first; /* tasks gone before generation 1 */
+
+	/* The live generation: members by rank, NULL once a member left. */
+	struct peer **members;
+	uint32_t world;
+	uint32_t active;
+	uint8_t backend;
+	bool any_left;
+	uint32_t barrier_seq; /* barriers completed in this generation */
+	uint32_t barrier_count;
+	uint8_t last_id[DPT_NCCL_ID_SIZE];
+	bool have_last_id;
+
+	struct task *tasks; /* indexed by task id, world_size entries */
+	int64_t next_heartbeat;
+	int64_t join_deadline; /* 0: none */
+	struct ratelimit rl_malformed;
+};
+
+/* ------------------------------------------------------------ logging */
+
+static bool rl_allow(struct ratelimit *rl, int64_t now)
+{
+	if (now - rl->window_start >= RL_WINDOW_MS) {
+		if (rl->suppressed)
+			dpt__warn("%ld similar messages suppressed",
+				  rl->suppressed);
+		rl->window_start = now;
+		rl->count = 0;
+		rl->suppressed = 0;
+	}
+	if (rl->count < RL_BURST) {
+		rl->count++;
+		return true;
+	}
+	rl->suppressed++;
+	return false;
+}
+
+/* "rank 3 (task 3, node-1 10.0.0.5 pid 812)": what an admin needs to find
+ * the process. */
+static const char *describe(const struct peer *p, char *buf, size_t size)
+{
+	char rank[32] = "worker", task[32] = "";
+
+	if (p->role == ROLE_MEMBER)
+		snprintf(rank, sizeof(rank), "rank %" PRIu32, p->rank);
+	if (p->join.task_id != DPT_WIRE_NO_TASK)
+		snprintf(task, sizeof(task), "task %" PRIu32 ", ",
+			 p->join.task_id);
+	snprintf(buf, size, "%s (%s%s%s%s pid %" PRIu32 ")", rank, task,
+		 p->join.name, p->join.name[0] ? " " : "", p->join.addr.host,
+		 p->join.pid);
+	return buf;
+}
+
+static void format_status(int32_t status, char *buf, size_t size)
+{
+	int s = (int)status;
+	if (WIFEXITED(s))
+		snprintf(buf, size, "exit code %d", WEXITSTATUS(s));
+	else if (WIFSIGNALED(s))
+		snprintf(buf, size, "signal %d", WTERMSIG(s));
+	else
+		snprintf(buf, size, "status %d", s);
+}
+
+/* ------------------------------------------------------------ peers */
+
+static uint64_t id_hash(const uint8_t *id, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	for (size_t i = 0; i < len; i++) {
+		h ^= id[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static struct peer *peer_find(struct dpt__coord *c, const uint8_t *id,
+			      size_t len)
+{
+	struct peer *p = c->buckets[id_hash(id, len) & (c->nbuckets - 1)];
+	for (; p; p = p->hash_next)
+		if (p->id_len == len && memcmp(p->id, id, len) == 0)
+			return p;
+	return NULL;
+}
+
+static int grow_buckets(struct dpt__coord *c)
+{
+	size_t n = c->nbuckets * 2;
+	struct peer **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return DPT_ENOMEM;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct peer *p = c->buckets[i], *next;
+		for (; p; p = next) {
+			size_t k = id_hash(p->id, p->id_len) & (n - 1);
+			next = p->hash_next;
+			p->hash_next = b[k];
+			b[k] = p;
+		}
+	}
+	free(c->buckets);
+	c->buckets = b;
+	c->nbuckets = n;
+	return 0;
+}
+
+static void lru_unlink(struct peer *p)
+{
+	p->older->newer = p->newer;
+	p->newer->older = p->older;
+}
+
+static void lru_append(struct dpt__coord *c, struct peer *p)
+{
+	p->newer = &c->lru;
+	p->older = c->lru.older;
+	c->lru.older->newer = p;
+	c->lru.older = p;
+}
+
+/* Any traffic from a peer proves it alive: O(1), whatever the number of
+ * peers. */
+static void peer_heard(struct dpt__coord *c, struct peer *p, int64_t now)
+{
+	p->last_heard = now;
+	lru_unlink(p);
+	lru_append(c, p);
+}
+
+static struct peer *peer_add(struct dpt__coord *c, const uint8_t *id,
+			     size_t len, int64_t now)
+{
+	struct peer *p;
+	size_t k;
+
+	if (len == 0 || len > ID_MAX)
+		return NULL;
+	if ((c->npeers + 1) * 4 > c->nbuckets * 3 && grow_buckets(c) != 0)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	memcpy(p->id, id, len);
+	p->id_len = (uint8_t)len;
+	p->last_heard = now;
+	p->last_sent = now;
+	p->role = ROLE_JOINING;
+	k = id_hash(id, len) & (c->nbuckets - 1);
+	p->hash_next = c->buckets[k];
+	c->buckets[k] = p;
+	lru_append(c, p);
+	c->npeers++;
+	c->n_joining++;
+	return p;
+}
+
+static void set_role(struct dpt__coord *c, struct peer *p, enum peer_role r)
+{
+	if (p->role == ROLE_JOINING)
+		c->n_joining--;
+	else if (p->role == ROLE_WAITING)
+		c->n_waiting--;
+	if (r == ROLE_JOINING)
+		c->n_joining++;
+	else if (r == ROLE_WAITING)
+		c->n_waiting++;
+	p->role = r;
+}
+
+/* Forget P. Its task, if any, is marked gone; as a member, its rank's slot
+ * is emptied (the caller decides what that means for the generation). */
+static void peer_remove(struct dpt__coord *c, struct peer *p)
+{
+	struct peer **pp = &c->buckets[id_hash(p->id, p->id_len) &
+				       (c->nbuckets - 1)];
+
+	while (*pp != p)
+		pp = &(*pp)->hash_next;
+	*pp = p->hash_next;
+	lru_unlink(p);
+	c->npeers--;
+	if (p->role == ROLE_JOINING)
+		c->n_joining--;
+	else if (p->role == ROLE_WAITING)
+		c->n_waiting--;
+	else if (p->rank < c->world && c->members[p->rank] == p) {
+		c->members[p->rank] = NULL;
+		c->active--;
+	}
+	if (p->join.task_id < c->cfg.world_size &&
+	    c->tasks[p->join.task_id].peer == p) {
+		c->tasks[p->join.task_id].peer = NULL;
+		c->tasks[p->join.task_id].state = TASK_GONE;
+	}
+	free(p);
+}
+
+/* ------------------------------------------------------------ sending */
+
+static void send_raw(struct dpt__coord *c, struct peer *p, zmq_msg_t *msg,
+		     int64_t now)
+{
+	/* Never block: a peer whose queue is full (ZMQ_SNDHWM) loses the
+	 * message, and the protocol recovers from that through timeouts. */
+	if (zmq_send(c->router, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) <
+		    0 ||
+	    zmq_msg_send(msg, c->router, ZMQ_DONTWAIT) < 0) {
+		dpt__debug("cannot send to a peer: %s", zmq_strerror(errno));
+		return;
+	}
+	p->last_sent = now;
+}
+
+static void send_msg(struct dpt__coord *c, struct peer *p,
+		     const struct dpt__msg *m, int64_t now)
+{
+	uint8_t buf[512];
+	long len = dpt__wire_encode(m, buf, sizeof(buf));
+	zmq_msg_t msg;
+
+	if (len < 0) {
+		dpt__error("cannot encode %s: %s", dpt__msg_type_name(m->type),
+			   dpt_strerror((int)len));
+		return;
+	}
+	zmq_msg_init_size(&msg, (size_t)len);
+	memcpy(zmq_msg_data(&msg), buf, (size_t)len);
+	send_raw(c, p, &msg, now);
+	zmq_msg_close(&msg);
+}
+
+/* Reply to an identity that is not (or no longer) a tracked peer. */
+static void send_to_id(struct dpt__coord *c, const uint8_t *id, size_t id_len,
+		       const struct dpt__msg *m)
+{
+	uint8_t buf[512];
+	long len = dpt__wire_encode(m, buf, sizeof(buf));
+
+	if (len < 0)
+		return;
+	if (zmq_send(c->router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+		zmq_send(c->router, buf, (size_t)len, ZMQ_DONTWAIT);
+}
+
+static void text_msg(struct dpt__msg *m, enum dpt__msg_type type,
+		     uint32_t generation, int32_t code, uint32_t lost_rank,
+		     const char *text)
+{
+	dpt__msg_init(m, type, generation);
+	m->u.text.code = code;
+	m->u.text.lost_rank = lost_rank;
+	/* Texts are built from validated fields and our own words; cut at
+	 * the protocol's limit. */
+	size_t n = strlen(text);
+	if (n > DPT_WIRE_TEXT_MAX)
+		n = DPT_WIRE_TEXT_MAX;
+	memcpy(m->u.text.text, text, n);
+	m->u.text.text[n] = '\0';
+}
+
+static void send_error(struct dpt__coord *c, struct peer *p, int code,
+		       const char *text, int64_t now)
+{
+	struct dpt__msg m;
+	text_msg(&m, DPT_MSG_ERROR, c->generation, code, DPT_WIRE_NO_RANK,
+		 text);
+	send_msg(c, p, &m, now);
+}
+
+/* ------------------------------------------------------------ actions */
+
+static void check_gathering(struct dpt__coord *c, int64_t now);
+
+/* fail: fewer than --min-workers can still take part, or a fatal
+ * configuration: tell everyone, finish with status 1. */
+static void fail(struct dpt__coord *c, int code, const char *why, int64_t now)
+{
+	dpt__error("%s: the job cannot go on", why);
+	for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+		send_error(c, p, code, why, now);
+	c->state = ST_DONE;
+	c->exit_code = 1;
+}
+
+static int cmp_join(const void *a, const void *b)
+{
+	const struct peer *p = *(struct peer *const *)a;
+	const struct peer *q = *(struct peer *const *)b;
+
+	if (p->join.node != q->join.node)
+		return p->join.node < q->join.node ? -1 : 1;
+	if (p->join.local_rank != q->join.local_rank)
+		return p->join.local_rank < q->join.local_rank ? -1 : 1;
+	return p->join_order < q->join_order ? -1 : 1;
+}
+
+static void send_roster(struct dpt__coord *c, int64_t now)
+{
+	struct dpt__peer *peers = calloc(c->world, sizeof(*peers));
+	struct dpt__msg m;
+	zmq_msg_t roster;
+	size_t size;
+
+	if (!peers) {
+		fail(c, DPT_ENOMEM, "out of memory for the roster", now);
+		return;
+	}
+	for (uint32_t r = 0; r < c->world; r++) {
+		peers[r] = c->members[r]->join.addr;
+		peers[r].node = c->members[r]->join.node;
+	}
+	dpt__msg_init(&m, DPT_MSG_ROSTER, c->generation);
+	m.world = c->world;
+	m.roster = peers;
+	size = dpt__wire_size(&m);
+	if (!size || zmq_msg_init_size(&roster, size) != 0) {
+		free(peers);
+		fail(c, DPT_ENOMEM, "cannot encode the roster", now);
+		return;
+	}
+	dpt__wire_encode(&m, zmq_msg_data(&roster), size);
+	free(peers);
+	/* One encoding for all: zmq_msg_copy shares the buffer by reference
+	 * count, so N members cost N sends, not N encodings and copies. */
+	for (uint32_t r = 0; r < c->world; r++) {
+		zmq_msg_t copy;
+		zmq_msg_init(&copy);
+		zmq_msg_copy(&copy, &roster);
+		send_raw(c, c->members[r], &copy, now);
+		zmq_msg_close(&copy);
+	}
+	zmq_msg_close(&roster);
+}
+
+/* form: every expected peer has joined (or the join timeout passed). */
+static void form_generation(struct dpt__coord *c, int64_t now)
+{
+	uint32_t n = c->n_joining, i = 0, caps = DPT_CAP_CPU | DPT_CAP_NCCL;
+	uint32_t nodes = 0, start = 0;
+	struct peer **m;
+	char why[200];
+
+	if (n < c->cfg.min_workers || n == 0) {
+		snprintf(why, sizeof(why),
+			 "only %" PRIu32 " workers for generation %" PRIu32
+			 " (--min-workers %" PRIu32 ")",
+			 n, c->generation, c->cfg.min_workers);
+		fail(c, DPT_EPEERLOST, why, now);
+		return;
+	}
+	m = realloc(c->members, n * sizeof(*m));
+	if (!m) {
+		fail(c, DPT_ENOMEM, "out of memory", now);
+		return;
+	}
+	c->members = m;
+	for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+		if (p->role == ROLE_JOINING) {
+			m[i++] = p;
+			caps &= p->join.caps;
+		}
+	if (!caps) {
+		fail(c, DPT_ECONFIG,
+		     "the workers share no backend: some can run only nccl, "
+		     "others only cpu (check DPTRAIN_BACKEND)",
+		     now);
+		return;
+	}
+	qsort(m, n, sizeof(*m), cmp_join);
+	c->world = n;
+	c->active = n;
+	c->backend = (caps & DPT_CAP_NCCL) ? DPT_BACKEND_NCCL : DPT_BACKEND_CPU;
+	c->any_left = false;
+	c->barrier_seq = 0;
+	c->barrier_count = 0;
+	c->formed_any = true;
+	c->join_deadline = 0;
+	for (i = 0; i < n; i++) {
+		m[i]->rank = i;
+		m[i]->barrier_seq = 0;
+		set_role(c, m[i], ROLE_MEMBER);
+	}
+	/* Ranks of a node are consecutive: local ranks and sizes come from
+	 * each run of equal node indices. */
+	for (i = 0; i <= n; i++) {
+		if (i < n && m[i]->join.node == m[start]->join.node)
+			continue;
+		for (uint32_t r = start; r < i; r++) {
+			struct dpt__msg w;
+			dpt__msg_init(&w, DPT_MSG_WELCOME, c->generation);
+			w.u.welcome = (struct dpt__msg_welcome){
+				.rank = r,
+				.world = n,
+				.local_rank = r - start,
+				.local_world = i - start,
+				.backend = c->backend,
+				.flags = (r == 0 &&
+					  c->backend == DPT_BACKEND_NCCL) ?
+						 DPT_WELCOME_CREATE_ID :
+						 0,
+				.heartbeat_ms = c->cfg.heartbeat_ms,
+				.timeout_ms = c->cfg.timeout_ms,
+			};
+			send_msg(c, m[r], &w, now);
+		}
+		nodes++;
+		start = i;
+	}
+	dpt__info("generation %" PRIu32 " formed: %" PRIu32
+		  " workers on %" PRIu32 " node%s, %s backend",
+		  c->generation, n, nodes, nodes == 1 ? "" : "s",
+		  c->backend == DPT_BACKEND_NCCL ? "nccl" : "cpu");
+	if (c->backend == DPT_BACKEND_CPU) {
+		send_roster(c, now);
+		if (c->state != ST_DONE)
+			c->state = ST_RUNNING;
+	} else {
+		c->state = ST_ID_WAIT;
+		if (c->cfg.join_timeout_ms)
+			c->join_deadline = now + c->cfg.join_timeout_ms;
+	}
+}
+
+/* end: the live generation is over; its members must re-join G+1. */
+static void end_generation(struct dpt__coord *c, uint32_t reason,
+			   uint32_t lost_rank, const char *why, int64_t now)
+{
+	struct dpt__msg m;
+
+	text_msg(&m, DPT_MSG_GEN_END, c->generation, (int32_t)reason,
+		 lost_rank, why);
+	for (uint32_t r = 0; r < c->world; r++) {
+		struct peer *p = c->members[r];
+		if (!p)
+			continue;
+		send_msg(c, p, &m, now);
+		set_role(c, p, ROLE_WAITING);
+		c->members[r] = NULL;
+	}
+	dpt__warn("generation %" PRIu32 " ended: %s; %" PRIu32
+		  " workers re-joining generation %" PRIu32,
+		  c->generation, why, c->n_waiting, c->generation + 1);
+	c->world = 0;
+	c->active = 0;
+	c->generation++;
+	c->state = ST_GATHERING;
+	c->join_deadline = c->cfg.join_timeout_ms ?
+				   now + c->cfg.join_timeout_ms :
+				   0;
+	check_gathering(c, now);
+}
+
+/* Drop P (evicted, exited or timed out). A member's departure ends the
+ * live generation with REASON; otherwise the gathering is re-checked. */
+static void drop_peer(struct dpt__coord *c, struct peer *p, uint32_t reason,
+		      const char *why, int64_t now)
+{
+	bool member = p->role == ROLE_MEMBER;
+	uint32_t rank = p->rank;
+	struct dpt__msg m;
+
+	/* Best effort: a live but evicted worker learns it at once. */
+	text_msg(&m, DPT_MSG_GEN_END, c->generation, DPT_END_EVICTED,
+		 member ? rank : DPT_WIRE_NO_RANK, why);
+	send_msg(c, p, &m, now);
+	if (!c->formed_any && p->role != ROLE_MEMBER)
+		c->lost_before_first++;
+	peer_remove(c, p);
+	if (member)
+		end_generation(c, reason, rank, why, now);
+	else
+		check_gathering(c, now);
+}
+
+/*
+ * While GATHERING: form the generation once every expected peer joined,
+ * fail when fewer than --min-workers can still come.
+ */
+static void check_gathering(struct dpt__coord *c, int64_t now)
+{
+	uint32_t target, possible;
+	char why[200];
+
+	if (c->state != ST_GATHERING)
+		return;
+	if (!c->formed_any) {
+		target = c->cfg.world_size - c->lost_before_first;
+		possible = target;
+	} else {
+		target = c->n_joining + c->n_waiting;
+		possible = target;
+	}
+	if (possible < c->cfg.min_workers || possible == 0) {
+		snprintf(why, sizeof(why),
+			 "only %" PRIu32 " workers left for generation %" PRIu32
+			 " (--min-workers %" PRIu32 ")",
+			 possible, c->generation, c->cfg.min_workers);
+		fail(c, DPT_EPEERLOST, why, now);
+		return;
+	}
+	if (c->n_waiting == 0 && c->n_joining >= target)
+		form_generation(c, now);
+}
+
+static void check_barrier(struct dpt__coord *c, int64_t now)
+{
+	struct dpt__msg m;
+
+	if (c->active == 0 || c->barrier_count < c->active)
+		return;
+	c->barrier_seq++;
+	c->barrier_count = 0;
+	dpt__msg_init(&m, DPT_MSG_BARRIER_DONE, c->generation);
+	m.seq = c->barrier_seq;
+	for (uint32_t r = 0; r < c->world; r++)
+		if (c->members[r])
+			send_msg(c, c->members[r], &m, now);
+}
+
+/* Whether a newcomer may join now; sends the refusal if not. */
+static bool room_for_newcomer(struct dpt__coord *c, const uint8_t *id,
+			      size_t id_len)
+{
+	uint32_t count = c->n_joining + c->n_waiting + c->active;
+	struct dpt__msg m;
+	char why[160];
+
+	if (c->any_left)
+		snprintf(why, sizeof(why),
+			 "the job is finishing: members have left");
+	else if (!c->formed_any &&
+		 count >= c->cfg.world_size - c->lost_before_first)
+		snprintf(why, sizeof(why),
+			 "the job already has its %" PRIu32 " workers",
+			 c->cfg.world_size);
+	else if (count >= c->cfg.world_size)
+		snprintf(why, sizeof(why),
+			 "the job already has its %" PRIu32 " workers",
+			 c->cfg.world_size);
+	else
+		return true;
+	dpt__warn("refused a join: %s", why);
+	text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_EBUSY, DPT_WIRE_NO_RANK,
+		 why);
+	send_to_id(c, id, id_len, &m);
+	return false;
+}
+
+/* ------------------------------------------------------------ events */
+
+struct event_ctx {
+	const uint8_t *id; /* sender's routing identity (message events) */
+	size_t id_len;
+	const struct dpt__msg *msg;
+	int64_t now;
+};
+
+static void on_join(struct dpt__coord *c, struct peer *p,
+		    const struct event_ctx *e)
+{
+	const struct dpt__msg_join *j = &e->msg->u.join;
+	char desc[200], why[240];
+	struct task *t = j->task_id < c->cfg.world_size ? &c->tasks[j->task_id] :
+							  NULL;
+
+	if (t && t->state == TASK_JOINED && t->peer != p) {
+		struct dpt__msg m;
+		snprintf(why, sizeof(why),
+			 "task %" PRIu32 " has already joined from another "
+			 "connection",
+			 j->task_id);
+		dpt__warn("refused a join from %s pid %" PRIu32 ": %s",
+			  j->addr.host, j->pid, why);
+		text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_EEXIST,
+			 DPT_WIRE_NO_RANK, why);
+		send_to_id(c, e->id, e->id_len, &m);
+		return;
+	}
+	if (t && t->state == TASK_EXITED) {
+		/* A late message from a task that Slurm reported dead. */
+		struct dpt__msg m;
+		snprintf(why, sizeof(why),
+			 "task %" PRIu32 " was reported exited", j->task_id);
+		text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_ECLOSED,
+			 DPT_WIRE_NO_RANK, why);
+		send_to_id(c, e->id, e->id_len, &m);
+		return;
+	}
+
+	if (!p) {
+		if (!room_for_newcomer(c, e->id, e->id_len))
+			return;
+		if (c->state != ST_GATHERING)
+			end_generation(c, DPT_END_GROW, DPT_WIRE_NO_RANK,
+				       "a new worker wants to join", e->now);
+		if (c->state == ST_DONE)
+			return;
+		p = peer_add(c, e->id, e->id_len, e->now);
+		if (!p) {
+			dpt__error("out of memory: dropped a join");
+			return;
+		}
+	} else if (p->role == ROLE_MEMBER) {
+		/* A member re-joins: its data plane broke, or it called
+		 * dpt_rejoin. The generation is over for everyone. */
+		snprintf(why, sizeof(why), "%s re-joined",
+			 describe(p, desc, sizeof(desc)));
+		end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
+		if (c->state == ST_DONE)
+			return;
+	}
+	if (p->role != ROLE_JOINING || p->join_order == 0)
+		p->join_order = ++c->join_counter;
+	if (p->join.task_id < c->cfg.world_size &&
+	    p->join.task_id != j->task_id &&
+	    c->tasks[p->join.task_id].peer == p) {
+		/* The same connection now claims another task id. */
+		c->tasks[p->join.task_id].peer = NULL;
+		c->tasks[p->join.task_id].state = TASK_UNSEEN;
+	}
+	p->join = *j;
+	set_role(c, p, ROLE_JOINING);
+	if (t) {
+		t->peer = p;
+		t->state = TASK_JOINED;
+	}
+	dpt__info("%s joins generation %" PRIu32 " (%" PRIu32 " of %" PRIu32
+		  ")",
+		  describe(p, desc, sizeof(desc)), c->generation, c->n_joining,
+		  c->formed_any ? c->n_joining + c->n_waiting :
+				  c->cfg.world_size - c->lost_before_first);
+	check_gathering(c, e->now);
+}
+
+static void on_unique_id(struct dpt__coord *c, struct peer *p,
+			 const struct event_ctx *e)
+{
+	struct dpt__msg m;
+
+	if (c->state != ST_ID_WAIT || !p || p->role != ROLE_MEMBER ||
+	    p->rank != 0 || e->msg->generation != c->generation) {
+		dpt__debug("ignored a unique id not from rank 0 of generation "
+			   "%" PRIu32,
+			   c->generation);
+		return;
+	}
+	if (c->have_last_id &&
+	    memcmp(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE) == 0) {
+		end_generation(c, DPT_END_FAULT, 0,
+			       "rank 0 sent the previous generation's nccl "
+			       "unique id",
+			       e->now);
+		return;
+	}
+	memcpy(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE);
+	c->have_last_id = true;
+	dpt__msg_init(&m, DPT_MSG_UNIQUE_ID, c->generation);
+	memcpy(m.u.unique_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE);
+	for (uint32_t r = 0; r < c->world; r++)
+		if (c->members[r])
+			send_msg(c, c->members[r], &m, e->now);
+	c->state = ST_RUNNING;
+	c->join_deadline = 0;
+	dpt__info("generation %" PRIu32 ": nccl unique id relayed to %" PRIu32
+		  " members",
+		  c->generation, c->active);
+}
+
+static void on_barrier(struct dpt__coord *c, struct peer *p,
+		       const struct event_ctx *e)
+{
+	uint32_t seq = e->msg->seq;
+
+	if (!p || p->role != ROLE_MEMBER ||
+	    e->msg->generation != c->generation)
+		return;
+	if (seq != c->barrier_seq + 1 || p->barrier_seq >= seq) {
+		/* A duplicate, or a member that miscounts: counting it would
+		 * release a barrier too early. */
+		dpt__debug("ignored barrier %" PRIu32 " from rank %" PRIu32
+			   " (expecting %" PRIu32 ")",
+			   seq, p->rank, c->barrier_seq + 1);
+		return;
+	}
+	p->barrier_seq = seq;
+	c->barrier_count++;
+	check_barrier(c, e->now);
+}
+
+static void on_leave(struct dpt__coord *c, struct peer *p,
+		     const struct event_ctx *e)
+{
+	char desc[200], why[240];
+
+	if (!p)
+		return;
+	describe(p, desc, sizeof(desc));
+	if (p->role == ROLE_MEMBER && c->state == ST_ID_WAIT) {
+		snprintf(why, sizeof(why), "%s left before the generation "
+			 "was running", desc);
+		drop_peer(c, p, DPT_END_LEFT, why, e->now);
+		return;
+	}
+	dpt__info("%s left", desc);
+	if (p->role == ROLE_MEMBER) {
+		c->any_left = true;
+		/* The member left, so it cannot count in a barrier any more:
+		 * un-count it if it had arrived. */
+		if (p->barrier_seq == c->barrier_seq + 1)
+			c->barrier_count--;
+		if (p->join.task_id < c->cfg.world_size)
+			c->tasks[p->join.task_id].state = TASK_GONE;
+		peer_remove(c, p);
+		if (c->active == 0 && c->n_joining == 0 && c->n_waiting == 0) {
+			dpt__info("every member of generation %" PRIu32
+				  " left: exiting",
+				  c->generation);
+			c->state = ST_DONE;
+			c->exit_code = 0;
+			return;
+		}
+		check_barrier(c, e->now);
+		return;
+	}
+	if (!c->formed_any)
+		c->lost_before_first++;
+	peer_remove(c, p);
+	if (c->formed_any && c->npeers == 0) {
+		/* The survivors of a broken generation chose to finish
+		 * rather than re-join: that is a clean end too. */
+		dpt__info("every worker left: exiting");
+		c->state = ST_DONE;
+		c->exit_code = 0;
+		return;
+	}
+	check_gathering(c, e->now);
+}
+
+static void on_fault(struct dpt__coord *c, struct peer *p,
+		     const struct event_ctx *e)
+{
+	char desc[200], why[240];
+
+	if (!p || p->role != ROLE_MEMBER ||
+	    e->msg->generation != c->generation)
+		return;
+	snprintf(why, sizeof(why), "%s reported a failed collective (%s)",
+		 describe(p, desc, sizeof(desc)),
+		 dpt_strerror(e->msg->u.fault_code));
+	end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
+}
+
+static void on_task_exit(struct dpt__coord *c, const struct event_ctx *e)
+{
+	uint32_t id = e->msg->u.task_exit.task_id;
+	int32_t status = e->msg->u.task_exit.status;
+	char st[48], desc[200], why[240];
+	struct dpt__msg ack;
+	struct task *t;
+
+	dpt__msg_init(&ack, DPT_MSG_ACK, c->generation);
+	ack.seq = e->msg->seq;
+	send_to_id(c, e->id, e->id_len, &ack);
+
+	format_status(status, st, sizeof(st));
+	if (id >= c->cfg.world_size) {
+		dpt__warn("task %" PRIu32 " exited (%s): no such task in a "
+			  "step of %" PRIu32,
+			  id, st, c->cfg.world_size);
+		return;
+	}
+	t = &c->tasks[id];
+	switch (t->state) {
+	case TASK_UNSEEN:
+		dpt__warn("task %" PRIu32 " exited (%s) before it joined", id,
+			  st);
+		t->state = TASK_EXITED;
+		if (!c->formed_any) {
+			c->lost_before_first++;
+			check_gathering(c, e->now);
+		}
+		return;
+	case TASK_GONE:
+	case TASK_EXITED:
+		dpt__debug("task %" PRIu32 " exited (%s) after it left", id,
+			   st);
+		t->state = TASK_EXITED;
+		return;
+	}
+	snprintf(why, sizeof(why), "%s exited (%s)",
+		 describe(t->peer, desc, sizeof(desc)), st);
+	dpt__warn("evicting %s: its task exited (%s)", desc, st);
+	drop_peer(c, t->peer, DPT_END_TASK_EXIT, why, e->now);
+	t->state = TASK_EXITED;
+}
+
+static void on_peer_expired(struct dpt__coord *c, struct peer *p,
+			    const struct event_ctx *e)
+{
+	char desc[200], why[240];
+
+	snprintf(why, sizeof(why), "%s was silent for %" PRIu32 " ms",
+		 describe(p, desc, sizeof(desc)), c->cfg.timeout_ms);
+	dpt__warn("evicting %s: silent for %" PRIu32 " ms", desc,
+		  c->cfg.timeout_ms);
+	drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+}
+
+static void on_join_timeout(struct dpt__coord *c, const struct event_ctx *e)
+{
+	char desc[200], why[240];
+
+	c->join_deadline = 0;
+	if (c->state == ST_ID_WAIT) {
+		struct peer *p = c->members[0];
+		if (!p)
+			return;
+		snprintf(why, sizeof(why),
+			 "%s did not send the nccl unique id within %" PRIu32
+			 " ms",
+			 describe(p, desc, sizeof(desc)),
+			 c->cfg.join_timeout_ms);
+		dpt__warn("evicting %s: no nccl unique id within %" PRIu32
+			  " ms",
+			  desc, c->cfg.join_timeout_ms);
+		drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+		return;
+	}
+	/* Whoever has not (re-)joined by now is dropped; the generation
+	 * forms with the others if they are enough. */
+	for (struct peer *p = c->lru.newer, *next; p != &c->lru; p = next) {
+		next = p->newer;
+		if (p->role != ROLE_WAITING)
+			continue;
+		snprintf(why, sizeof(why),
+			 "%s did not re-join generation %" PRIu32
+			 " within %" PRIu32 " ms",
+			 describe(p, desc, sizeof(desc)), c->generation,
+			 c->cfg.join_timeout_ms);
+		dpt__warn("dropping %s", why);
+		send_error(c, p, DPT_ETIMEDOUT, why, e->now);
+		peer_remove(c, p);
+	}
+	if (!c->formed_any)
+		dpt__warn("%" PRIu32 " of %" PRIu32
+			  " workers joined within %" PRIu32 " ms",
+			  c->n_joining, c->cfg.world_size,
+			  c->cfg.join_timeout_ms);
+	form_generation(c, e->now);
+}
+
+/*
+ * Execute event EV in the current state: the one place where the state
+ * machine of doc/protocol.md lives. P is the peer concerned (NULL for a
+ * sender that is not tracked, and for timers that concern no peer).
+ */
+static void coord_execute(struct dpt__coord *c, enum coord_event ev,
+			  struct peer *p, const struct event_ctx *e)
+{
+	enum coord_state before = c->state;
+
+	if (c->state == ST_DONE)
+		return;
+	switch (ev) {
+	case EV_JOIN:
+		on_join(c, p, e);
+		break;
+	case EV_UNIQUE_ID:
+		on_unique_id(c, p, e);
+		break;
+	case EV_BARRIER:
+		if (c->state == ST_RUNNING || c->state == ST_ID_WAIT)
+			on_barrier(c, p, e);
+		break;
+	case EV_LEAVE:
+		on_leave(c, p, e);
+		break;
+	case EV_FAULT:
+		if (c->state == ST_RUNNING || c->state == ST_ID_WAIT)
+			on_fault(c, p, e);
+		break;
+	case EV_TASK_EXIT:
+		on_task_exit(c, e);
+		break;
+	case EV_PEER_EXPIRED:
+		on_peer_expired(c, p, e);
+		break;
+	case EV_JOIN_TIMEOUT:
+		if (c->state == ST_GATHERING || c->state == ST_ID_WAIT)
+			on_join_timeout(c, e);
+		break;
+	case EV_SHUTDOWN:
+		fail(c, DPT_ECLOSED, e->msg ? e->msg->u.text.text : "shutdown",
+		     e->now);
+		break;
+	}
+	if (c->state != before)
+		dpt__debug("%s: %s -> %s (generation %" PRIu32 ")",
+			   event_names[ev], state_names[before],
+			   state_names[c->state], c->generation);
+}
+
+/* ------------------------------------------------------------ interface */
+
+int dpt__coord_new(struct dpt__coord **out,
+		   const struct dpt__coord_config *cfg, void *router,
+		   int64_t now)
+{
+	struct dpt__coord *c = calloc(1, sizeof(*c));
+
+	*out = NULL;
+	if (!c)
+		return DPT_ENOMEM;
+	c->cfg = *cfg;
+	c->router = router;
+	c->state = ST_GATHERING;
+	c->generation = 1;
+	c->nbuckets = 64;
+	while (c->nbuckets < (size_t)cfg->world_size * 2)
+		c->nbuckets *= 2;
+	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+	c->tasks = calloc(cfg->world_size, sizeof(*c->tasks));
+	if (!c->buckets || !c->tasks) {
+		dpt__coord_destroy(&c);
+		return DPT_ENOMEM;
+	}
+	c->lru.newer = c->lru.older = &c->lru;
+	c->next_heartbeat = now + cfg->heartbeat_ms;
+	c->join_deadline = cfg->join_timeout_ms ? now + cfg->join_timeout_ms :
+						  0;
+	c->rl_malformed.window_start = now;
+	*out = c;
+	return 0;
+}
+
+void dpt__coord_destroy(struct dpt__coord **cp)
+{
+	struct dpt__coord *c = *cp;
+
+	if (!c)
+		return;
+	if (c->buckets)
+		while (c->lru.newer != &c->lru)
+			peer_remove(c, c->lru.newer);
+	free(c->buckets);
+	free(c->members);
+	free(c->tasks);
+	free(c);
+	*cp = NULL;
+}
+
+static enum coord_event event_of(uint8_t type)
+{
+	switch (type) {
+	case DPT_MSG_JOIN:
+		return EV_JOIN;
+	case DPT_MSG_UNIQUE_ID:
+		return EV_UNIQUE_ID;
+	case DPT_MSG_BARRIER:
+		return EV_BARRIER;
+	case DPT_MSG_LEAVE:
+		return EV_LEAVE;
+	case DPT_MSG_FAULT:
+		return EV_FAULT;
+	default:
+		return EV_TASK_EXIT;
+	}
+}
+
+void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
+			   const void *data, size_t len, int64_t now)
+{
+	struct event_ctx e = {.id = id, .id_len = id_len, .now = now};
+	struct peer *p;
+	struct dpt__msg m;
+	int rc;
+
+	if (c->state == ST_DONE || id_len == 0 || id_len > ID_MAX)
+		return;
+	p = peer_find(c, id, id_len);
+	/* Any traffic from a tracked peer proves it alive, even a message
+	 * that turns out malformed. */
+	if (p)
+		peer_heard(c, p, now);
+	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
+	if (rc == DPT_EVERSION && m.type == DPT_MSG_JOIN) {
+		struct dpt__msg err;
+		char why[160];
+		snprintf(why, sizeof(why),
+			 "protocol version %u is not supported: this "
+			 "coordinator speaks version %d (use the same dptrain "
+			 "release for the job and its workers)",
+			 m.version, DPT_WIRE_VERSION);
+		dpt__warn("refused a join: %s", why);
+		text_msg(&err, DPT_MSG_ERROR, 0, DPT_EVERSION,
+			 DPT_WIRE_NO_RANK, why);
+		send_to_id(c, id, id_len, &err);
+		return;
+	}
+	if (rc == 0 && !dpt__msg_from_worker(m.type))
+		rc = DPT_EPROTO;
+	if (rc) {
+		if (rl_allow(&c->rl_malformed, now))
+			dpt__warn("dropped a %zu-byte message from %s: %s", len,
+				  p ? "a worker" : "an unknown peer",
+				  dpt_strerror(rc));
+		return;
+	}
+	e.msg = &m;
+	if (m.type == DPT_MSG_HEARTBEAT) {
+		if (!p) {
+			/* An evicted worker still heartbeating: tell it, so
+			 * that it re-joins instead of waiting for a
+			 * coordinator that ignores it. */
+			struct dpt__msg end;
+			text_msg(&end, DPT_MSG_GEN_END, m.generation,
+				 DPT_END_EVICTED, DPT_WIRE_NO_RANK,
+				 "this worker is not a member: it was evicted");
+			send_to_id(c, id, id_len, &end);
+		}
+		return;
+	}
+	if (!p && m.type != DPT_MSG_JOIN && m.type != DPT_MSG_TASK_EXIT) {
+		struct dpt__msg end;
+		text_msg(&end, DPT_MSG_GEN_END, m.generation, DPT_END_EVICTED,
+			 DPT_WIRE_NO_RANK,
+			 "this worker is not a member: it was evicted");
+		send_to_id(c, id, id_len, &end);
+		return;
+	}
+	coord_execute(c, event_of(m.type), p, &e);
+	dpt__msg_release(&m);
+}
+
+void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
+{
+	struct event_ctx e = {.now = now};
+
+	/* Evictions first: the list is ordered by last contact, so only its
+	 * head can be due. Each eviction removes the head. */
+	while (!behind && c->state != ST_DONE && c->lru.newer != &c->lru &&
+	       now - c->lru.newer->last_heard >= (int64_t)c->cfg.timeout_ms)
+		coord_execute(c, EV_PEER_EXPIRED, c->lru.newer, &e);
+
+	if (c->state != ST_DONE && c->join_deadline && now >= c->join_deadline)
+		coord_execute(c, EV_JOIN_TIMEOUT, NULL, &e);
+
+	if (c->state != ST_DONE && now >= c->next_heartbeat) {
+		struct dpt__msg m;
+		dpt__msg_init(&m, DPT_MSG_HEARTBEAT, c->generation);
+		for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+			if (now - p->last_sent >= (int64_t)c->cfg.heartbeat_ms)
+				send_msg(c, p, &m, now);
+		c->next_heartbeat = now + c->cfg.heartbeat_ms / 2;
+	}
+}
+
+int64_t dpt__coord_next_deadline(const struct dpt__coord *c)
+{
+	int64_t t = c->next_heartbeat;
+
+	if (c->lru.newer != &c->lru) {
+		int64_t exp = c->lru.newer->last_heard + c->cfg.timeout_ms;
+		if (exp < t)
+			t = exp;
+	}
+	if (c->join_deadline && c->join_deadline < t)
+		t = c->join_deadline;
+	return t;
+}
+
+void dpt__coord_shutdown(struct dpt__coord *c, const char *why, int64_t now)
+{
+	struct dpt__msg m;
+	struct event_ctx e = {.msg = &m, .now = now};
+
+	text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_ECLOSED,
+		 DPT_WIRE_NO_RANK, why);
+	coord_execute(c, EV_SHUTDOWN, NULL, &e);
+}
+
+int dpt__coord_done(const struct dpt__coord *c, int *exit_code)
+{
+	if (c->state != ST_DONE)
+		return 0;
+	*exit_code = c->exit_code;
+	return 1;
+}

@@ -1,0 +1,57 @@
+/*
+ * The coordinator's state machine (doc/protocol.md, "Coordinator state
+ * machine"): peers, generations, barriers and liveness. It owns no socket
+ * setup and no event loop: coordinator/main.c receives frames and timers
+ * and hands them over here; this module sends its replies through the
+ * ROUTER socket it is given.
+ */
+#ifndef DPT_COORDINATOR_COORD_H
+#define DPT_COORDINATOR_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct dpt__coord_config {
+	uint32_t world_size;	  /* workers expected in generation 1 */
+	uint32_t min_workers;	  /* smallest generation allowed */
+	uint32_t heartbeat_ms;	  /* how often each side speaks */
+	uint32_t timeout_ms;	  /* silence after which a peer is evicted */
+	uint32_t join_timeout_ms; /* 0: wait for joins without limit */
+};
+
+struct dpt__coord;
+
+/*
+ * Create the state machine. ROUTER is the bound ROUTER socket; it stays
+ * the caller's (the state machine only sends on it). NOW is the monotonic
+ * time in milliseconds. Returns 0 or DPT_ENOMEM.
+ */
+int dpt__coord_new(struct dpt__coord **out,
+		   const struct dpt__coord_config *cfg, void *router,
+		   int64_t now);
+/* Free everything; accepts NULL; nulls *C. */
+void dpt__coord_destroy(struct dpt__coord **c);
+
+/*
+ * One message from the ROUTER: the sender's routing identity ID (ID_LEN
+ * bytes) and the frame's DATA (LEN bytes, untrusted). Malformed input is
+ * dropped with a rate-limited warning.
+ */
+void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
+			   const void *data, size_t len, int64_t now);
+
+/* Run the timers that are due: heartbeats, evictions, join timeouts.
+ * BEHIND: messages are waiting unread, so nobody may be judged silent. */
+void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind);
+
+/* When dpt__coord_on_tick should next run (monotonic milliseconds). */
+int64_t dpt__coord_next_deadline(const struct dpt__coord *c);
+
+/* Stop: tell every peer why (WHY is logged and sent) and finish. */
+void dpt__coord_shutdown(struct dpt__coord *c, const char *why, int64_t now);
+
+/* Whether the coordinator is finished; *EXIT_CODE receives its status
+ * (0 when every member left cleanly). */
+int dpt__coord_done(const struct dpt__coord *c, int *exit_code);
+
+#endif

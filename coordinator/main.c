@@ -1,0 +1,824 @@
+/*
+ * dptrain-coordinator: one per job step. Parses its options, binds one
+ * CURVE-secured ROUTER socket, answers ZAP requests, and runs the event
+ * loop that feeds the state machine of coordinator/coord.c.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include <dptrain/error.h>
+
+#include "coord.h"
+#include "log.h"
+#include "parse.h"
+#include "wire.h"
+
+#define PROG "dptrain-coordinator"
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define MONITOR_ENDPOINT "inproc://dptrain-coordinator-monitor"
+#define ENDPOINT_MAX 512
+
+struct options {
+	long world_size;
+	const char *bind;
+	const char *advertise;
+	const char *secret_file;
+	const char *endpoint_file;
+	long parent_pid;
+	long heartbeat_ms;
+	long timeout_ms;
+	long min_workers;
+	long join_timeout_ms;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " --world-size N [options]\n"
+		"\n"
+		"The rendezvous and liveness service of one dptrain job step "
+		"(doc/protocol.md).\n"
+		"Each option can also be given in the environment variable "
+		"shown.\n"
+		"\n"
+		"  --world-size N         workers in generation 1 "
+		"(DPTRAIN_WORLD_SIZE)\n"
+		"  --bind ENDPOINT        where to listen (DPTRAIN_BIND; "
+		"default tcp://0.0.0.0:*)\n"
+		"  --advertise HOST       host name or address workers "
+		"connect to\n"
+		"                         (DPTRAIN_ADVERTISE; default: this "
+		"host's address)\n"
+		"  --secret-file FILE     file holding the step secret, 64 "
+		"hex characters\n"
+		"                         (DPTRAIN_SECRET_FILE; else "
+		"DPTRAIN_SECRET holds it)\n"
+		"  --endpoint-file FILE   write the endpoint there once "
+		"listening (DPTRAIN_ENDPOINT_FILE)\n"
+		"  --parent-pid PID       exit when PID exits "
+		"(DPTRAIN_PARENT_PID)\n"
+		"  --heartbeat-ms MS      heartbeat interval "
+		"(DPTRAIN_HEARTBEAT_MS; default 500)\n"
+		"  --timeout-ms MS        silence that evicts a worker "
+		"(DPTRAIN_TIMEOUT_MS; default 2000)\n"
+		"  --min-workers N        smallest generation allowed "
+		"(DPTRAIN_MIN_WORKERS; default 1)\n"
+		"  --join-timeout-ms MS   longest wait for (re-)joins, 0 for "
+		"none\n"
+		"                         (DPTRAIN_JOIN_TIMEOUT_MS; default "
+		"300000)\n"
+		"  --log-level LEVEL      error, warn, info or debug "
+		"(DPTRAIN_LOG_LEVEL; default info)\n"
+		"  --help, --version\n"
+		"\n"
+		"The endpoint is printed on standard output once bound. Exit "
+		"status: 0 when\n"
+		"every worker left cleanly, 1 when the job failed, 2 for a "
+		"usage error.\n");
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ options */
+
+static int number(const char *opt, const char *s, long min, long max,
+		  long *out)
+{
+	int rc = dpt__parse_long(s, min, max, out);
+	if (rc)
+		fprintf(stderr,
+			PROG ": %s: '%s' is not a number in [%ld, %ld]\n", opt,
+			s, min, max);
+	return rc;
+}
+
+/* Command-line options override the environment, which overrides the
+ * defaults. */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	enum {
+		OPT_WORLD = 256,
+		OPT_BIND,
+		OPT_ADVERTISE,
+		OPT_SECRET_FILE,
+		OPT_ENDPOINT_FILE,
+		OPT_PARENT,
+		OPT_HEARTBEAT,
+		OPT_TIMEOUT,
+		OPT_MIN,
+		OPT_JOIN_TIMEOUT,
+		OPT_LOG,
+		OPT_HELP,
+		OPT_VERSION,
+	};
+	static const struct option longopts[] = {
+		{"world-size", required_argument, NULL, OPT_WORLD},
+		{"bind", required_argument, NULL, OPT_BIND},
+		{"advertise", required_argument, NULL, OPT_ADVERTISE},
+		{"secret-file", required_argument, NULL, OPT_SECRET_FILE},
+		{"endpoint-file", required_argument, NULL, OPT_ENDPOINT_FILE},
+		{"parent-pid", required_argument, NULL, OPT_PARENT},
+		{"heartbeat-ms", required_argument, NULL, OPT_HEARTBEAT},
+		{"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+		{"min-workers", required_argument, NULL, OPT_MIN},
+		{"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
+		{"log-level", required_argument, NULL, OPT_LOG},
+		{"help", no_argument, NULL, OPT_HELP},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	/* Each option's environment variable, in the order of the enum. */
+	static const char *const env_names[] = {
+		"DPTRAIN_WORLD_SIZE",	  "DPTRAIN_BIND",
+		"DPTRAIN_ADVERTISE",	  "DPTRAIN_SECRET_FILE",
+		"DPTRAIN_ENDPOINT_FILE",  "DPTRAIN_PARENT_PID",
+		"DPTRAIN_HEARTBEAT_MS",	  "DPTRAIN_TIMEOUT_MS",
+		"DPTRAIN_MIN_WORKERS",	  "DPTRAIN_JOIN_TIMEOUT_MS",
+		"DPTRAIN_LOG_LEVEL",
+	};
+	const char *val[OPT_LOG - OPT_WORLD + 1] = {NULL};
+	const char *name[OPT_LOG - OPT_WORLD + 1];
+	enum dpt__log_level level;
+	int c, rc = 0;
+
+	for (int i = 0; i <= OPT_LOG - OPT_WORLD; i++) {
+		val[i] = getenv(env_names[i]);
+		name[i] = env_names[i];
+		if (val[i] && !val[i][0])
+			val[i] = NULL;
+	}
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (c == OPT_HELP) {
+			usage(stdout);
+			exit(0);
+		}
+		if (c == OPT_VERSION) {
+			printf(PROG " %s (protocol %d)\n", PACKAGE_VERSION,
+			       DPT_WIRE_VERSION);
+			exit(0);
+		}
+		if (c < OPT_WORLD || c > OPT_LOG) {
+			fprintf(stderr,
+				PROG ": unknown or incomplete option '%s' "
+				     "(see --help)\n",
+				argv[optind - 1]);
+			return DPT_EINVAL;
+		}
+		val[c - OPT_WORLD] = optarg;
+		name[c - OPT_WORLD] = longopts[c - OPT_WORLD].name;
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n",
+			argv[optind]);
+		return DPT_EINVAL;
+	}
+
+#define V(opt) val[(opt) - OPT_WORLD]
+#define N(opt) name[(opt) - OPT_WORLD]
+	*o = (struct options){
+		.bind = V(OPT_BIND) ? V(OPT_BIND) : "tcp://0.0.0.0:*",
+		.advertise = V(OPT_ADVERTISE),
+		.secret_file = V(OPT_SECRET_FILE),
+		.endpoint_file = V(OPT_ENDPOINT_FILE),
+		.parent_pid = 0,
+		.heartbeat_ms = 500,
+		.timeout_ms = 2000,
+		.min_workers = 1,
+		.join_timeout_ms = 300000,
+	};
+	if (!V(OPT_WORLD)) {
+		fprintf(stderr, PROG ": --world-size is required (see --help)\n");
+		return DPT_EINVAL;
+	}
+	rc = number(N(OPT_WORLD), V(OPT_WORLD), 1, DPT_WIRE_WORLD_MAX,
+		    &o->world_size);
+	if (!rc && V(OPT_PARENT))
+		rc = number(N(OPT_PARENT), V(OPT_PARENT), 1, INT_MAX,
+			    &o->parent_pid);
+	if (!rc && V(OPT_HEARTBEAT))
+		rc = number(N(OPT_HEARTBEAT), V(OPT_HEARTBEAT), 10, 60000,
+			    &o->heartbeat_ms);
+	if (!rc && V(OPT_TIMEOUT))
+		rc = number(N(OPT_TIMEOUT), V(OPT_TIMEOUT), 20, 3600000,
+			    &o->timeout_ms);
+	if (!rc && V(OPT_MIN))
+		rc = number(N(OPT_MIN), V(OPT_MIN), 1, DPT_WIRE_WORLD_MAX,
+			    &o->min_workers);
+	if (!rc && V(OPT_JOIN_TIMEOUT))
+		rc = number(N(OPT_JOIN_TIMEOUT), V(OPT_JOIN_TIMEOUT), 0,
+			    INT32_MAX, &o->join_timeout_ms);
+	if (!rc && V(OPT_LOG)) {
+		rc = dpt__log_parse_level(V(OPT_LOG), &level);
+		if (rc)
+			fprintf(stderr,
+				PROG ": %s: '%s' is not one of error, warn, "
+				     "info, debug\n",
+				N(OPT_LOG), V(OPT_LOG));
+		else
+			dpt__log_set_level(level);
+	}
+	if (rc)
+		return rc;
+	if (o->timeout_ms <= o->heartbeat_ms) {
+		fprintf(stderr,
+			PROG ": --timeout-ms (%ld) must be longer than "
+			     "--heartbeat-ms (%ld)\n",
+			o->timeout_ms, o->heartbeat_ms);
+		return DPT_EINVAL;
+	}
+	if (o->min_workers > o->world_size) {
+		fprintf(stderr,
+			PROG ": --min-workers (%ld) is larger than "
+			     "--world-size (%ld)\n",
+			o->min_workers, o->world_size);
+		return DPT_EINVAL;
+	}
+#undef V
+#undef N
+	return 0;
+}
+
+static int load_secret(const struct options *o,
+		       char secret[DPT_SECRET_HEX_LEN + 1])
+{
+	const char *env = getenv("DPTRAIN_SECRET");
+	struct stat st;
+	int rc;
+
+	if (o->secret_file) {
+		rc = dpt__wire_read_secret_file(o->secret_file, secret);
+		if (rc)
+			return rc;
+		if (stat(o->secret_file, &st) == 0 && (st.st_mode & 077))
+			dpt__warn("secret file '%s' can be read by other "
+				  "users: chmod 600 it",
+				  o->secret_file);
+		return 0;
+	}
+	if (!env) {
+		dpt__error("no secret: set DPTRAIN_SECRET or use "
+			   "--secret-file");
+		return DPT_EINVAL;
+	}
+	if (strlen(env) != DPT_SECRET_HEX_LEN) {
+		dpt__error("DPTRAIN_SECRET must be 64 hex characters");
+		return DPT_EINVAL;
+	}
+	memcpy(secret, env, DPT_SECRET_HEX_LEN + 1);
+	return 0;
+}
+
+/* ------------------------------------------------------------ endpoint */
+
+static bool is_wildcard(const char *host)
+{
+	return !strcmp(host, "*") || !strcmp(host, "0.0.0.0") ||
+	       !strcmp(host, "[::]") || !strcmp(host, "::");
+}
+
+/* This host's address for workers to connect to when the bind address is
+ * a wildcard: the host name's address unless it is a loopback one (Debian
+ * maps the host name to 127.0.1.1), else the first non-loopback IPv4
+ * interface, else loopback. An admin with several networks passes
+ * --advertise. */
+static void default_host(char *buf, size_t size)
+{
+	char name[256];
+	struct addrinfo hints = {.ai_family = AF_INET,
+				 .ai_socktype = SOCK_STREAM};
+	struct addrinfo *res = NULL;
+	struct ifaddrs *ifs = NULL;
+
+	snprintf(buf, size, "127.0.0.1");
+	if (gethostname(name, sizeof(name)) == 0 &&
+	    getaddrinfo(name, NULL, &hints, &res) == 0) {
+		for (struct addrinfo *a = res; a; a = a->ai_next) {
+			struct sockaddr_in *in = (void *)a->ai_addr;
+			if ((ntohl(in->sin_addr.s_addr) >> 24) == 127)
+				continue;
+			inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
+			freeaddrinfo(res);
+			return;
+		}
+		freeaddrinfo(res);
+	}
+	if (getifaddrs(&ifs) == 0) {
+		for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+			struct sockaddr_in *in = (void *)i->ifa_addr;
+			if (!in || in->sin_family != AF_INET ||
+			    (ntohl(in->sin_addr.s_addr) >> 24) == 127)
+				continue;
+			inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
+			break;
+		}
+		freeifaddrs(ifs);
+	}
+}
+
+/* The endpoint workers use: the bound port with the advertised host. */
+static int make_endpoint(void *router, const struct options *o, char *out,
+			 size_t size)
+{
+	char last[ENDPOINT_MAX], host[256];
+	const char *port, *h;
+	size_t hlen;
+	size_t len = sizeof(last);
+	int n;
+
+	if (zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, last, &len) != 0)
+		return DPT_ESYS;
+	last[sizeof(last) - 1] = '\0';
+	port = strrchr(last, ':');
+	h = strstr(last, "://");
+	if (!port || !h)
+		return DPT_EINVAL;
+	h += 3;
+	hlen = (size_t)(port - h);
+	if (hlen >= sizeof(host))
+		return DPT_EINVAL;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	if (o->advertise)
+		snprintf(host, sizeof(host), "%s", o->advertise);
+	else if (is_wildcard(host))
+		default_host(host, sizeof(host));
+	/* A bare IPv6 address needs brackets in an endpoint. */
+	n = snprintf(out, size,
+		     strchr(host, ':') && host[0] != '[' ? "tcp://[%s]%s" :
+							  "tcp://%s%s",
+		     host, port);
+	return n < 0 || (size_t)n >= size ? DPT_ETOOBIG : 0;
+}
+
+/* Write the endpoint so that a reader never sees half of it: a temporary
+ * file in the same directory, renamed over the target. */
+static int write_endpoint_file(const char *path, const char *endpoint)
+{
+	char tmp[PATH_MAX];
+	int fd, n, rc = 0;
+
+	n = snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return DPT_ETOOBIG;
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		dpt__error("cannot create '%s': %s", tmp, strerror(errno));
+		return DPT_EIO;
+	}
+	if (dprintf(fd, "%s\n", endpoint) < 0 || fsync(fd) != 0 ||
+	    fchmod(fd, 0644) != 0) {
+		dpt__error("cannot write '%s': %s", tmp, strerror(errno));
+		rc = DPT_EIO;
+	}
+	close(fd);
+	if (!rc && rename(tmp, path) != 0) {
+		dpt__error("cannot rename '%s' to '%s': %s", tmp, path,
+			   strerror(errno));
+		rc = DPT_EIO;
+	}
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+/* ------------------------------------------------------------ ZAP */
+
+/*
+ * One ZAP request (RFC 27): accept the CURVE client key derived from the
+ * step secret, refuse anything else. A reply is always sent, or the
+ * handshake would hang until ZMQ_HANDSHAKE_IVL.
+ */
+static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
+{
+	static int64_t window;
+	static long refused;
+	zmq_msg_t frames[8];
+	int n = 0, more = 1;
+	bool ok;
+	char addr[64] = "?";
+
+	while (more && n < 8) {
+		zmq_msg_init(&frames[n]);
+		if (zmq_msg_recv(&frames[n], zap, 0) < 0) {
+			zmq_msg_close(&frames[n]);
+			break;
+		}
+		more = zmq_msg_more(&frames[n]);
+		n++;
+	}
+	while (more) { /* more frames than the protocol has: drain */
+		zmq_msg_t extra;
+		zmq_msg_init(&extra);
+		if (zmq_msg_recv(&extra, zap, 0) < 0)
+			more = 0;
+		else
+			more = zmq_msg_more(&extra);
+		zmq_msg_close(&extra);
+	}
+	/* version, request id, domain, address, identity, mechanism,
+	 * credentials */
+	ok = n == 7 && zmq_msg_size(&frames[0]) == 3 &&
+	     !memcmp(zmq_msg_data(&frames[0]), "1.0", 3) &&
+	     zmq_msg_size(&frames[5]) == 5 &&
+	     !memcmp(zmq_msg_data(&frames[5]), "CURVE", 5) &&
+	     zmq_msg_size(&frames[6]) == 32 &&
+	     !memcmp(zmq_msg_data(&frames[6]), worker_key, 32);
+	if (n >= 4) {
+		size_t len = zmq_msg_size(&frames[3]);
+		if (len >= sizeof(addr))
+			len = sizeof(addr) - 1;
+		memcpy(addr, zmq_msg_data(&frames[3]), len);
+		addr[len] = '\0';
+		for (size_t i = 0; i < len; i++)
+			if (addr[i] < 0x20 || addr[i] > 0x7e)
+				addr[i] = '?';
+	}
+	if (!ok) {
+		/* At most one line per second, whatever an attacker does. */
+		refused++;
+		if (now - window >= 1000) {
+			dpt__warn("refused %ld connection(s), the last from "
+				  "'%s': not a worker of this job step "
+				  "(wrong secret)",
+				  refused, addr);
+			window = now;
+			refused = 0;
+		}
+	}
+	zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
+	if (n >= 2)
+		zmq_send(zap, zmq_msg_data(&frames[1]), zmq_msg_size(&frames[1]),
+			 ZMQ_SNDMORE);
+	else
+		zmq_send(zap, "", 0, ZMQ_SNDMORE);
+	zmq_send(zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
+	zmq_send(zap, ok ? "OK" : "not a worker of this step",
+		 ok ? 2 : 25, ZMQ_SNDMORE);
+	zmq_send(zap, "", 0, ZMQ_SNDMORE);
+	zmq_send(zap, "", 0, 0);
+	for (int i = 0; i < n; i++)
+		zmq_msg_close(&frames[i]);
+}
+
+/* A handshake failure (wrong secret, garbage, a port scanner): logged at
+ * most once a second, never more. */
+static void monitor_handle(void *mon, int64_t now)
+{
+	static int64_t window;
+	static long failed;
+	zmq_msg_t ev, where;
+	uint16_t event = 0;
+
+	zmq_msg_init(&ev);
+	zmq_msg_init(&where);
+	if (zmq_msg_recv(&ev, mon, 0) < 0)
+		goto out;
+	if (zmq_msg_more(&ev))
+		zmq_msg_recv(&where, mon, 0);
+	if (zmq_msg_size(&ev) >= 2)
+		memcpy(&event, zmq_msg_data(&ev), 2);
+	failed++;
+	if (now - window >= 1000) {
+		dpt__warn("%ld connection(s) failed the handshake (last: %s): "
+			  "wrong secret or not a dptrain client",
+			  failed,
+			  event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "refused" :
+			  event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ?
+								  "protocol error" :
+								  "no detail");
+		window = now;
+		failed = 0;
+	}
+out:
+	zmq_msg_close(&ev);
+	zmq_msg_close(&where);
+}
+
+/* ------------------------------------------------------------ main */
+
+/* Each worker holds one connection, so one descriptor: raise the soft
+ * limit to the hard one for large jobs. */
+static void raise_fd_limit(long world)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur < world + 64)
+		dpt__warn("the open file limit (%ld) is too low for %ld "
+			  "workers: raise it (ulimit -n)",
+			  (long)rl.rlim_cur, world);
+}
+
+static int setup_router(void *router, const struct dpt__curve_keys *keys,
+			const struct options *o)
+{
+	int one = 1, zero = 0;
+	int backlog = o->world_size < 4096 ? (int)o->world_size + 64 : 4096;
+	int hwm = 10000, handshake = 10000, linger = 1000;
+	int64_t maxmsg = DPT_WIRE_IN_MAX;
+
+	if (zmq_setsockopt(router, ZMQ_CURVE_SERVER, &one, sizeof(one)) ||
+	    zmq_setsockopt(router, ZMQ_CURVE_SECRETKEY, keys->coord_secret,
+			   DPT_Z85_KEY_LEN) ||
+	    zmq_setsockopt(router, ZMQ_ZAP_DOMAIN, "dptrain", 7) ||
+	    zmq_setsockopt(router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) ||
+	    /* A connection storm from thousands of workers must not
+	     * overflow the listen queue: a dropped SYN costs a worker 1 s. */
+	    zmq_setsockopt(router, ZMQ_BACKLOG, &backlog, sizeof(backlog)) ||
+	    zmq_setsockopt(router, ZMQ_HANDSHAKE_IVL, &handshake,
+			   sizeof(handshake)) ||
+	    zmq_setsockopt(router, ZMQ_SNDHWM, &hwm, sizeof(hwm)) ||
+	    zmq_setsockopt(router, ZMQ_RCVHWM, &hwm, sizeof(hwm)) ||
+	    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof(linger)) ||
+	    /* Workers name their connection: one that reconnects after a
+	     * network glitch takes its place back instead of being a
+	     * stranger. */
+	    zmq_setsockopt(router, ZMQ_ROUTER_HANDOVER, &one, sizeof(one)) ||
+	    zmq_setsockopt(router, ZMQ_IPV6, strchr(o->bind, '[') ? &one : &zero,
+			   sizeof(int))) {
+		dpt__error("cannot configure the router socket: %s",
+			   zmq_strerror(errno));
+		return DPT_ESYS;
+	}
+	return 0;
+}
+
+/* Drain the router: one batch of messages per loop turn, so that timers,
+ * ZAP and signals are served in between under any load. Returns whether
+ * everything that had arrived was read. */
+static bool read_router(void *router, struct dpt__coord *c)
+{
+	for (int i = 0; i < 4096; i++) {
+		zmq_msg_t id, body;
+		int64_t now;
+
+		zmq_msg_init(&id);
+		if (zmq_msg_recv(&id, router, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&id);
+			return true;
+		}
+		zmq_msg_init(&body);
+		if (!zmq_msg_more(&id) ||
+		    zmq_msg_recv(&body, router, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&id);
+			zmq_msg_close(&body);
+			continue;
+		}
+		now = now_ms();
+		if (zmq_msg_more(&body)) {
+			/* A protocol message is one frame: drop the lot. */
+			zmq_msg_t extra;
+			zmq_msg_init(&extra);
+			while (zmq_msg_more(&body) &&
+			       zmq_msg_recv(&extra, router, ZMQ_DONTWAIT) >= 0)
+				zmq_msg_move(&body, &extra);
+			zmq_msg_close(&extra);
+			dpt__coord_on_message(c, zmq_msg_data(&id),
+					      zmq_msg_size(&id), "", 0, now);
+		} else {
+			dpt__coord_on_message(c, zmq_msg_data(&id),
+					      zmq_msg_size(&id),
+					      zmq_msg_data(&body),
+					      zmq_msg_size(&body), now);
+		}
+		zmq_msg_close(&id);
+		zmq_msg_close(&body);
+	}
+	return false;
+}
+
+static int open_signalfd(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* A descriptor that becomes readable when PID exits (Linux 5.3+), or -1:
+ * then the loop checks PID at every turn. */
+static int open_pidfd(long pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+#else
+	(void)pid;
+	return -1;
+#endif
+}
+
+static bool process_gone(long pid)
+{
+	return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	struct dpt__curve_keys keys;
+	struct dpt__coord_config cfg;
+	struct dpt__coord *coord = NULL;
+	char secret[DPT_SECRET_HEX_LEN + 1];
+	char endpoint[ENDPOINT_MAX];
+	uint8_t worker_key[32];
+	void *ctx = NULL, *router = NULL, *zap = NULL, *mon = NULL;
+	int sfd = -1, pidfd = -1, exit_code = 1, rc;
+
+	dpt__log_set_ident(PROG);
+	if (parse_options(argc, argv, &o) != 0)
+		return 2;
+	if (load_secret(&o, secret) != 0)
+		return 2;
+	rc = dpt__wire_derive_keys(secret, &keys);
+	explicit_bzero(secret, sizeof(secret));
+	if (rc) {
+		dpt__error("cannot derive the keys: %s%s", dpt_strerror(rc),
+			   rc == DPT_ENOTSUP ? " (libzmq was built without "
+					       "CURVE)" :
+					       "");
+		return 2;
+	}
+	zmq_z85_decode(worker_key, keys.worker_public);
+	raise_fd_limit(o.world_size);
+
+	ctx = zmq_ctx_new();
+	if (!ctx) {
+		dpt__error("cannot create a zeromq context: %s",
+			   zmq_strerror(errno));
+		goto out;
+	}
+	/* The ZAP handler must be bound before the router accepts anyone. */
+	zap = zmq_socket(ctx, ZMQ_REP);
+	if (!zap || zmq_bind(zap, ZAP_ENDPOINT) != 0) {
+		dpt__error("cannot bind '%s': %s", ZAP_ENDPOINT,
+			   zmq_strerror(errno));
+		goto out;
+	}
+	router = zmq_socket(ctx, ZMQ_ROUTER);
+	if (!router || setup_router(router, &keys, &o) != 0)
+		goto out;
+	if (zmq_socket_monitor(router, MONITOR_ENDPOINT,
+			       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+				       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+				       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0) {
+		mon = zmq_socket(ctx, ZMQ_PAIR);
+		if (mon && zmq_connect(mon, MONITOR_ENDPOINT) != 0) {
+			zmq_close(mon);
+			mon = NULL;
+		}
+	}
+	if (zmq_bind(router, o.bind) != 0) {
+		dpt__error("cannot bind '%s': %s", o.bind, zmq_strerror(errno));
+		exit_code = 2;
+		goto out;
+	}
+	if (make_endpoint(router, &o, endpoint, sizeof(endpoint)) != 0) {
+		dpt__error("cannot tell the bound endpoint of '%s'", o.bind);
+		goto out;
+	}
+	sfd = open_signalfd();
+	if (o.parent_pid) {
+		pidfd = open_pidfd(o.parent_pid);
+		if (process_gone(o.parent_pid)) {
+			dpt__error("parent process %ld is not running",
+				   o.parent_pid);
+			goto out;
+		}
+	}
+	cfg = (struct dpt__coord_config){
+		.world_size = (uint32_t)o.world_size,
+		.min_workers = (uint32_t)o.min_workers,
+		.heartbeat_ms = (uint32_t)o.heartbeat_ms,
+		.timeout_ms = (uint32_t)o.timeout_ms,
+		.join_timeout_ms = (uint32_t)o.join_timeout_ms,
+	};
+	if (dpt__coord_new(&coord, &cfg, router, now_ms()) != 0) {
+		dpt__error("out of memory");
+		goto out;
+	}
+	if (o.endpoint_file &&
+	    write_endpoint_file(o.endpoint_file, endpoint) != 0)
+		goto out;
+	printf("%s\n", endpoint);
+	fflush(stdout);
+	dpt__info("listening on %s for %ld workers (min %ld, heartbeat %ld "
+		  "ms, timeout %ld ms)",
+		  endpoint, o.world_size, o.min_workers, o.heartbeat_ms,
+		  o.timeout_ms);
+
+	while (!dpt__coord_done(coord, &exit_code)) {
+		zmq_pollitem_t items[5] = {
+			{.socket = router, .events = ZMQ_POLLIN},
+			{.socket = zap, .events = ZMQ_POLLIN},
+			{.socket = mon, .fd = -1, .events = mon ? ZMQ_POLLIN : 0},
+			{.fd = sfd, .events = sfd >= 0 ? ZMQ_POLLIN : 0},
+			{.fd = pidfd, .events = pidfd >= 0 ? ZMQ_POLLIN : 0},
+		};
+		int64_t now = now_ms();
+		int64_t wait = dpt__coord_next_deadline(coord) - now;
+		bool drained = true;
+
+		if (wait < 0)
+			wait = 0;
+		if (o.parent_pid && pidfd < 0 && wait > 200)
+			wait = 200;
+		if (zmq_poll(items, 5, (long)wait) < 0 && errno != EINTR) {
+			dpt__error("poll failed: %s", zmq_strerror(errno));
+			break;
+		}
+		now = now_ms();
+		if (items[1].revents & ZMQ_POLLIN)
+			for (int i = 0; i < 64; i++) {
+				int more_zap = 0;
+				size_t sz = sizeof(more_zap);
+				zap_handle(zap, worker_key, now);
+				if (zmq_getsockopt(zap, ZMQ_EVENTS, &more_zap,
+						   &sz) ||
+				    !(more_zap & ZMQ_POLLIN))
+					break;
+			}
+		if (items[0].revents & ZMQ_POLLIN)
+			drained = read_router(router, coord);
+		if (mon && (items[2].revents & ZMQ_POLLIN))
+			monitor_handle(mon, now);
+		if (sfd >= 0 && (items[3].revents & ZMQ_POLLIN)) {
+			struct signalfd_siginfo si;
+			char why[64];
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				snprintf(why, sizeof(why),
+					 "the coordinator got signal %u",
+					 si.ssi_signo);
+				dpt__coord_shutdown(coord, why, now);
+			}
+		}
+		if (o.parent_pid &&
+		    ((pidfd >= 0 && (items[4].revents & ZMQ_POLLIN)) ||
+		     (pidfd < 0 && process_gone(o.parent_pid)))) {
+			char why[96];
+			snprintf(why, sizeof(why),
+				 "the coordinator's parent process %ld exited",
+				 o.parent_pid);
+			dpt__coord_shutdown(coord, why, now);
+		}
+		/* While messages wait unread, a peer's silence may be ours:
+		 * no eviction until the backlog is read. */
+		dpt__coord_on_tick(coord, now_ms(), !drained);
+	}
+	dpt__info("exiting with status %d", exit_code);
+
+out:
+	dpt__coord_destroy(&coord);
+	if (mon)
+		zmq_close(mon);
+	if (router)
+		zmq_close(router);
+	if (zap)
+		zmq_close(zap);
+	if (ctx)
+		zmq_ctx_term(ctx);
+	if (sfd >= 0)
+		close(sfd);
+	if (pidfd >= 0)
+		close(pidfd);
+	explicit_bzero(&keys, sizeof(keys));
+	return exit_code;
+}

@@ -1,0 +1,509 @@
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dptrain/error.h>
+
+#include "buf.h"
+#include "parse.h"
+#include "spank/config.h"
+
+#ifndef DPT_COORDINATOR_PATH
+#define DPT_COORDINATOR_PATH "/usr/bin/dptrain-coordinator"
+#endif
+#define DPT_DEFAULT_CONFIG "/etc/slurm/dptrain.conf"
+
+void dpt__admin_defaults(struct dpt__admin *a)
+{
+	*a = (struct dpt__admin){
+		.enabled = true,
+		.config_path = DPT_DEFAULT_CONFIG,
+		.coordinator = DPT_COORDINATOR_PATH,
+		.bind_addr = "0.0.0.0",
+		.def_ckpt_root = "",
+		.n_allowed_roots = 0,
+		.def_every = {DPT_EVERY_AUTO, 0},
+		.min_ckpt_interval = 0,
+		.def_keep = 3,
+		.max_keep = 1000,
+		.def_grace = 600,
+		.min_grace = 30,
+		.max_grace = 86400,
+		.allow_requeue_off = true,
+		.heartbeat_ms = 500,
+		.timeout_ms = 2000,
+		.def_backend = "auto",
+	};
+}
+
+static int copy_str(char *dst, size_t size, const char *value, const char *what,
+		    dpt__report_fn report)
+{
+	if (strlen(value) >= size) {
+		report("dptrain: %s: value longer than %zu characters", what,
+		       size - 1);
+		return DPT_EINVAL;
+	}
+	memcpy(dst, value, strlen(value) + 1);
+	return 0;
+}
+
+/* "auto", "N" seconds as a duration, or "Nsteps". */
+static int parse_every(const char *v, struct dpt__ckpt_every *out)
+{
+	size_t len = strlen(v);
+	long n;
+
+	if (strcmp(v, "auto") == 0) {
+		*out = (struct dpt__ckpt_every){DPT_EVERY_AUTO, 0};
+		return 0;
+	}
+	if (len > 5 && strcmp(v + len - 5, "steps") == 0) {
+		char num[32];
+		if (len - 5 >= sizeof(num))
+			return DPT_EINVAL;
+		memcpy(num, v, len - 5);
+		num[len - 5] = '\0';
+		if (dpt__parse_long(num, 1, 1000000000L, &n))
+			return DPT_EINVAL;
+		*out = (struct dpt__ckpt_every){DPT_EVERY_STEPS, n};
+		return 0;
+	}
+	if (dpt__parse_duration(v, &n) || n <= 0)
+		return DPT_EINVAL;
+	*out = (struct dpt__ckpt_every){DPT_EVERY_SECONDS, n};
+	return 0;
+}
+
+static bool valid_backend(const char *v)
+{
+	return strcmp(v, "auto") == 0 || strcmp(v, "nccl") == 0 ||
+	       strcmp(v, "cpu") == 0;
+}
+
+/*
+ * A checkpoint URI (before substitution): file:///absolute/path or
+ * s3://bucket[/prefix]. Returns a reason, or NULL when it is valid.
+ */
+static const char *uri_problem(const char *uri)
+{
+	if (strncmp(uri, "file://", 7) == 0)
+		return uri[7] == '/' ? NULL :
+				       "a file:// URI needs an absolute path "
+				       "(file:///path)";
+	if (strncmp(uri, "s3://", 5) == 0) {
+		const char *b = uri + 5;
+		if (!*b || *b == '/')
+			return "an s3:// URI needs a bucket (s3://bucket/prefix)";
+		return NULL;
+	}
+	return "expected file:///path or s3://bucket/prefix";
+}
+
+#define DURATION_FORMS                                                         \
+	"minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS, or a number with s, m, h " \
+	"or d"
+
+int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
+		   const char *src, dpt__report_fn report)
+{
+	long n;
+	bool b;
+	const char *why;
+
+#define BAD(...)                                                               \
+	do {                                                                   \
+		report("dptrain: %s: " __VA_ARGS__);                           \
+		return DPT_ECONFIG;                                            \
+	} while (0)
+
+	if (strcmp(key, "enabled") == 0) {
+		if (dpt__parse_bool(value, &b))
+			BAD("enabled='%s': expected yes or no", src, value);
+		a->enabled = b;
+	} else if (strcmp(key, "config") == 0) {
+		if (value[0] != '/')
+			BAD("config='%s': expected an absolute path", src,
+			    value);
+		if (copy_str(a->config_path, sizeof(a->config_path), value,
+			     "config", report))
+			return DPT_ECONFIG;
+	} else if (strcmp(key, "coordinator") == 0) {
+		if (value[0] != '/')
+			BAD("coordinator='%s': expected an absolute path", src,
+			    value);
+		if (copy_str(a->coordinator, sizeof(a->coordinator), value,
+			     "coordinator", report))
+			return DPT_ECONFIG;
+	} else if (strcmp(key, "bind") == 0) {
+		if (copy_str(a->bind_addr, sizeof(a->bind_addr), value, "bind",
+			     report))
+			return DPT_ECONFIG;
+	} else if (strcmp(key, "ckpt_root") == 0) {
+		if ((why = uri_problem(value)))
+			BAD("ckpt_root='%s': %s", src, value, why);
+		if (copy_str(a->def_ckpt_root, sizeof(a->def_ckpt_root), value,
+			     "ckpt_root", report))
+			return DPT_ECONFIG;
+	} else if (strcmp(key, "allowed_roots") == 0) {
+		char list[DPT_CFG_STR * 2], *save = NULL, *tok;
+		if (copy_str(list, sizeof(list), value, "allowed_roots",
+			     report))
+			return DPT_ECONFIG;
+		a->n_allowed_roots = 0;
+		for (tok = strtok_r(list, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			if ((why = uri_problem(tok)))
+				BAD("allowed_roots: '%s': %s", src, tok, why);
+			if (a->n_allowed_roots == DPT_CFG_ROOTS)
+				BAD("allowed_roots: more than %d roots", src,
+				    DPT_CFG_ROOTS);
+			if (copy_str(a->allowed_roots[a->n_allowed_roots++],
+				     DPT_CFG_STR, tok, "allowed_roots", report))
+				return DPT_ECONFIG;
+		}
+	} else if (strcmp(key, "ckpt_every") == 0) {
+		if (parse_every(value, &a->def_every))
+			BAD("ckpt_every='%s': expected auto, a duration or "
+			    "Nsteps",
+			    src, value);
+	} else if (strcmp(key, "min_ckpt_interval") == 0) {
+		if (dpt__parse_duration(value, &a->min_ckpt_interval))
+			BAD("min_ckpt_interval='%s': expected a duration "
+			    "(" DURATION_FORMS ")",
+			    src, value);
+	} else if (strcmp(key, "keep") == 0 || strcmp(key, "max_keep") == 0) {
+		if (dpt__parse_long(value, 1, 1000000, &n))
+			BAD("%s='%s': expected a number from 1 to 1000000", src,
+			    key, value);
+		*(key[0] == 'k' ? &a->def_keep : &a->max_keep) = n;
+	} else if (strcmp(key, "grace") == 0 || strcmp(key, "min_grace") == 0 ||
+		   strcmp(key, "max_grace") == 0) {
+		if (dpt__parse_duration(value, &n))
+			BAD("%s='%s': expected a duration (" DURATION_FORMS ")",
+			    src, key, value);
+		*(key[0] == 'g'	  ? &a->def_grace :
+		  key[1] == 'i' ? &a->min_grace :
+				  &a->max_grace) = n;
+	} else if (strcmp(key, "allow_requeue_off") == 0) {
+		if (dpt__parse_bool(value, &a->allow_requeue_off))
+			BAD("allow_requeue_off='%s': expected yes or no", src,
+			    value);
+	} else if (strcmp(key, "heartbeat_ms") == 0 ||
+		   strcmp(key, "timeout_ms") == 0) {
+		if (dpt__parse_long(value, 10, 600000, &n))
+			BAD("%s='%s': expected milliseconds from 10 to 600000",
+			    src, key, value);
+		*(key[0] == 'h' ? &a->heartbeat_ms : &a->timeout_ms) = n;
+	} else if (strcmp(key, "backend") == 0) {
+		if (!valid_backend(value))
+			BAD("backend='%s': expected auto, nccl or cpu", src,
+			    value);
+		snprintf(a->def_backend, sizeof(a->def_backend), "%s", value);
+	} else {
+		BAD("unknown key '%s' (see dptrain.conf(5))", src, key);
+	}
+	return 0;
+#undef BAD
+}
+
+struct file_ctx {
+	struct dpt__admin *a;
+	dpt__report_fn report;
+	char src[DPT_CFG_STR + 16];
+};
+
+static int file_key(void *ctx, const char *key, const char *value, int lineno)
+{
+	struct file_ctx *f = ctx;
+	char src[DPT_CFG_STR + 32];
+	snprintf(src, sizeof(src), "%s:%d", f->src, lineno);
+	if (strcmp(key, "config") == 0) {
+		f->report("dptrain: %s: 'config' is only valid in "
+			  "plugstack.conf",
+			  src);
+		return DPT_ECONFIG;
+	}
+	return dpt__admin_set(f->a, key, value, src, f->report);
+}
+
+static void file_error(void *ctx, int lineno, const char *what)
+{
+	struct file_ctx *f = ctx;
+	f->report("dptrain: %s:%d: %s", f->src, lineno, what);
+}
+
+int dpt__admin_load(struct dpt__admin *a, int ac, char **av,
+		    dpt__report_fn report)
+{
+	struct file_ctx f = {.a = a, .report = report};
+	bool named = false;
+	char word[DPT_CFG_STR * 2], *key, *value;
+	int rc;
+
+	/* The config file is read first so that plugstack.conf arguments
+	 * win; its path can only come from plugstack.conf. */
+	for (int i = 0; i < ac; i++) {
+		if (strncmp(av[i], "config=", 7) == 0) {
+			rc = dpt__admin_set(a, "config", av[i] + 7,
+					    "plugstack.conf", report);
+			if (rc)
+				return rc;
+			named = true;
+		}
+	}
+	snprintf(f.src, sizeof(f.src), "%s", a->config_path);
+	rc = dpt__read_kv_file(a->config_path, file_key, file_error, &f);
+	if (rc == DPT_ENOENT && !named)
+		rc = 0;
+	else if (rc == DPT_ENOENT || rc == DPT_ESYS) {
+		report("dptrain: cannot read config file '%s'",
+		       a->config_path);
+		return DPT_ECONFIG;
+	}
+	if (rc)
+		return DPT_ECONFIG;
+
+	for (int i = 0; i < ac; i++) {
+		if (strlen(av[i]) >= sizeof(word)) {
+			report("dptrain: plugstack.conf: argument too long");
+			return DPT_ECONFIG;
+		}
+		memcpy(word, av[i], strlen(av[i]) + 1);
+		if (dpt__split_kv(word, &key, &value)) {
+			report("dptrain: plugstack.conf: '%s': expected "
+			       "key=value",
+			       av[i]);
+			return DPT_ECONFIG;
+		}
+		if (strcmp(key, "config") == 0)
+			continue;
+		rc = dpt__admin_set(a, key, value, "plugstack.conf", report);
+		if (rc)
+			return rc;
+	}
+	if (a->min_grace > a->max_grace) {
+		report("dptrain: min_grace is larger than max_grace");
+		return DPT_ECONFIG;
+	}
+	if (a->def_keep > a->max_keep) {
+		report("dptrain: keep=%ld is larger than max_keep=%ld",
+		       a->def_keep, a->max_keep);
+		return DPT_ECONFIG;
+	}
+	return 0;
+}
+
+int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
+		  dpt__report_fn report)
+{
+	long n;
+	const char *why;
+
+#define BAD(...)                                                               \
+	do {                                                                   \
+		report("dptrain: --dp-%s: " __VA_ARGS__);                      \
+		return DPT_EINVAL;                                             \
+	} while (0)
+
+	if (strcmp(name, "train") == 0) {
+		u->train = true;
+		u->run[0] = '\0';
+		if (value && *value) {
+			if (strlen(value) >= sizeof(u->run) ||
+			    strpbrk(value, "/ \t\n"))
+				BAD("'%s': a run name is at most %zu "
+				    "characters without '/' or spaces",
+				    name, value, sizeof(u->run) - 1);
+			memcpy(u->run, value, strlen(value) + 1);
+		}
+		return 0;
+	}
+	if (!value || !*value)
+		BAD("a value is required", name);
+	if (strcmp(name, "ckpt") == 0) {
+		if ((why = uri_problem(value)))
+			BAD("'%s': %s", name, value, why);
+		if (strlen(value) >= sizeof(u->ckpt))
+			BAD("URI longer than %zu characters", name,
+			    sizeof(u->ckpt) - 1);
+		memcpy(u->ckpt, value, strlen(value) + 1);
+	} else if (strcmp(name, "ckpt-every") == 0) {
+		if (parse_every(value, &u->every))
+			BAD("'%s': expected auto, Nsteps (e.g. 500steps) or a "
+			    "duration (" DURATION_FORMS ")",
+			    name, value);
+		u->every_set = true;
+	} else if (strcmp(name, "keep") == 0) {
+		if (dpt__parse_long(value, 1, 1000000, &n))
+			BAD("'%s': expected a number of checkpoints, 1 or more",
+			    name, value);
+		u->keep = n;
+		u->keep_set = true;
+	} else if (strcmp(name, "grace") == 0) {
+		if (dpt__parse_duration(value, &n))
+			BAD("'%s': expected a duration (" DURATION_FORMS ")",
+			    name, value);
+		u->grace = n;
+		u->grace_set = true;
+	} else if (strcmp(name, "requeue") == 0) {
+		if (strcmp(value, "auto") == 0)
+			u->requeue = DPT_REQUEUE_AUTO;
+		else if (strcmp(value, "off") == 0)
+			u->requeue = DPT_REQUEUE_OFF;
+		else
+			BAD("'%s': expected auto or off", name, value);
+		u->requeue_set = true;
+	} else if (strcmp(name, "min-workers") == 0) {
+		if (dpt__parse_long(value, 1, 1000000, &n))
+			BAD("'%s': expected a number of workers, 1 or more",
+			    name, value);
+		u->min_workers = n;
+		u->min_workers_set = true;
+	} else if (strcmp(name, "backend") == 0) {
+		if (!valid_backend(value))
+			BAD("'%s': expected auto, nccl or cpu", name, value);
+		snprintf(u->backend, sizeof(u->backend), "%s", value);
+		u->backend_set = true;
+	} else {
+		BAD("unknown option", name);
+	}
+	return 0;
+#undef BAD
+}
+
+/* Substitute %u (user), %j (job id) and %% in IN. */
+static int substitute(const char *in, const char *user, const char *jobid,
+		      char *out, size_t size, dpt__report_fn report)
+{
+	struct dpt__buf b;
+	int rc = 0;
+
+	dpt__buf_init(&b, size - 1);
+	for (const char *p = in; *p && !rc; p++) {
+		if (*p != '%') {
+			rc = dpt__buf_append(&b, p, 1);
+			continue;
+		}
+		switch (*++p) {
+		case 'u':
+			rc = dpt__buf_puts(&b, user);
+			break;
+		case 'j':
+			rc = dpt__buf_puts(&b, jobid);
+			break;
+		case '%':
+			rc = dpt__buf_append(&b, "%", 1);
+			break;
+		default:
+			report("dptrain: '%s': unknown substitution '%%%c' "
+			       "(use %%u for the user, %%j for the job id)",
+			       in, *p ? *p : ' ');
+			rc = DPT_EINVAL;
+			p -= !*p;
+		}
+	}
+	if (rc == DPT_ETOOBIG)
+		report("dptrain: '%s': longer than %zu characters after "
+		       "substitution",
+		       in, size - 1);
+	if (!rc)
+		snprintf(out, size, "%s", b.data ? b.data : "");
+	dpt__buf_release(&b);
+	return rc ? DPT_EINVAL : 0;
+}
+
+int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
+			  const struct dpt__user *u, const char *user,
+			  const char *jobid, const char *job_name,
+			  dpt__report_fn report)
+{
+	char buf[64], lo[32], hi[32];
+	int rc;
+
+	*s = (struct dpt__settings){
+		.every = u->every_set ? u->every : a->def_every,
+		.keep = u->keep_set ? u->keep : a->def_keep,
+		.grace = u->grace_set ? u->grace : a->def_grace,
+		.min_workers = u->min_workers_set ? u->min_workers : 1,
+		.requeue = u->requeue_set ? u->requeue : DPT_REQUEUE_AUTO,
+		.verbose = u->verbose,
+	};
+	snprintf(s->run, sizeof(s->run), "%s",
+		 u->run[0] ? u->run : job_name ? job_name : "");
+	snprintf(s->backend, sizeof(s->backend), "%s",
+		 u->backend_set ? u->backend : a->def_backend);
+
+	if (s->keep > a->max_keep) {
+		report("dptrain: --dp-keep=%ld: the site allows at most %ld "
+		       "checkpoints",
+		       s->keep, a->max_keep);
+		return DPT_ERANGE;
+	}
+	if (s->grace < a->min_grace || s->grace > a->max_grace) {
+		report("dptrain: --dp-grace=%s: the site allows %s to %s",
+		       dpt__format_duration(s->grace, buf, sizeof(buf)),
+		       dpt__format_duration(a->min_grace, lo, sizeof(lo)),
+		       dpt__format_duration(a->max_grace, hi, sizeof(hi)));
+		return DPT_ERANGE;
+	}
+	if (s->every.kind == DPT_EVERY_SECONDS &&
+	    s->every.value < a->min_ckpt_interval) {
+		report("dptrain: --dp-ckpt-every=%s: the site's minimum "
+		       "checkpoint interval is %s",
+		       dpt__format_duration(s->every.value, buf, sizeof(buf)),
+		       dpt__format_duration(a->min_ckpt_interval, lo,
+					    sizeof(lo)));
+		return DPT_ERANGE;
+	}
+	if (s->requeue == DPT_REQUEUE_OFF && !a->allow_requeue_off) {
+		report("dptrain: --dp-requeue=off: the site requires automatic "
+		       "requeue (allow_requeue_off=no)");
+		return DPT_ERANGE;
+	}
+
+	if (u->ckpt[0]) {
+		rc = substitute(u->ckpt, user, jobid, s->ckpt_uri,
+				sizeof(s->ckpt_uri), report);
+	} else if (a->def_ckpt_root[0]) {
+		/* The default root holds one directory per run. */
+		char root[DPT_CFG_STR];
+		rc = substitute(a->def_ckpt_root, user, jobid, root,
+				sizeof(root), report);
+		if (!rc && (size_t)snprintf(s->ckpt_uri, sizeof(s->ckpt_uri),
+					    "%s/%s", root, s->run) >=
+				   sizeof(s->ckpt_uri)) {
+			report("dptrain: checkpoint URI too long");
+			rc = DPT_EINVAL;
+		}
+	} else {
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	if (s->ckpt_uri[0] && a->n_allowed_roots > 0) {
+		char root[DPT_CFG_STR];
+		for (int i = 0; i < a->n_allowed_roots; i++) {
+			size_t n;
+			if (substitute(a->allowed_roots[i], user, jobid, root,
+				       sizeof(root), report))
+				return DPT_EINVAL;
+			n = strlen(root);
+			while (n > 0 && root[n - 1] == '/')
+				root[--n] = '\0';
+			/* A prefix match must end at a path boundary:
+			 * /ckpt/al does not allow /ckpt/alice. */
+			if (strncmp(s->ckpt_uri, root, n) == 0 &&
+			    (s->ckpt_uri[n] == '\0' || s->ckpt_uri[n] == '/'))
+				return 0;
+		}
+		report("dptrain: --dp-ckpt=%s: not under a checkpoint root the "
+		       "site allows (%s%s)",
+		       s->ckpt_uri, a->allowed_roots[0],
+		       a->n_allowed_roots > 1 ? ", ..." : "");
+		return DPT_ERANGE;
+	}
+	return 0;
+}

@@ -1,0 +1,110 @@
+/*
+ * The plugin's configuration: the admin's defaults and bounds (plugstack.conf
+ * arguments and dptrain.conf) and the user's options (--dp-*), merged and
+ * checked.
+ *
+ * Every context parses the same way: srun and sbatch to fail early with a
+ * message the user sees, slurmstepd to export what the tasks need.
+ */
+#ifndef DPT_SPANK_CONFIG_H
+#define DPT_SPANK_CONFIG_H
+
+#include <stdbool.h>
+
+#define DPT_CFG_STR 1024
+#define DPT_CFG_ROOTS 16
+
+enum dpt__requeue { DPT_REQUEUE_AUTO = 0, DPT_REQUEUE_OFF = 1 };
+enum dpt__ckpt_every_kind {
+	DPT_EVERY_AUTO = 0, /* the coordinator picks from measured costs */
+	DPT_EVERY_SECONDS = 1,
+	DPT_EVERY_STEPS = 2,
+};
+
+struct dpt__ckpt_every {
+	enum dpt__ckpt_every_kind kind;
+	long value; /* seconds or steps */
+};
+
+/* What the admin sets: defaults (def_*) and bounds. */
+struct dpt__admin {
+	bool enabled;			  /* site-wide switch */
+	char config_path[DPT_CFG_STR];	  /* dptrain.conf */
+	char coordinator[DPT_CFG_STR];	  /* dptrain-coordinator binary */
+	char bind_addr[64];		  /* coordinator's listen address */
+	char def_ckpt_root[DPT_CFG_STR]; /* with %u, %j; may be empty */
+	char allowed_roots[DPT_CFG_ROOTS][DPT_CFG_STR];
+	int n_allowed_roots;
+	struct dpt__ckpt_every def_every;
+	long min_ckpt_interval; /* seconds; 0: none */
+	long def_keep, max_keep;
+	long def_grace, min_grace, max_grace; /* seconds */
+	bool allow_requeue_off;
+	long heartbeat_ms, timeout_ms;
+	char def_backend[8];
+};
+
+/* What the user asked for; *_set says the option was given. */
+struct dpt__user {
+	bool train;
+	char run[256];
+	char ckpt[DPT_CFG_STR];
+	bool every_set, keep_set, grace_set, requeue_set, min_workers_set,
+		backend_set;
+	struct dpt__ckpt_every every;
+	long keep, grace, min_workers;
+	enum dpt__requeue requeue;
+	char backend[8];
+	bool verbose;
+};
+
+/* The merged result handed to the contexts. */
+struct dpt__settings {
+	char run[256];
+	char ckpt_uri[DPT_CFG_STR]; /* with %u and %j substituted */
+	struct dpt__ckpt_every every;
+	long keep, grace, min_workers;
+	enum dpt__requeue requeue;
+	char backend[8];
+	bool verbose;
+};
+
+/* Error reporting: the plugin passes slurm_error; tests pass their own. */
+typedef void (*dpt__report_fn)(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+/* Built-in defaults, before plugstack arguments and dptrain.conf. */
+void dpt__admin_defaults(struct dpt__admin *a);
+/*
+ * Apply plugstack.conf arguments (AC, AV: "key=value" words) and then the
+ * config file they name (config=, default /etc/slurm/dptrain.conf; a
+ * missing default file is fine, a missing named one is an error). Plugstack
+ * arguments win over the file. Returns 0 or DPT_ECONFIG after REPORT.
+ */
+int dpt__admin_load(struct dpt__admin *a, int ac, char **av,
+		    dpt__report_fn report);
+/* One admin key; SRC names where it came from in messages. */
+int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
+		   const char *src, dpt__report_fn report);
+
+/*
+ * Parse one user option by its name without the leading "dp-" ("train",
+ * "ckpt", "keep", ...). VALUE may be NULL for options whose argument is
+ * optional. Idempotent: calling it twice with the same value gives the
+ * same result. Returns 0 or DPT_EINVAL after REPORT with a message that
+ * names the option and what it accepts.
+ */
+int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
+		  dpt__report_fn report);
+
+/*
+ * Merge U into A's defaults and check A's bounds. USER and JOBID substitute
+ * %u and %j in checkpoint URIs; JOB_NAME is the default run name. Returns 0
+ * or DPT_ERANGE/DPT_EINVAL after REPORT with a message that gives the bound.
+ */
+int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
+			  const struct dpt__user *u, const char *user,
+			  const char *jobid, const char *job_name,
+			  dpt__report_fn report);
+
+#endif

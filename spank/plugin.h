@@ -1,0 +1,41 @@
+/*
+ * State shared by the plugin's files: one struct per process, since every
+ * context (srun, sbatch, slurmstepd) loads its own copy of the plugin.
+ */
+#ifndef DPT_SPANK_PLUGIN_H
+#define DPT_SPANK_PLUGIN_H
+
+#include <slurm/spank.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "spank/config.h"
+
+struct dpt__plugin {
+	struct dpt__admin admin;
+	struct dpt__user user;
+	int admin_loaded; /* admin config read in this process */
+	int node_failed;  /* slurmstepd: user_init failed, fail the tasks */
+	/* srun side */
+	pid_t coordinator_pid;
+	char rundir[256]; /* private directory for the endpoint file */
+};
+
+/* Exit status of a task whose dptrain set-up failed. */
+#define DPT_TASK_SETUP_FAILED 1
+
+extern struct dpt__plugin dpt__plugin;
+
+/* Resolve the settings for this job; the job id and user come from SP
+ * when available. Returns 0 or -1 after reporting with slurm_error(). */
+int dpt__plugin_settings(spank_t sp, struct dpt__settings *s);
+
+/* srun side (spank/srun.c). */
+int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s);
+void dpt__srun_stop_coordinator(void);
+
+/* slurmstepd side (spank/stepd.c). */
+int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s);
+int dpt__stepd_task_init(spank_t sp);
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * srun side of the plugin: one dptrain-coordinator per job step.
+ *
+ * The coordinator runs as the user (srun does), listens on an ephemeral
+ * port of every address (the nodes reach srun's host by the address that
+ * Slurm gives them in SLURM_LAUNCH_NODE_IPADDR, which is how the task side
+ * builds the endpoint), and holds a fresh per-step secret. It exits when
+ * srun ends: srun stops it in slurm_spank_exit, and PR_SET_PDEATHSIG plus
+ * --parent-pid cover an srun that is killed.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+#include "spank/plugin.h"
+
+#define START_TIMEOUT_MS 10000
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static int make_secret(char *hex, size_t size)
+{
+	unsigned char raw[32];
+	if (size < 2 * sizeof(raw) + 1 ||
+	    getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return -1;
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+	return 0;
+}
+
+/* In the child, between fork and exec: only async-signal-safe calls. */
+static void exec_coordinator(const char *path, char *const argv[],
+			     int devnull)
+{
+	sigset_t none;
+
+	/* srun blocks SIGTERM and friends in its threads; a child inherits
+	 * the mask and would ignore our stop request. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	/* Its own process group: a Ctrl-C at srun is srun's to handle. */
+	setpgid(0, 0);
+	dup2(devnull, STDIN_FILENO);
+	dup2(devnull, STDOUT_FILENO);
+	execv(path, argv);
+	_exit(127);
+}
+
+/* Read "tcp://HOST:PORT" from the endpoint file; returns the port or 0. */
+static long read_port(const char *path)
+{
+	char buf[256], *colon, *end;
+	long port;
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	colon = strrchr(buf, ':');
+	if (!colon)
+		return 0;
+	port = strtol(colon + 1, &end, 10);
+	return (*end || port <= 0 || port > 65535) ? 0 : port;
+}
+
+int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
+{
+	const struct dpt__admin *a = &dpt__plugin.admin;
+	char secret[65], world[16], endpoint_file[320], ppid[16], hb[16],
+		to[16], minw[16], bind[96], portstr[8];
+	uint32_t ntasks = 0, jobid = 0, stepid = 0;
+	long port = 0;
+	int devnull, status;
+	pid_t pid;
+
+	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) !=
+		    ESPANK_SUCCESS ||
+	    ntasks == 0) {
+		slurm_error("dptrain: cannot get the step's task count");
+		return -1;
+	}
+	spank_get_item(sp, S_JOB_ID, &jobid);
+	spank_get_item(sp, S_JOB_STEPID, &stepid);
+	if (s->min_workers > (long)ntasks) {
+		slurm_error("dptrain: --dp-min-workers=%ld is larger than the "
+			    "step's %u tasks",
+			    s->min_workers, ntasks);
+		return -1;
+	}
+	if (access(a->coordinator, X_OK) != 0) {
+		slurm_error("dptrain: cannot run the coordinator '%s': %s (ask "
+			    "your administrator: coordinator= in "
+			    "plugstack.conf)",
+			    a->coordinator, strerror(errno));
+		return -1;
+	}
+	if (make_secret(secret, sizeof(secret))) {
+		slurm_error("dptrain: cannot create the step secret: %s",
+			    strerror(errno));
+		return -1;
+	}
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dpt__plugin.rundir, sizeof(dpt__plugin.rundir),
+		 "%s/dptrain.%u.%u.XXXXXX", tmp && *tmp ? tmp : "/tmp", jobid,
+		 stepid);
+	if (!mkdtemp(dpt__plugin.rundir)) {
+		slurm_error("dptrain: cannot create '%s': %s",
+			    dpt__plugin.rundir, strerror(errno));
+		dpt__plugin.rundir[0] = '\0';
+		return -1;
+	}
+	snprintf(endpoint_file, sizeof(endpoint_file), "%s/endpoint",
+		 dpt__plugin.rundir);
+	snprintf(world, sizeof(world), "%u", ntasks);
+	snprintf(ppid, sizeof(ppid), "%ld", (long)getpid());
+	snprintf(hb, sizeof(hb), "%ld", a->heartbeat_ms);
+	snprintf(to, sizeof(to), "%ld", a->timeout_ms);
+	snprintf(minw, sizeof(minw), "%ld", s->min_workers);
+	snprintf(bind, sizeof(bind), "tcp://%s:*", a->bind_addr);
+	char *argv[] = {
+		(char *)a->coordinator,
+		"--world-size", world,
+		"--bind", bind,
+		"--endpoint-file", endpoint_file,
+		"--parent-pid", ppid,
+		"--heartbeat-ms", hb,
+		"--timeout-ms", to,
+		"--min-workers", minw,
+		"--log-level", s->verbose ? "info" : "warn",
+		NULL,
+	};
+
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0) {
+		slurm_error("dptrain: cannot open /dev/null: %s",
+			    strerror(errno));
+		return -1;
+	}
+	/* The secret reaches the coordinator through its environment, never
+	 * its command line, which every user can read in ps. */
+	if (setenv("DPTRAIN_SECRET", secret, 1)) {
+		slurm_error("dptrain: cannot set DPTRAIN_SECRET: %s",
+			    strerror(errno));
+		close(devnull);
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0)
+		exec_coordinator(a->coordinator, argv, devnull);
+	close(devnull);
+	if (pid < 0) {
+		slurm_error("dptrain: cannot start the coordinator: %s",
+			    strerror(errno));
+		return -1;
+	}
+	dpt__plugin.coordinator_pid = pid;
+
+	for (int waited = 0; waited < START_TIMEOUT_MS; waited += 10) {
+		port = read_port(endpoint_file);
+		if (port)
+			break;
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			dpt__plugin.coordinator_pid = -1;
+			slurm_error("dptrain: the coordinator '%s' exited at "
+				    "start (status %d); its messages are "
+				    "above",
+				    a->coordinator,
+				    WIFEXITED(status) ? WEXITSTATUS(status) :
+							128 + WTERMSIG(status));
+			return -1;
+		}
+		sleep_ms(10);
+	}
+	if (!port) {
+		slurm_error("dptrain: the coordinator did not start listening "
+			    "within %d s",
+			    START_TIMEOUT_MS / 1000);
+		dpt__srun_stop_coordinator();
+		return -1;
+	}
+	snprintf(portstr, sizeof(portstr), "%ld", port);
+	/* srun's own environment is what the tasks receive (spank_setenv
+	 * is refused in this context). */
+	if (setenv("DPTRAIN_COORDINATOR_PORT", portstr, 1) ||
+	    setenv("DPTRAIN_SECRET", secret, 1)) {
+		slurm_error("dptrain: cannot export the coordinator's "
+			    "address to the tasks");
+		dpt__srun_stop_coordinator();
+		return -1;
+	}
+	if (s->verbose)
+		slurm_info("dptrain: coordinator %ld listening on port %ld for "
+			   "%u tasks",
+			   (long)pid, port, ntasks);
+	return 0;
+}
+
+void dpt__srun_stop_coordinator(void)
+{
+	pid_t pid = dpt__plugin.coordinator_pid;
+	int status;
+
+	if (pid > 0) {
+		/* After a clean step the coordinator has exited already;
+		 * otherwise ask, then insist. */
+		kill(pid, SIGTERM);
+		for (int i = 0; i < 200; i++) {
+			if (waitpid(pid, &status, WNOHANG) == pid) {
+				pid = -1;
+				break;
+			}
+			sleep_ms(10);
+		}
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+		}
+		dpt__plugin.coordinator_pid = -1;
+	}
+	if (dpt__plugin.rundir[0]) {
+		char f[320];
+		snprintf(f, sizeof(f), "%s/endpoint", dpt__plugin.rundir);
+		unlink(f);
+		rmdir(dpt__plugin.rundir);
+		dpt__plugin.rundir[0] = '\0';
+	}
+}

@@ -1,0 +1,28 @@
+# Integration tests of the CPU collective backend: real processes over
+# loopback TCP and shared memory (tests/coll/harness.c forks them). TAP.
+COLL_TESTS = \
+	tests/coll/test_coll \
+	tests/coll/test_coll_fail
+check_PROGRAMS += $(COLL_TESTS)
+TESTS += $(COLL_TESTS)
+COLL_LDADD = worker/libdptcpu.la worker/libdptrain.la common/libdptcommon.la
+tests_coll_test_coll_SOURCES = tests/coll/test_coll.c \
+	tests/coll/harness.c tests/coll/harness.h
+tests_coll_test_coll_LDADD = $(COLL_LDADD)
+tests_coll_test_coll_fail_SOURCES = tests/coll/test_coll_fail.c \
+	tests/coll/harness.c tests/coll/harness.h
+tests_coll_test_coll_fail_LDADD = $(COLL_LDADD)
+tests_coll_test_coll_LDFLAGS = -no-install
+tests_coll_test_coll_fail_LDFLAGS = -no-install
+
+# The reduction kernels' unit test sits with the other unit tests but is
+# registered here, with the rest of the CPU backend's tests.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/unit/test_cpu_reduce
+TESTS += tests/unit/test_cpu_reduce
+tests_unit_test_cpu_reduce_SOURCES = tests/unit/test_cpu_reduce.c
+tests_unit_test_cpu_reduce_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_cpu_reduce_LDADD = worker/libdptcpu.la worker/libdptrain.la \
+	common/libdptcommon.la $(CMOCKA_LIBS) -lm
+tests_unit_test_cpu_reduce_LDFLAGS = -no-install
+endif

@@ -1,0 +1,10 @@
+# Integration tests of the SPANK plugin on the real test cluster.
+TESTS += \
+	tests/spank/options.sh \
+	tests/spank/env.sh \
+	tests/spank/torch.sh
+EXTRA_DIST += \
+	tests/spank/options.sh \
+	tests/spank/env.sh \
+	tests/spank/torch.sh \
+	tests/spank/ddp.py

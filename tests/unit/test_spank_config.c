@@ -1,0 +1,184 @@
+/* The plugin's option and admin-config logic, without Slurm. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <dptrain/error.h>
+
+#include "spank/config.h"
+
+static char last[1024];
+
+static void report(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(last, sizeof(last), fmt, ap);
+	va_end(ap);
+}
+
+static void user_values_are_checked(void **state)
+{
+	struct dpt__user u = {0};
+	(void)state;
+	assert_int_equal(dpt__user_set(&u, "train", "resnet", report), 0);
+	assert_string_equal(u.run, "resnet");
+	/* idempotent: the same option twice gives the same state */
+	assert_int_equal(dpt__user_set(&u, "train", "resnet", report), 0);
+	assert_string_equal(u.run, "resnet");
+	assert_int_equal(dpt__user_set(&u, "train", "a/b", report), DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-train"));
+
+	assert_int_equal(dpt__user_set(&u, "keep", "3x", report), DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-keep: '3x'"));
+	assert_int_equal(dpt__user_set(&u, "grace", "10 min", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-grace"));
+	assert_non_null(strstr(last, "HH:MM:SS"));
+	assert_int_equal(dpt__user_set(&u, "grace", "1:30:00", report), 0);
+	assert_int_equal(u.grace, 5400);
+	assert_int_equal(dpt__user_set(&u, "ckpt-every", "500steps", report),
+			 0);
+	assert_int_equal(u.every.kind, DPT_EVERY_STEPS);
+	assert_int_equal(u.every.value, 500);
+	assert_int_equal(dpt__user_set(&u, "ckpt-every", "0steps", report),
+			 DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&u, "requeue", "never", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "expected auto or off"));
+	assert_int_equal(dpt__user_set(&u, "backend", "mpi", report),
+			 DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&u, "ckpt", "/scratch/x", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "file:///path or s3://"));
+	assert_int_equal(dpt__user_set(&u, "ckpt", "s3:///x", report),
+			 DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&u, "min-workers", "0", report),
+			 DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&u, "keep", NULL, report), DPT_EINVAL);
+}
+
+static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
+{
+	struct dpt__admin a;
+	struct dpt__user u = {0};
+	struct dpt__settings s;
+	char *av[] = {"max_keep=5", "min_grace=2m", "max_grace=1h",
+		      "min_ckpt_interval=10m", "allow_requeue_off=no",
+		      "ckpt_root=file:///lustre/%u",
+		      "allowed_roots=file:///lustre/%u,s3://ckpt/%u",
+		      "config=/nonexistent/ok-only-if-missing-is-an-error"};
+	(void)state;
+
+	dpt__admin_defaults(&a);
+	/* A named config file that does not exist is an error... */
+	assert_int_equal(dpt__admin_load(&a, 8, av, report), DPT_ECONFIG);
+	assert_non_null(strstr(last, "cannot read config file"));
+	/* ...the default one may be absent. */
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 7, av, report), 0);
+
+	dpt__user_set(&u, "train", "r1", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 0);
+	assert_string_equal(s.ckpt_uri, "file:///lustre/alice/r1");
+	assert_string_equal(s.run, "r1");
+
+	dpt__user_set(&u, "keep", "6", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 DPT_ERANGE);
+	assert_non_null(strstr(last, "at most 5"));
+	u.keep_set = false;
+
+	dpt__user_set(&u, "grace", "90s", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 DPT_ERANGE);
+	assert_non_null(strstr(last, "2m to 1h"));
+	u.grace_set = false;
+
+	dpt__user_set(&u, "ckpt-every", "5m", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 DPT_ERANGE);
+	assert_non_null(strstr(last, "minimum checkpoint interval is 10m"));
+	u.every_set = false;
+
+	dpt__user_set(&u, "requeue", "off", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 DPT_ERANGE);
+	assert_non_null(strstr(last, "allow_requeue_off=no"));
+	u.requeue_set = false;
+
+	/* Roots: substitution, and a prefix must end at a path boundary. */
+	dpt__user_set(&u, "ckpt", "s3://ckpt/alice/run-%j", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 0);
+	assert_string_equal(s.ckpt_uri, "s3://ckpt/alice/run-42");
+	dpt__user_set(&u, "ckpt", "file:///lustre/alicex/r", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 DPT_ERANGE);
+	assert_non_null(strstr(last, "not under a checkpoint root"));
+	dpt__user_set(&u, "ckpt", "file:///lustre/%q", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "unknown substitution"));
+}
+
+static void admin_file_errors_name_file_and_line(void **state)
+{
+	char path[] = "/tmp/dpt-conf-XXXXXX";
+	char arg[64];
+	struct dpt__admin a;
+	int fd = mkstemp(path);
+	(void)state;
+	assert_true(fd >= 0);
+	dprintf(fd, "# site config\nkeep = 4\ngrace = soon\n");
+	close(fd);
+	snprintf(arg, sizeof(arg), "config=%s", path);
+	char *av[] = {arg};
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 1, av, report), DPT_ECONFIG);
+	assert_non_null(strstr(last, ":3: grace='soon'"));
+
+	fd = open(path, O_WRONLY | O_TRUNC);
+	dprintf(fd, "keep = 4\nbogus = 1\n");
+	close(fd);
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 1, av, report), DPT_ECONFIG);
+	assert_non_null(strstr(last, "unknown key 'bogus'"));
+
+	/* Plugstack arguments win over the file. */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	dprintf(fd, "keep = 4\nmax_keep = 9\n");
+	close(fd);
+	char *av2[] = {arg, "keep=2"};
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 2, av2, report), 0);
+	assert_int_equal(a.def_keep, 2);
+	assert_int_equal(a.max_keep, 9);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(user_values_are_checked),
+		cmocka_unit_test(bounds_are_enforced_with_the_bound_in_the_message),
+		cmocka_unit_test(admin_file_errors_name_file_and_line),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,860 @@
+/*
+ * libdptrain's worker API: joining generations through the coordinator
+ * (worker/agent.c holds the link) and dispatching collectives to the
+ * backend of the generation (worker/nccl.c, or worker/comm.h's CPU
+ * backend). The worker state machine is doc/protocol.md's.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <dptrain/dptrain.h>
+
+#include "agent.h"
+#include "comm.h"
+#include "log.h"
+#include "nccl.h"
+#include "parse.h"
+#include "wire.h"
+
+/* How many generations in a row may break while a worker joins before it
+ * gives up: each break is a peer that died during set-up. */
+#define JOIN_ATTEMPTS 32
+#define ENDPOINT_MAX 512
+#define LEAVE_LINGER_MS 1000
+
+enum worker_state {
+	W_JOINING, /* waiting for a generation and its communicator */
+	W_ACTIVE,  /* collectives run */
+	W_BROKEN,  /* the generation ended or failed: dpt_rejoin */
+	W_LOST,	   /* the link to the coordinator is dead */
+};
+
+struct dpt_ctx {
+	struct dpt__agent *agent;
+	struct dpt__curve_keys keys;
+	char endpoint[ENDPOINT_MAX];
+	char data_host[DPT_HOST_MAX];
+	char hostname[DPT_WIRE_NAME_MAX + 1];
+	char session_base[40];
+	uint32_t caps;
+	uint32_t node;
+	uint32_t local_hint; /* the node-local task number: picks the GPU */
+	uint32_t task_id;
+	int comm_timeout_ms;
+
+	enum worker_state state;
+	int error; /* W_BROKEN, W_LOST: what calls return */
+	uint32_t generation;
+	int rank, world, local_rank, local_world;
+	uint8_t backend;
+	uint32_t barrier_seq;
+	bool fault_sent;
+
+	/* Shared with the agent's abort hook, under LOCK. */
+	pthread_mutex_t lock;
+	uint32_t ended;	       /* newest generation the coordinator ended */
+	bool link_dead;	       /* the coordinator is gone or refused us */
+	uint32_t comm_generation; /* the generation of CPU/NCCL */
+	struct dpt__cpu_comm *cpu;
+	struct dpt__nccl_comm *nccl;
+	atomic_int nccl_abort;
+};
+
+/* ------------------------------------------------------------ options */
+
+static int env_long(const char *name, long min, long max, long def, long *out)
+{
+	const char *v = getenv(name);
+	int rc;
+
+	*out = def;
+	if (!v || !*v)
+		return 0;
+	rc = dpt__parse_long(v, min, max, out);
+	if (rc)
+		dpt__error("%s='%s' is not a number in [%ld, %ld]", name, v,
+			   min, max);
+	return rc ? DPT_ECONFIG : 0;
+}
+
+/* An option, else its environment variable (strings). */
+static const char *pick(const char *opt, const char *env)
+{
+	const char *v;
+
+	if (opt)
+		return opt;
+	v = getenv(env);
+	return v && *v ? v : NULL;
+}
+
+/* An option if set (not -1), else the first environment variable set. */
+static int pick_index(int opt, const char *env1, const char *env2, long def,
+		      long *out)
+{
+	long v;
+	int rc;
+
+	if (opt >= 0) {
+		*out = opt;
+		return 0;
+	}
+	rc = env_long(env1, 0, UINT32_MAX - 1, -1, &v);
+	if (!rc && v < 0 && env2)
+		rc = env_long(env2, 0, UINT32_MAX - 1, -1, &v);
+	*out = v < 0 ? def : v;
+	return rc;
+}
+
+/* The local address that routes to the coordinator: what the other ranks
+ * can reach us at, without asking the user which interface to use. No
+ * packet is sent (a UDP connect only picks the route). */
+static void route_address(const char *endpoint, char *out, size_t size)
+{
+	char host[256], *port;
+	const char *h = strstr(endpoint, "://");
+	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM};
+	struct addrinfo *res = NULL;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd = -1;
+
+	snprintf(out, size, "127.0.0.1");
+	if (!h)
+		return;
+	snprintf(host, sizeof(host), "%s", h + 3);
+	port = strrchr(host, ':');
+	if (!port)
+		return;
+	*port++ = '\0';
+	if (host[0] == '[') {
+		size_t n = strlen(host);
+		if (n < 2 || host[n - 1] != ']')
+			return;
+		host[n - 1] = '\0';
+		memmove(host, host + 1, n - 1);
+	}
+	if (getaddrinfo(host, port, &hints, &res) != 0)
+		return;
+	fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr,
+				  out, (socklen_t)size);
+		else if (ss.ss_family == AF_INET6)
+			inet_ntop(AF_INET6,
+				  &((struct sockaddr_in6 *)&ss)->sin6_addr, out,
+				  (socklen_t)size);
+	}
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+}
+
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
+		     struct dpt__agent_config *ac)
+{
+	const char *endpoint = pick(o->coordinator, "DPTRAIN_COORDINATOR");
+	const char *secret = pick(o->secret, "DPTRAIN_SECRET");
+	const char *backend = pick(o->backend, "DPTRAIN_BACKEND");
+	const char *data_host = pick(o->data_host, "DPTRAIN_DATA_HOST");
+	long node, local, task, connect_ms, timeout_ms, comm_ms;
+	char name[256];
+	int rc;
+
+	if (!endpoint) {
+		dpt__error("DPTRAIN_COORDINATOR is not set: start the program "
+			   "with srun --dp-train");
+		return DPT_ECONFIG;
+	}
+	if (strlen(endpoint) >= sizeof(ctx->endpoint)) {
+		dpt__error("coordinator endpoint too long");
+		return DPT_ECONFIG;
+	}
+	snprintf(ctx->endpoint, sizeof(ctx->endpoint), "%s", endpoint);
+	rc = dpt__wire_derive_keys(secret, &ctx->keys);
+	if (rc == DPT_EINVAL) {
+		dpt__error(secret ? "DPTRAIN_SECRET must be 64 hex characters" :
+				    "DPTRAIN_SECRET is not set: start the "
+				    "program with srun --dp-train");
+		return DPT_ECONFIG;
+	}
+	if (rc)
+		return rc;
+
+	if (!backend || !strcmp(backend, "auto")) {
+		ctx->caps = DPT_CAP_CPU;
+		if (dpt__nccl_available())
+			ctx->caps |= DPT_CAP_NCCL;
+	} else if (!strcmp(backend, "cpu")) {
+		ctx->caps = DPT_CAP_CPU;
+	} else if (!strcmp(backend, "nccl")) {
+		if (!dpt__nccl_available()) {
+			dpt__error("backend 'nccl' requested, but this build "
+				   "has no nccl or no gpu is visible");
+			return DPT_ENOTSUP;
+		}
+		ctx->caps = DPT_CAP_NCCL;
+	} else {
+		dpt__error("unknown backend '%s': use auto, nccl or cpu",
+			   backend);
+		return DPT_ECONFIG;
+	}
+
+	rc = pick_index(o->node, "SLURM_NODEID", NULL, 0, &node);
+	if (!rc)
+		rc = pick_index(o->local_rank, "SLURM_LOCALID", "LOCAL_RANK",
+				0, &local);
+	if (!rc)
+		rc = pick_index(o->task_id, "SLURM_PROCID", NULL,
+				DPT_WIRE_NO_TASK, &task);
+	if (!rc)
+		rc = o->connect_timeout_ms > 0 ?
+			     (connect_ms = o->connect_timeout_ms, 0) :
+			     env_long("DPTRAIN_CONNECT_TIMEOUT_MS", 1,
+				      INT32_MAX, 30000, &connect_ms);
+	if (!rc)
+		rc = o->timeout_ms > 0 ?
+			     (timeout_ms = o->timeout_ms, 0) :
+			     env_long("DPTRAIN_TIMEOUT_MS", 20, INT32_MAX,
+				      2000, &timeout_ms);
+	if (!rc)
+		rc = o->comm_timeout_ms > 0 ?
+			     (comm_ms = o->comm_timeout_ms, 0) :
+			     env_long("DPTRAIN_COMM_TIMEOUT_MS", 1, INT32_MAX,
+				      60000, &comm_ms);
+	if (rc)
+		return rc;
+	ctx->node = (uint32_t)node;
+	ctx->local_hint = (uint32_t)local;
+	ctx->task_id = (uint32_t)task;
+	ctx->comm_timeout_ms = (int)comm_ms;
+
+	if (data_host) {
+		struct in6_addr a;
+		if (strlen(data_host) >= sizeof(ctx->data_host) ||
+		    (inet_pton(AF_INET, data_host, &a) != 1 &&
+		     inet_pton(AF_INET6, data_host, &a) != 1)) {
+			dpt__error("DPTRAIN_DATA_HOST '%s' is not a numeric "
+				   "address",
+				   data_host);
+			return DPT_ECONFIG;
+		}
+		snprintf(ctx->data_host, sizeof(ctx->data_host), "%s",
+			 data_host);
+	} else {
+		route_address(ctx->endpoint, ctx->data_host,
+			      sizeof(ctx->data_host));
+	}
+	/* The host name only names us in the coordinator's log: keep the
+	 * characters the protocol allows. */
+	if (gethostname(name, sizeof(name)) != 0)
+		name[0] = '\0';
+	name[sizeof(name) - 1] = '\0';
+	size_t n = 0;
+	for (size_t i = 0; name[i] && n < DPT_WIRE_NAME_MAX; i++) {
+		char ch = name[i];
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' ||
+		    ch == '_')
+			ctx->hostname[n++] = ch;
+	}
+	ctx->hostname[n] = '\0';
+	snprintf(ctx->session_base, sizeof(ctx->session_base), "dpt-%016llx",
+		 (unsigned long long)fnv1a(ctx->keys.coord_public,
+					   DPT_Z85_KEY_LEN,
+					   0xcbf29ce484222325ull));
+
+	*ac = (struct dpt__agent_config){
+		.endpoint = ctx->endpoint,
+		.keys = &ctx->keys,
+		.connect_timeout_ms = (int)connect_ms,
+		.heartbeat_ms = (int)(timeout_ms / 4 > 0 ? timeout_ms / 4 : 1),
+		.timeout_ms = (int)timeout_ms,
+	};
+	return 0;
+}
+
+/* ------------------------------------------------------------ comms */
+
+/* The agent's hook (its thread): a generation ended, or the link died. */
+static void on_abort(void *arg, uint32_t generation, int cause)
+{
+	struct dpt_ctx *ctx = arg;
+
+	(void)cause;
+	pthread_mutex_lock(&ctx->lock);
+	if (generation == UINT32_MAX)
+		ctx->link_dead = true;
+	else if (generation > ctx->ended)
+		ctx->ended = generation;
+	if (ctx->link_dead || ctx->comm_generation <= ctx->ended) {
+		if (ctx->cpu)
+			dpt__cpu_comm_abort(ctx->cpu);
+		atomic_store(&ctx->nccl_abort, 1);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Take the communicator out of the hook's reach, then free it. */
+static void release_comm(struct dpt_ctx *ctx)
+{
+	struct dpt__cpu_comm *cpu;
+	struct dpt__nccl_comm *nccl;
+
+	pthread_mutex_lock(&ctx->lock);
+	cpu = ctx->cpu;
+	nccl = ctx->nccl;
+	ctx->cpu = NULL;
+	ctx->nccl = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	dpt__cpu_comm_destroy(&cpu);
+	dpt__nccl_comm_destroy(&nccl);
+}
+
+/* Whether the generation being set up is still alive. */
+static bool generation_alive(struct dpt_ctx *ctx, uint32_t g)
+{
+	bool alive;
+
+	pthread_mutex_lock(&ctx->lock);
+	alive = !ctx->link_dead && ctx->ended < g;
+	pthread_mutex_unlock(&ctx->lock);
+	return alive;
+}
+
+/* Hand a new communicator to the hook's reach. If the generation died
+ * while it was being built, it is aborted at once (the hook came too
+ * early to see it). */
+static int install_comm(struct dpt_ctx *ctx, struct dpt__cpu_comm *cpu,
+			struct dpt__nccl_comm *nccl)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	ctx->cpu = cpu;
+	ctx->nccl = nccl;
+	ctx->comm_generation = ctx->generation;
+	if (ctx->link_dead || ctx->ended >= ctx->generation) {
+		if (cpu)
+			dpt__cpu_comm_abort(cpu);
+		atomic_store(&ctx->nccl_abort, 1);
+		rc = DPT_EGENERATION;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return rc;
+}
+
+/* ------------------------------------------------------------ messages */
+
+/*
+ * Wait for a message of TYPE about generation GEN (0: about a generation
+ * newer than ours, for a WELCOME), with sequence number SEQ when non-zero.
+ * Messages about older generations are stale and skipped. A GEN_END for
+ * the awaited generation gives DPT_EGENERATION; a dead link gives its
+ * error.
+ */
+static int await(struct dpt_ctx *ctx, uint8_t type, uint32_t gen, uint32_t seq,
+		 struct dpt__msg *out)
+{
+	for (;;) {
+		struct dpt__msg m;
+		bool ours;
+		int rc = dpt__agent_recv(ctx->agent, &m, -1);
+
+		if (rc == DPT_ETIMEDOUT)
+			continue;
+		if (rc)
+			return rc;
+		ours = gen ? m.generation == gen : m.generation > ctx->generation;
+		if (m.type == DPT_MSG_GEN_END && ours) {
+			dpt__msg_release(&m);
+			return DPT_EGENERATION;
+		}
+		if (m.type == type && ours && (!seq || m.seq == seq)) {
+			*out = m;
+			return 0;
+		}
+		dpt__msg_release(&m);
+	}
+}
+
+static int send_msg(struct dpt_ctx *ctx, struct dpt__msg *m)
+{
+	int rc = dpt__agent_send(ctx->agent, m);
+	if (rc)
+		dpt__error("cannot send %s to the coordinator: %s",
+			   dpt__msg_type_name(m->type), dpt_strerror(rc));
+	return rc;
+}
+
+/* Tell the coordinator that this generation's data plane failed, so that
+ * it ends the generation for everyone without waiting for a timeout. */
+static void report_fault(struct dpt_ctx *ctx, int code)
+{
+	struct dpt__msg m;
+
+	if (ctx->fault_sent || code >= 0)
+		return;
+	dpt__msg_init(&m, DPT_MSG_FAULT, ctx->generation);
+	m.u.fault_code = code;
+	if (dpt__agent_send(ctx->agent, &m) == 0)
+		ctx->fault_sent = true;
+}
+
+static uint32_t roster_digest(const struct dpt__peer *peers, uint32_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (uint32_t i = 0; i < n; i++) {
+		h = fnv1a(peers[i].host, strlen(peers[i].host), h);
+		h = fnv1a(&peers[i].port, sizeof(peers[i].port), h);
+		h = fnv1a(&peers[i].node, sizeof(peers[i].node), h);
+	}
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+/* ------------------------------------------------------------ joining */
+
+static int setup_cpu(struct dpt_ctx *ctx, struct dpt__cpu_listener **listener)
+{
+	struct dpt__cpu_comm *comm = NULL;
+	struct dpt__msg m;
+	char session[64];
+	int rc;
+
+	rc = await(ctx, DPT_MSG_ROSTER, ctx->generation, 0, &m);
+	if (rc)
+		return rc;
+	if (m.world != (uint32_t)ctx->world) {
+		dpt__msg_release(&m);
+		dpt__error("the coordinator's roster has %u ranks, its welcome "
+			   "said %d",
+			   m.world, ctx->world);
+		return DPT_EPROTO;
+	}
+	snprintf(session, sizeof(session), "%s-g%u", ctx->session_base,
+		 ctx->generation);
+	rc = dpt__cpu_comm_new(&comm, listener, ctx->rank, ctx->world,
+			       m.roster, session, ctx->comm_timeout_ms);
+	if (!rc)
+		dpt__debug("rank %d of %d in generation %u: cpu backend, "
+			   "roster %08x",
+			   ctx->rank, ctx->world, ctx->generation,
+			   roster_digest(m.roster, m.world));
+	dpt__msg_release(&m);
+	if (rc)
+		return rc;
+	return install_comm(ctx, comm, NULL);
+}
+
+static int setup_nccl(struct dpt_ctx *ctx, bool create_id)
+{
+	struct dpt__nccl_comm *comm = NULL;
+	struct dpt__msg m;
+	int rc;
+
+	if (create_id) {
+		/* This process is the NCCL bootstrap root of the generation:
+		 * it stays in it until every rank has initialised. */
+		dpt__msg_init(&m, DPT_MSG_UNIQUE_ID, ctx->generation);
+		rc = dpt__nccl_unique_id(m.u.unique_id);
+		if (!rc)
+			rc = send_msg(ctx, &m);
+		if (rc)
+			return rc;
+	}
+	rc = await(ctx, DPT_MSG_UNIQUE_ID, ctx->generation, 0, &m);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&ctx->lock);
+	if (ctx->ended < ctx->generation)
+		atomic_store(&ctx->nccl_abort, 0);
+	pthread_mutex_unlock(&ctx->lock);
+	dpt__debug("rank %d of %d in generation %u: nccl backend, id %08x",
+		   ctx->rank, ctx->world, ctx->generation,
+		   (uint32_t)fnv1a(m.u.unique_id, DPT_NCCL_ID_SIZE,
+				   0xcbf29ce484222325ull));
+	rc = dpt__nccl_comm_new(&comm, m.u.unique_id, ctx->rank, ctx->world,
+				(int)ctx->local_hint, ctx->comm_timeout_ms,
+				&ctx->nccl_abort);
+	if (rc)
+		return rc;
+	return install_comm(ctx, NULL, comm);
+}
+
+/* One attempt: JOIN, WELCOME, then the backend's set-up. */
+static int join_once(struct dpt_ctx *ctx)
+{
+	struct dpt__cpu_listener *listener = NULL;
+	struct dpt__msg m;
+	uint16_t port = 0;
+	int rc;
+
+	release_comm(ctx);
+	ctx->state = W_JOINING;
+	ctx->barrier_seq = 0;
+	ctx->fault_sent = false;
+	if (ctx->caps & DPT_CAP_CPU) {
+		rc = dpt__cpu_listen(&listener,
+				     strchr(ctx->data_host, ':') ? "::" :
+								   "0.0.0.0",
+				     &port);
+		if (rc)
+			goto out;
+	}
+	dpt__msg_init(&m, DPT_MSG_JOIN, ctx->generation);
+	m.u.join = (struct dpt__msg_join){
+		.node = ctx->node,
+		.local_rank = ctx->local_hint,
+		.task_id = ctx->task_id,
+		.pid = (uint32_t)getpid(),
+		.caps = ctx->caps,
+		.addr = {.port = port, .node = ctx->node},
+	};
+	snprintf(m.u.join.addr.host, sizeof(m.u.join.addr.host), "%s",
+		 ctx->data_host);
+	snprintf(m.u.join.name, sizeof(m.u.join.name), "%s", ctx->hostname);
+	rc = send_msg(ctx, &m);
+	if (rc)
+		goto out;
+
+	rc = await(ctx, DPT_MSG_WELCOME, 0, 0, &m);
+	if (rc)
+		goto out;
+	ctx->generation = m.generation;
+	ctx->rank = (int)m.u.welcome.rank;
+	ctx->world = (int)m.u.welcome.world;
+	ctx->local_rank = (int)m.u.welcome.local_rank;
+	ctx->local_world = (int)m.u.welcome.local_world;
+	ctx->backend = m.u.welcome.backend;
+
+	if (ctx->backend == DPT_BACKEND_NCCL) {
+		dpt__cpu_listener_destroy(&listener);
+		rc = setup_nccl(ctx, m.u.welcome.flags & DPT_WELCOME_CREATE_ID);
+	} else {
+		rc = setup_cpu(ctx, &listener);
+	}
+	if (!rc && !generation_alive(ctx, ctx->generation))
+		rc = DPT_EGENERATION;
+out:
+	dpt__cpu_listener_destroy(&listener);
+	if (!rc)
+		ctx->state = W_ACTIVE;
+	return rc;
+}
+
+static bool link_error(int rc)
+{
+	return rc == DPT_ECOORDLOST || rc == DPT_EAUTH || rc == DPT_ECLOSED ||
+	       rc == DPT_EBUSY || rc == DPT_EEXIST || rc == DPT_EVERSION;
+}
+
+/*
+ * Join the next generation. A generation that breaks while it is being
+ * set up (a peer died, the coordinator ended it) is not the caller's
+ * problem: report it and join the one after.
+ */
+static int join(struct dpt_ctx *ctx)
+{
+	int rc = DPT_EGENERATION;
+
+	for (int attempt = 0; attempt < JOIN_ATTEMPTS; attempt++) {
+		rc = join_once(ctx);
+		if (!rc)
+			return 0;
+		if (dpt__agent_failed(ctx->agent))
+			rc = dpt__agent_failed(ctx->agent);
+		if (link_error(rc))
+			break;
+		if (rc != DPT_EGENERATION && rc != DPT_EPEERLOST &&
+		    rc != DPT_ETIMEDOUT && rc != DPT_ENCCL)
+			break;
+		report_fault(ctx, rc);
+		dpt__warn("generation %u broke while rank %d joined it (%s): "
+			  "joining the next one",
+			  ctx->generation, ctx->rank, dpt_strerror(rc));
+	}
+	ctx->state = dpt__agent_failed(ctx->agent) ? W_LOST : W_BROKEN;
+	ctx->error = rc;
+	return rc;
+}
+
+/* ------------------------------------------------------------ API */
+
+void dpt_init_opts_default(struct dpt_init_opts *o)
+{
+	*o = (struct dpt_init_opts){
+		.coordinator = NULL,
+		.secret = NULL,
+		.backend = NULL,
+		.node = -1,
+		.local_rank = -1,
+		.task_id = -1,
+		.data_host = NULL,
+		.connect_timeout_ms = 0,
+		.timeout_ms = 0,
+		.comm_timeout_ms = 0,
+	};
+}
+
+int dpt_init(struct dpt_ctx **out, const struct dpt_init_opts *opts)
+{
+	struct dpt_init_opts defaults;
+	struct dpt__agent_config ac;
+	struct dpt_ctx *ctx;
+	int rc;
+
+	if (!out)
+		return DPT_EINVAL;
+	*out = NULL;
+	if (!opts) {
+		dpt_init_opts_default(&defaults);
+		opts = &defaults;
+	}
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return DPT_ENOMEM;
+	pthread_mutex_init(&ctx->lock, NULL);
+	atomic_init(&ctx->nccl_abort, 0);
+	ctx->rank = ctx->world = ctx->local_rank = -1;
+	rc = configure(ctx, opts, &ac);
+	if (rc)
+		goto out;
+	ac.abort_fn = on_abort;
+	ac.abort_arg = ctx;
+	rc = dpt__agent_start(&ctx->agent, &ac);
+	if (rc)
+		goto out;
+	rc = join(ctx);
+out:
+	if (rc) {
+		dpt_finalize(&ctx);
+		return rc;
+	}
+	*out = ctx;
+	return 0;
+}
+
+int dpt_rank(const struct dpt_ctx *ctx)
+{
+	return ctx ? ctx->rank : -1;
+}
+
+int dpt_world_size(const struct dpt_ctx *ctx)
+{
+	return ctx ? ctx->world : -1;
+}
+
+int dpt_local_rank(const struct dpt_ctx *ctx)
+{
+	return ctx ? ctx->local_rank : -1;
+}
+
+uint32_t dpt_generation(const struct dpt_ctx *ctx)
+{
+	return ctx ? ctx->generation : 0;
+}
+
+const char *dpt_backend(const struct dpt_ctx *ctx)
+{
+	if (!ctx || ctx->state == W_JOINING)
+		return "none";
+	return ctx->backend == DPT_BACKEND_NCCL ? "nccl" : "cpu";
+}
+
+/* Whether collectives may run now; otherwise the error to return. */
+static int ready(struct dpt_ctx *ctx)
+{
+	int rc;
+
+	if (!ctx)
+		return DPT_EINVAL;
+	rc = dpt__agent_failed(ctx->agent);
+	if (rc) {
+		ctx->state = W_LOST;
+		ctx->error = rc;
+		return rc;
+	}
+	if (ctx->state == W_BROKEN || ctx->state == W_LOST)
+		return ctx->error;
+	if (ctx->state != W_ACTIVE)
+		return DPT_EINVAL;
+	if (!generation_alive(ctx, ctx->generation)) {
+		ctx->state = W_BROKEN;
+		ctx->error = DPT_EGENERATION;
+		return DPT_EGENERATION;
+	}
+	return 0;
+}
+
+/* After a collective: a failure breaks the generation (and, when the data
+ * plane saw it first, the coordinator is told). */
+static int after(struct dpt_ctx *ctx, int rc)
+{
+	int lost;
+
+	if (!rc || rc == DPT_EINVAL)
+		return rc;
+	lost = dpt__agent_failed(ctx->agent);
+	if (lost) {
+		ctx->state = W_LOST;
+		ctx->error = lost;
+		return lost;
+	}
+	ctx->state = W_BROKEN;
+	ctx->error = rc;
+	if (rc != DPT_EGENERATION)
+		report_fault(ctx, rc);
+	return rc;
+}
+
+static int check_buffers(const void *a, const void *b, size_t count,
+			 enum dpt_dtype dtype, size_t factor)
+{
+	size_t size = dpt_dtype_size(dtype);
+
+	if (!size)
+		return DPT_EINVAL;
+	if (count && (!a || !b))
+		return DPT_EINVAL;
+	if (count > SIZE_MAX / size / (factor ? factor : 1))
+		return DPT_ERANGE;
+	return 0;
+}
+
+int dpt_barrier(struct dpt_ctx *ctx)
+{
+	struct dpt__msg m;
+	uint32_t seq;
+	int rc = ready(ctx);
+
+	if (rc)
+		return rc;
+	seq = ++ctx->barrier_seq;
+	dpt__msg_init(&m, DPT_MSG_BARRIER, ctx->generation);
+	m.seq = seq;
+	rc = send_msg(ctx, &m);
+	if (!rc)
+		rc = await(ctx, DPT_MSG_BARRIER_DONE, ctx->generation, seq, &m);
+	if (!rc)
+		dpt__msg_release(&m);
+	return after(ctx, rc);
+}
+
+int dpt_allreduce(struct dpt_ctx *ctx, const void *send, void *recv,
+		  size_t count, enum dpt_dtype dtype, enum dpt_op op)
+{
+	int rc = ready(ctx);
+
+	if (!rc)
+		rc = check_buffers(send, recv, count, dtype, 1);
+	if (!rc && op != DPT_SUM && op != DPT_AVG)
+		rc = DPT_EINVAL;
+	if (rc)
+		return rc;
+	if (ctx->backend == DPT_BACKEND_NCCL)
+		rc = dpt__nccl_allreduce(ctx->nccl, send, recv, count, dtype,
+					 op);
+	else
+		rc = dpt__cpu_allreduce(ctx->cpu, send, recv, count, dtype, op);
+	return after(ctx, rc);
+}
+
+int dpt_broadcast(struct dpt_ctx *ctx, void *buf, size_t count,
+		  enum dpt_dtype dtype, int root)
+{
+	int rc = ready(ctx);
+
+	if (!rc)
+		rc = check_buffers(buf, buf, count, dtype, 1);
+	if (!rc && (root < 0 || root >= ctx->world))
+		rc = DPT_EINVAL;
+	if (rc)
+		return rc;
+	if (ctx->backend == DPT_BACKEND_NCCL)
+		rc = dpt__nccl_broadcast(ctx->nccl, buf, count, dtype, root);
+	else
+		rc = dpt__cpu_broadcast(ctx->cpu, buf, count, dtype, root);
+	return after(ctx, rc);
+}
+
+int dpt_allgather(struct dpt_ctx *ctx, const void *send, void *recv,
+		  size_t count, enum dpt_dtype dtype)
+{
+	int rc = ready(ctx);
+
+	if (!rc)
+		rc = check_buffers(send, recv, count, dtype,
+				   (size_t)ctx->world);
+	if (rc)
+		return rc;
+	if (ctx->backend == DPT_BACKEND_NCCL)
+		rc = dpt__nccl_allgather(ctx->nccl, send, recv, count, dtype);
+	else
+		rc = dpt__cpu_allgather(ctx->cpu, send, recv, count, dtype);
+	return after(ctx, rc);
+}
+
+int dpt_rejoin(struct dpt_ctx *ctx)
+{
+	int rc;
+
+	if (!ctx)
+		return DPT_EINVAL;
+	rc = dpt__agent_failed(ctx->agent);
+	if (rc) {
+		ctx->state = W_LOST;
+		ctx->error = rc;
+		return rc;
+	}
+	return join(ctx);
+}
+
+int dpt_finalize(struct dpt_ctx **pctx)
+{
+	struct dpt_ctx *ctx = *pctx;
+	int rc = 0;
+
+	if (!ctx)
+		return 0;
+	release_comm(ctx);
+	if (ctx->agent) {
+		rc = dpt__agent_failed(ctx->agent);
+		if (!rc) {
+			struct dpt__msg m;
+			dpt__msg_init(&m, DPT_MSG_LEAVE, ctx->generation);
+			dpt__agent_send(ctx->agent, &m);
+		}
+		/* The linger lets the LEAVE reach the coordinator before the
+		 * socket closes. */
+		dpt__agent_stop(&ctx->agent, LEAVE_LINGER_MS);
+	}
+	pthread_mutex_destroy(&ctx->lock);
+	explicit_bzero(&ctx->keys, sizeof(ctx->keys));
+	free(ctx);
+	*pctx = NULL;
+	return rc;
+}

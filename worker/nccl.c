@@ -1,0 +1,334 @@
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <dptrain/error.h>
+
+#include "log.h"
+#include "nccl.h"
+
+#ifdef HAVE_NCCL
+
+#include <cuda_runtime_api.h>
+/* nccl.h declares ncclGroupStart() and a few others without (void); our
+ * -Wstrict-prototypes must not fail the build on a header we do not own. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
+
+struct dpt__nccl_comm {
+	ncclComm_t comm;
+	cudaStream_t stream;
+	int device;
+	int rank;
+	atomic_int *abort;
+	int dead; /* aborted: the communicator is gone */
+};
+
+/* NCCL's unique ID is an opaque 128-byte blob; the protocol relays it as
+ * such. */
+_Static_assert(sizeof(ncclUniqueId) == DPT_NCCL_ID_SIZE,
+	       "ncclUniqueId is not 128 bytes");
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Between two polls: short enough for a collective's latency, long enough
+ * not to burn the core that feeds the GPU. */
+static void pause_briefly(void)
+{
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = 20000};
+	nanosleep(&ts, NULL);
+}
+
+int dpt__nccl_available(void)
+{
+	int n = 0;
+	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+int dpt__nccl_unique_id(uint8_t id[DPT_NCCL_ID_SIZE])
+{
+	ncclUniqueId uid;
+	ncclResult_t r = ncclGetUniqueId(&uid);
+
+	if (r != ncclSuccess) {
+		dpt__error("ncclGetUniqueId failed: %s", ncclGetErrorString(r));
+		return DPT_ENCCL;
+	}
+	memcpy(id, &uid, DPT_NCCL_ID_SIZE);
+	return 0;
+}
+
+static void comm_abort(struct dpt__nccl_comm *c)
+{
+	if (!c->dead) {
+		ncclCommAbort(c->comm);
+		c->dead = 1;
+	}
+}
+
+/*
+ * Wait until the communicator's pending work (an init, an enqueue, a
+ * finalize) is no longer in progress and, with STREAM, until the stream is
+ * idle. A generation that dies meanwhile (*abort set by the worker's
+ * heartbeat thread) or a deadline that passes aborts the communicator,
+ * which is the only way to get a rank out of a collective whose peer is
+ * gone.
+ */
+static int wait_ready(struct dpt__nccl_comm *c, int stream, int64_t deadline)
+{
+	for (;;) {
+		ncclResult_t state = ncclSuccess;
+		ncclResult_t r = ncclCommGetAsyncError(c->comm, &state);
+
+		if (r != ncclSuccess)
+			state = r;
+		if (state != ncclSuccess && state != ncclInProgress) {
+			dpt__error("nccl: %s (%s)", ncclGetErrorString(state),
+				   ncclGetLastError(c->comm));
+			comm_abort(c);
+			return state == ncclRemoteError ||
+					       state == ncclSystemError ?
+				       DPT_EPEERLOST :
+				       DPT_ENCCL;
+		}
+		if (state == ncclSuccess) {
+			cudaError_t e =
+				stream ? cudaStreamQuery(c->stream) : cudaSuccess;
+			if (e == cudaSuccess)
+				return 0;
+			if (e != cudaErrorNotReady) {
+				dpt__error("cuda: %s", cudaGetErrorString(e));
+				comm_abort(c);
+				return DPT_ECUDA;
+			}
+		}
+		if (atomic_load(c->abort)) {
+			comm_abort(c);
+			return DPT_EGENERATION;
+		}
+		if (deadline && now_ms() > deadline) {
+			comm_abort(c);
+			return DPT_ETIMEDOUT;
+		}
+		pause_briefly();
+	}
+}
+
+int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
+		       const uint8_t id[DPT_NCCL_ID_SIZE], int rank, int world,
+		       int local_rank, int timeout_ms, atomic_int *abort)
+{
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	struct dpt__nccl_comm *c = calloc(1, sizeof(*c));
+	ncclUniqueId uid;
+	ncclResult_t r;
+	cudaError_t e;
+	int rc = 0, ndev = 0, device;
+
+	*out = NULL;
+	if (!c)
+		return DPT_ENOMEM;
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+		free(c);
+		return DPT_ECUDA;
+	}
+	device = local_rank % ndev;
+	c->device = device;
+	c->rank = rank;
+	c->abort = abort;
+	c->dead = 1; /* until there is a communicator to abort */
+	e = cudaSetDevice(device);
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+	if (e != cudaSuccess) {
+		dpt__error("cannot use cuda device %d: %s", device,
+			   cudaGetErrorString(e));
+		rc = DPT_ECUDA;
+		goto out;
+	}
+	/* Non-blocking: the call returns at once and the init is polled, so
+	 * that a rank whose peers never arrive gives up at the deadline or
+	 * when the coordinator ends the generation, instead of hanging in
+	 * NCCL's bootstrap. */
+	config.blocking = 0;
+	memcpy(&uid, id, sizeof(uid));
+	r = ncclCommInitRankConfig(&c->comm, world, uid, rank, &config);
+	if (r != ncclSuccess && r != ncclInProgress) {
+		dpt__error("ncclCommInitRankConfig failed: %s",
+			   ncclGetErrorString(r));
+		rc = DPT_ENCCL;
+		goto out;
+	}
+	c->dead = 0;
+	rc = wait_ready(c, 0, now_ms() + timeout_ms);
+	if (rc == DPT_ETIMEDOUT)
+		dpt__error("nccl communicator of rank %d not ready after %d ms",
+			   rank, timeout_ms);
+out:
+	if (rc)
+		dpt__nccl_comm_destroy(&c);
+	*out = c;
+	return rc;
+}
+
+static int nccl_type(enum dpt_dtype dtype, ncclDataType_t *t)
+{
+	switch (dtype) {
+	case DPT_FLOAT32:
+		*t = ncclFloat32;
+		return 0;
+	case DPT_FLOAT64:
+		*t = ncclFloat64;
+		return 0;
+	case DPT_BFLOAT16:
+		*t = ncclBfloat16;
+		return 0;
+	case DPT_FLOAT16:
+		*t = ncclFloat16;
+		return 0;
+	case DPT_INT32:
+		*t = ncclInt32;
+		return 0;
+	case DPT_INT64:
+		*t = ncclInt64;
+		return 0;
+	case DPT_UINT8:
+		*t = ncclUint8;
+		return 0;
+	}
+	return DPT_EINVAL;
+}
+
+/* After an enqueue: wait for it and for the stream. */
+static int finish(struct dpt__nccl_comm *c, ncclResult_t r)
+{
+	if (r != ncclSuccess && r != ncclInProgress) {
+		dpt__error("nccl: %s", ncclGetErrorString(r));
+		return DPT_ENCCL;
+	}
+	return wait_ready(c, 1, 0);
+}
+
+int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
+			void *recv, size_t count, enum dpt_dtype dtype,
+			enum dpt_op op)
+{
+	ncclDataType_t t;
+
+	if (c->dead)
+		return DPT_EGENERATION;
+	if (nccl_type(dtype, &t))
+		return DPT_EINVAL;
+	return finish(c, ncclAllReduce(send, recv, count, t,
+				       op == DPT_AVG ? ncclAvg : ncclSum,
+				       c->comm, c->stream));
+}
+
+int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
+			enum dpt_dtype dtype, int root)
+{
+	ncclDataType_t t;
+
+	if (c->dead)
+		return DPT_EGENERATION;
+	if (nccl_type(dtype, &t))
+		return DPT_EINVAL;
+	return finish(c, ncclBroadcast(buf, buf, count, t, root, c->comm,
+				       c->stream));
+}
+
+int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
+			void *recv, size_t count, enum dpt_dtype dtype)
+{
+	ncclDataType_t t;
+
+	if (c->dead)
+		return DPT_EGENERATION;
+	if (nccl_type(dtype, &t))
+		return DPT_EINVAL;
+	return finish(c, ncclAllGather(send, recv, count, t, c->comm,
+				       c->stream));
+}
+
+void dpt__nccl_comm_destroy(struct dpt__nccl_comm **cp)
+{
+	struct dpt__nccl_comm *c = *cp;
+
+	if (!c)
+		return;
+	if (!c->dead) {
+		/* A clean finalize flushes outstanding work; it is polled
+		 * like everything else, and aborted if it cannot finish. */
+		ncclResult_t r = ncclCommFinalize(c->comm);
+		if ((r == ncclSuccess || r == ncclInProgress) &&
+		    wait_ready(c, 0, now_ms() + 10000) == 0)
+			ncclCommDestroy(c->comm);
+		else
+			comm_abort(c);
+	}
+	if (c->stream)
+		cudaStreamDestroy(c->stream);
+	free(c);
+	*cp = NULL;
+}
+
+#else /* !HAVE_NCCL */
+
+int dpt__nccl_available(void)
+{
+	return 0;
+}
+
+int dpt__nccl_unique_id(uint8_t id[DPT_NCCL_ID_SIZE])
+{
+	(void)id;
+	return DPT_ENOTSUP;
+}
+
+int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
+		       const uint8_t id[DPT_NCCL_ID_SIZE], int rank, int world,
+		       int local_rank, int timeout_ms, atomic_int *abort)
+{
+	(void)id, (void)rank, (void)world, (void)local_rank, (void)timeout_ms,
+		(void)abort;
+	*out = NULL;
+	return DPT_ENOTSUP;
+}
+
+int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
+			void *recv, size_t count, enum dpt_dtype dtype,
+			enum dpt_op op)
+{
+	(void)c, (void)send, (void)recv, (void)count, (void)dtype, (void)op;
+	return DPT_ENOTSUP;
+}
+
+int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
+			enum dpt_dtype dtype, int root)
+{
+	(void)c, (void)buf, (void)count, (void)dtype, (void)root;
+	return DPT_ENOTSUP;
+}
+
+int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
+			void *recv, size_t count, enum dpt_dtype dtype)
+{
+	(void)c, (void)send, (void)recv, (void)count, (void)dtype;
+	return DPT_ENOTSUP;
+}
+
+void dpt__nccl_comm_destroy(struct dpt__nccl_comm **c)
+{
+	*c = NULL;
+}
+
+#endif

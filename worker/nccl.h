@@ -1,0 +1,60 @@
+/*
+ * The NCCL collective backend. Built for real when configure found NCCL
+ * (HAVE_NCCL); otherwise every function reports DPT_ENOTSUP and
+ * dpt__nccl_available() says no, so callers need no #ifdef.
+ *
+ * Buffers are device memory of the communicator's GPU. Each collective is
+ * enqueued on the communicator's stream and waited for, so that a call
+ * returns only when its result is in RECV, or with an error.
+ */
+#ifndef DPT_WORKER_NCCL_H
+#define DPT_WORKER_NCCL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dptrain/dptrain.h>
+
+#include "wire.h"
+
+struct dpt__nccl_comm;
+
+/* Whether this build has NCCL and a CUDA device is visible. */
+int dpt__nccl_available(void);
+
+/* A fresh NCCL unique ID (ncclGetUniqueId) into ID. The caller must stay
+ * alive until every rank has initialised with it (NCCL's bootstrap root
+ * lives in this process). Returns 0, DPT_ENCCL or DPT_ENOTSUP. */
+int dpt__nccl_unique_id(uint8_t id[DPT_NCCL_ID_SIZE]);
+
+/*
+ * Create RANK's communicator of WORLD ranks from ID on the CUDA device of
+ * LOCAL_RANK (modulo the visible devices: with one GPU bound per task,
+ * that is device 0),
+ * non-blocking (ncclCommInitRankConfig with blocking=0) and polled until
+ * it is ready, TIMEOUT_MS passes (DPT_ETIMEDOUT) or *ABORT becomes
+ * non-zero (DPT_EGENERATION); in both failures the half-made communicator
+ * is aborted. ABORT is the caller's and must outlive the communicator:
+ * setting it from any thread makes every wait of this communicator abort
+ * it and return DPT_EGENERATION. The caller owns *OUT.
+ */
+int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
+		       const uint8_t id[DPT_NCCL_ID_SIZE], int rank, int world,
+		       int local_rank, int timeout_ms, atomic_int *abort);
+
+/* Collectives: 0, DPT_EGENERATION (aborted), DPT_EPEERLOST (NCCL reported
+ * a remote or network error), DPT_ENCCL, DPT_ECUDA. SEND may equal RECV;
+ * for allgather, in place means SEND == RECV + rank * COUNT elements. */
+int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
+			void *recv, size_t count, enum dpt_dtype dtype,
+			enum dpt_op op);
+int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
+			enum dpt_dtype dtype, int root);
+int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
+			void *recv, size_t count, enum dpt_dtype dtype);
+
+/* Finalize (or, after a failure, abort) and free; accepts NULL; nulls *C. */
+void dpt__nccl_comm_destroy(struct dpt__nccl_comm **c);
+
+#endif
