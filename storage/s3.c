@@ -29,6 +29,9 @@
 #define MAX_PARTS 10000
 #define MAX_PUT (5 * 1024 * MIB)
 #define DELETE_BATCH 1000
+/* The type of every object: binary. Never a form type, which some servers
+ * (moto) take as a form to decode, storing an empty object. */
+#define OBJECT_TYPE "application/octet-stream"
 
 static const struct dpt__storage_ops s3_ops;
 
@@ -177,6 +180,7 @@ static int create_upload(struct s3_writer *w, struct dpt__s3_engine *e)
 
 	req_object(&r, "POST", &w->n, "write");
 	add_query(&r, "uploads", NULL);
+	add_header(&r, "content-type", OBJECT_TYPE);
 	rc = run_one(e, &r);
 	if (rc)
 		goto out;
@@ -502,7 +506,7 @@ static void abort_upload(struct s3_writer *w)
 	stop_thread(w);
 	if (!w->upload_id)
 		return;
-	req_object(&r, "DELETE", &w->n, "abort the upload of");
+	req_object(&r, "DELETE", &w->n, "abort the multipart upload of");
 	add_query(&r, "uploadId", w->upload_id);
 	r.quiet_status = -1;
 	rc = dpt__s3_perform(w->s3, &r);
@@ -647,6 +651,7 @@ static int put_single(struct s3_writer *w, const char *data, size_t len)
 	int rc;
 
 	req_object(&r, "PUT", &w->n, "write");
+	add_header(&r, "content-type", OBJECT_TYPE);
 	r.body = data;
 	r.body_len = len;
 	rc = dpt__s3_perform(w->s3, &r);
@@ -815,6 +820,7 @@ static int s3_put_if_absent(struct dpt__storage_backend *base,
 		goto out;
 	req_object(&r, "PUT", &nm, "write");
 	add_header(&r, "if-none-match", "*");
+	add_header(&r, "content-type", OBJECT_TYPE);
 	r.body = buf;
 	r.body_len = len;
 	r.quiet_status = 412;

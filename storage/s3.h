@@ -28,6 +28,9 @@ struct dpt__s3_config {
 	char *access_key;
 	char *secret_key;
 	char *session_token; /* NULL when none */
+	/* Where the keys come from, for messages: "AWS_ACCESS_KEY_ID",
+	 * "profile 'default' of /root/.aws/credentials", ... */
+	char *cred_source;
 };
 
 struct dpt__s3 {
@@ -50,9 +53,10 @@ struct dpt__s3 {
 
 /*
  * dpt__s3_config_resolve - fill *CFG from OPTS, then the environment
- * (DPTRAIN_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS_REGION,
- * AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
- * AWS_SESSION_TOKEN), then the shared credentials file. BUCKET decides the
+ * (DPTRAIN_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
+ * DPTRAIN_S3_PATH_STYLE, AWS_REGION, AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), then the shared credentials
+ * file. BUCKET decides the
  * automatic addressing style. Logs and returns DPT_EINVAL for a bad
  * endpoint, DPT_EAUTH when there are no credentials; *CFG is released by
  * dpt__s3_config_release() in every case.
@@ -113,6 +117,9 @@ struct dpt__s3_req {
 	/* An attempt failed after the server may have acted on it (a lost
 	 * response, a 5xx): a retry may find its effect already there. */
 	bool ambiguous;
+	/* Signed again with the other form of '/' in the query (see
+	 * dpt__s3.query_slash_raw). */
+	bool resigned;
 
 	/* The engine's. */
 	char payload_hash[65];

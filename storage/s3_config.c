@@ -107,12 +107,15 @@ static int credentials(const struct dpt__storage_opts *opts,
 		cfg->access_key = strdup(opts->access_key);
 		cfg->secret_key = strdup(opts->secret_key);
 		cfg->session_token = dup_or_null(opts->session_token);
+		cfg->cred_source = strdup("the storage options");
 		goto check;
 	}
 	if (env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY")) {
 		cfg->access_key = strdup(env("AWS_ACCESS_KEY_ID"));
 		cfg->secret_key = strdup(env("AWS_SECRET_ACCESS_KEY"));
 		cfg->session_token = dup_or_null(env("AWS_SESSION_TOKEN"));
+		cfg->cred_source = strdup("AWS_ACCESS_KEY_ID and "
+					  "AWS_SECRET_ACCESS_KEY");
 		goto check;
 	}
 	profile = env("AWS_PROFILE") ? env("AWS_PROFILE") : "default";
@@ -130,6 +133,14 @@ static int credentials(const struct dpt__storage_opts *opts,
 					       &cfg->access_key,
 					       &cfg->secret_key,
 					       &cfg->session_token);
+	if (!rc) {
+		struct dpt__buf src;
+		dpt__buf_init(&src, 8192);
+		rc = dpt__buf_printf(&src, "profile '%s' of %s", profile,
+				     path.data);
+		cfg->cred_source = dpt__buf_steal(&src);
+		dpt__buf_release(&src);
+	}
 	dpt__buf_release(&path);
 	if (rc == DPT_ENOENT) {
 		dpt__error("no S3 credentials: set AWS_ACCESS_KEY_ID and "
@@ -142,7 +153,7 @@ static int credentials(const struct dpt__storage_opts *opts,
 	if (rc)
 		return rc;
 check:
-	if (!cfg->access_key || !cfg->secret_key)
+	if (!cfg->access_key || !cfg->secret_key || !cfg->cred_source)
 		return DPT_ENOMEM;
 	return 0;
 }
@@ -150,7 +161,7 @@ check:
 int dpt__s3_config_resolve(const struct dpt__storage_opts *opts,
 			   const char *bucket, struct dpt__s3_config *cfg)
 {
-	const char *endpoint, *region;
+	const char *endpoint, *region, *style;
 	struct dpt__buf aws;
 	bool custom = true;
 	int rc;
@@ -188,10 +199,21 @@ int dpt__s3_config_resolve(const struct dpt__storage_opts *opts,
 	/* Path-style for S3-compatible servers (moto, MinIO, Ceph RGW:
 	 * their host names rarely resolve per bucket), and on AWS for
 	 * buckets with dots, which TLS wildcard certificates do not cover. */
-	if (opts->path_style >= 0)
+	style = env("DPTRAIN_S3_PATH_STYLE");
+	if (opts->path_style >= 0) {
 		cfg->path_style = opts->path_style;
-	else
+	} else if (style && (strcmp(style, "0") == 0 ||
+			     strcmp(style, "1") == 0)) {
+		cfg->path_style = style[0] == '1';
+	} else if (style) {
+		dpt__error("invalid DPTRAIN_S3_PATH_STYLE '%s': expected 1 "
+			   "(endpoint/bucket/key) or 0 (bucket.endpoint/key)",
+			   style);
+		rc = DPT_EINVAL;
+		goto out;
+	} else {
 		cfg->path_style = custom || strchr(bucket, '.') != NULL;
+	}
 	rc = credentials(opts, cfg);
 out:
 	dpt__buf_release(&aws);
@@ -208,5 +230,6 @@ void dpt__s3_config_release(struct dpt__s3_config *cfg)
 		free(cfg->secret_key);
 	}
 	free(cfg->session_token);
+	free(cfg->cred_source);
 	memset(cfg, 0, sizeof(*cfg));
 }

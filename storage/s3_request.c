@@ -451,14 +451,22 @@ static enum verdict classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
 		*rc = DPT_EAUTH;
 		if (strcmp(code.data ? code.data : "", "SignatureDoesNotMatch") ==
 			    0 &&
-		    slash_in_query(r) &&
-		    !atomic_exchange(&s3->query_slash_raw, true)) {
+		    r->resigned) {
+			/* The other form did not help either: the key is
+			 * wrong, not the canonical query. Go back to what
+			 * SigV4 specifies. */
+			atomic_store(&s3->query_slash_raw, false);
+		} else if (strcmp(code.data ? code.data : "",
+				  "SignatureDoesNotMatch") == 0 &&
+			   slash_in_query(r) &&
+			   !atomic_exchange(&s3->query_slash_raw, true)) {
 			/* Servers disagree on '/' in canonical query values
 			 * (moto wants it unencoded): try the other form
 			 * once, and keep it if it works. */
 			dpt__debug("%s: signing again with '/' unencoded in the "
 				  "canonical query (the server is not AWS)",
 				  s3->endpoint_msg);
+			r->resigned = true;
 			v = RESIGN;
 			break;
 		}
@@ -468,11 +476,12 @@ static enum verdict classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
 					       "off: synchronise it)");
 		else
 			dpt__buf_printf(cause,
-					" (bucket '%s' at %s: check "
-					"AWS_ACCESS_KEY_ID, "
-					"AWS_SECRET_ACCESS_KEY or AWS_PROFILE, "
-					"and the key's permissions)",
-					s3->bucket, s3->endpoint_msg);
+					" (bucket '%s' at %s refuses the key "
+					"'%s' from %s: check the key, its "
+					"secret and its permissions)",
+					s3->bucket, s3->endpoint_msg,
+					s3->cfg.access_key,
+					s3->cfg.cred_source);
 		break;
 	case 404:
 		*rc = DPT_ENOENT;
@@ -592,8 +601,8 @@ static void end_attempt(struct dpt__s3_engine *e, struct dpt__s3_req *r,
 	}
 	if (v == RETRY && r->attempts <= e->s3->conf.retries) {
 		long wait = backoff_ms(e, r->attempts);
-		dpt__warn("retrying %s of '%s' in %ld ms (attempt %d of %d): "
-			  "%s",
+		dpt__warn("cannot %s '%s' yet, retrying in %ld ms (attempt "
+			  "%d of %d): %s",
 			  r->what, r->uri, wait, r->attempts + 1,
 			  e->s3->conf.retries + 1, cause.data);
 		r->due_ms = now_ms() + wait;

@@ -57,7 +57,8 @@ struct dpt__storage_opts {
 	 * then us-east-1. */
 	const char *region;
 	/* s3: 1 for path-style URLs (endpoint/bucket/key), 0 for
-	 * virtual-hosted (bucket.endpoint/key), -1 (default): path-style
+	 * virtual-hosted (bucket.endpoint/key), -1 (default):
+	 * DPTRAIN_S3_PATH_STYLE (1 or 0) when set, otherwise path-style
 	 * with an explicit endpoint (what S3-compatible servers expect),
 	 * virtual-hosted on AWS. */
 	int path_style;

@@ -204,7 +204,7 @@ static void clear_env(void)
 		"DPTRAIN_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",
 		"AWS_REGION",	       "AWS_DEFAULT_REGION",  "AWS_ACCESS_KEY_ID",
 		"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-		"AWS_SHARED_CREDENTIALS_FILE",
+		"AWS_SHARED_CREDENTIALS_FILE", "DPTRAIN_S3_PATH_STYLE",
 	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
@@ -239,6 +239,8 @@ static void config_sources(void **state)
 	assert_string_equal(c.access_key, "AKENV");
 	assert_string_equal(c.secret_key, "SKENV");
 	assert_string_equal(c.session_token, "TOKENV");
+	assert_string_equal(c.cred_source,
+			    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
 	dpt__s3_config_release(&c);
 
 	/* Options win over the environment. */
@@ -271,10 +273,26 @@ static void config_sources(void **state)
 	assert_true(c.https);
 	assert_false(c.path_style);
 	assert_string_equal(c.access_key, "AKP1");
+	assert_non_null(strstr(c.cred_source, "profile 'p1' of "));
+	assert_string_equal(strstr(c.cred_source, " of ") + 4, path);
 	dpt__s3_config_release(&c);
 	assert_int_equal(dpt__s3_config_resolve(&o, "my.ckpt", &c), 0);
 	assert_true(c.path_style);
 	dpt__s3_config_release(&c);
+	/* DPTRAIN_S3_PATH_STYLE forces the style; the option still wins. */
+	setenv("DPTRAIN_S3_PATH_STYLE", "1", 1);
+	assert_int_equal(dpt__s3_config_resolve(&o, "ckpt", &c), 0);
+	assert_true(c.path_style);
+	dpt__s3_config_release(&c);
+	o.path_style = 0;
+	assert_int_equal(dpt__s3_config_resolve(&o, "ckpt", &c), 0);
+	assert_false(c.path_style);
+	dpt__s3_config_release(&c);
+	o.path_style = -1;
+	setenv("DPTRAIN_S3_PATH_STYLE", "yes", 1);
+	assert_int_equal(dpt__s3_config_resolve(&o, "ckpt", &c), DPT_EINVAL);
+	dpt__s3_config_release(&c);
+	unsetenv("DPTRAIN_S3_PATH_STYLE");
 	unlink(path);
 
 	o.endpoint = "s3.amazonaws.com";
