@@ -512,10 +512,11 @@ static void abort_upload(struct s3_writer *w)
 	rc = dpt__s3_perform(w->s3, &r);
 	/* 404: gone already (a server that lost it, or gc). */
 	if (rc && r.status != 404)
-		dpt__warn("cannot abort the multipart upload %s of '%s' (%s): "
-			  "its parts stay billed until dpt__storage_gc() or a "
-			  "lifecycle rule removes them",
-			  w->upload_id, w->n.uri, dpt_strerror(rc));
+		dpt__warn("cannot abort the multipart upload %s of '%s' (%s, "
+			  "HTTP status %ld): its parts stay stored (and "
+			  "billed) until a gc of the storage (dptrain ckpt gc) "
+			  "or a lifecycle rule removes them",
+			  w->upload_id, w->n.uri, dpt_strerror(rc), r.status);
 	dpt__s3_req_release(&r);
 }
 

@@ -98,7 +98,8 @@ struct dpt__s3_req {
 	char *dst;	/* GET: a 2xx body goes here, at most dst_len */
 	size_t dst_len;
 	/* Messages: "cannot WHAT 'URI': cause", logged by the engine when
-	 * the request fails for good, unless the status is QUIET_STATUS. */
+	 * the request fails for good, unless the status is QUIET_STATUS
+	 * (-1: never; the caller logs). */
 	const char *what;
 	const char *uri;
 	long quiet_status;
@@ -128,6 +129,10 @@ struct dpt__s3_req {
 	size_t sent;
 	bool overflow;
 	bool running;
+	bool stalled;		/* aborted by the stall detector */
+	long stall_ms;
+	int64_t progress_ms;	/* when bytes last moved */
+	int64_t progress_bytes; /* bytes moved by then, both ways */
 	int64_t due_ms;
 	struct dpt__s3_req *next;  /* waiting or done list */
 	struct dpt__s3_req *anext; /* the engine's running list */

@@ -110,6 +110,30 @@ static size_t on_write(char *p, size_t size, size_t nitems, void *ud)
 	return n;
 }
 
+/* The stall detector: a transfer that moves no byte, either way, for
+ * stall_timeout_ms is aborted (and retried). curl's own low-speed limit
+ * averages over a window of about 5 s, so that a part sent at full speed
+ * then left unanswered would be caught only seconds later. curl calls this
+ * at least at every engine step (one a second at the least). */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
+		       curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct dpt__s3_req *r = ud;
+	int64_t now = now_ms(), moved = (int64_t)(dlnow + ulnow);
+	(void)dltotal;
+	(void)ultotal;
+	if (moved != r->progress_bytes || r->progress_ms == 0) {
+		r->progress_bytes = moved;
+		r->progress_ms = now;
+		return 0;
+	}
+	if (now - r->progress_ms >= r->stall_ms) {
+		r->stalled = true;
+		return 1; /* CURLE_ABORTED_BY_CALLBACK */
+	}
+	return 0;
+}
+
 static size_t on_header(char *p, size_t size, size_t nitems, void *ud)
 {
 	struct dpt__s3_req *r = ud;
@@ -252,7 +276,6 @@ static int setup_easy(struct dpt__s3 *s3, struct dpt__s3_req *r,
 		      const char *url)
 {
 	CURL *c = r->easy;
-	long stall_s = s3->conf.stall_timeout_ms / 1000;
 
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, r->slist);
@@ -267,8 +290,13 @@ static int setup_easy(struct dpt__s3 *s3, struct dpt__s3_req *r,
 			 s3->conf.connect_timeout_ms);
 	/* A stall detector, not a deadline: a part may take long on a slow
 	 * link, but not move nothing for stall_timeout_ms. */
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
+	r->stall_ms = s3->conf.stall_timeout_ms;
+	r->progress_ms = 0;
+	r->progress_bytes = -1;
+	r->stalled = false;
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, r);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
 	curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
@@ -412,17 +440,25 @@ static enum verdict classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
 						 "");
 			return DONE;
 		}
-		*rc = cc == CURLE_OPERATION_TIMEDOUT ? DPT_ETIMEDOUT : DPT_ES3;
-		dpt__buf_printf(cause, "%s (endpoint %s)",
-				r->errbuf[0] ? r->errbuf :
-					       curl_easy_strerror(cc),
-				s3->endpoint_msg);
+		*rc = cc == CURLE_OPERATION_TIMEDOUT || r->stalled ?
+			      DPT_ETIMEDOUT :
+			      DPT_ES3;
+		if (r->stalled)
+			dpt__buf_printf(cause, "timeout: no byte moved for "
+					       "%ld ms (endpoint %s)",
+					s3->conf.stall_timeout_ms,
+					s3->endpoint_msg);
+		else
+			dpt__buf_printf(cause, "%s (endpoint %s)",
+					r->errbuf[0] ? r->errbuf :
+						       curl_easy_strerror(cc),
+					s3->endpoint_msg);
 		/* Only a refused connection proves the request was not
 		 * acted upon. */
 		if (cc != CURLE_COULDNT_CONNECT &&
 		    cc != CURLE_COULDNT_RESOLVE_HOST)
 			r->ambiguous = true;
-		return curl_transient(cc) ? RETRY : DONE;
+		return curl_transient(cc) || r->stalled ? RETRY : DONE;
 	}
 	dpt__buf_init(&code, 256);
 	dpt__buf_init(&msg, 1024);
@@ -614,7 +650,8 @@ static void end_attempt(struct dpt__s3_engine *e, struct dpt__s3_req *r,
 		dpt__buf_printf(&cause, " (gave up after %d attempts)",
 				r->attempts);
 	r->rc = rc;
-	if (rc && !(r->quiet_status && r->status == r->quiet_status))
+	if (rc && r->quiet_status != -1 &&
+	    !(r->quiet_status && r->status == r->quiet_status))
 		dpt__error("cannot %s '%s': %s", r->what, r->uri, cause.data);
 	r->next = *done;
 	*done = r;

@@ -82,9 +82,9 @@ struct dpt__storage_opts {
 	 * min(retry_max_ms, retry_base_ms * 2^n) (defaults 200 ms, 5 s). */
 	long retry_base_ms;
 	long retry_max_ms;
-	/* s3: connect timeout (default 10 s); a transfer that moves less than
-	 * one byte per second during stall_timeout_ms (default 60 s) is
-	 * aborted and retried. */
+	/* s3: connect timeout (default 10 s); a transfer that moves no byte,
+	 * either way, during stall_timeout_ms (default 60 s; checked about
+	 * once a second) is aborted and retried. */
 	long connect_timeout_ms;
 	long stall_timeout_ms;
 	/* s3: send the SHA-256 of each payload in x-amz-content-sha256, so

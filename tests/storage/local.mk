@@ -35,3 +35,9 @@ check_PROGRAMS += tests/storage/storage_tool
 tests_storage_storage_tool_SOURCES = tests/storage/storage_tool.c
 tests_storage_storage_tool_CFLAGS = $(STORAGE_TEST_CFLAGS)
 tests_storage_storage_tool_LDADD = $(STORAGE_TEST_LDADD)
+
+# Integration tests: the s3 backend against moto (SKIP without it).
+TESTS += \
+	tests/storage/s3.sh
+EXTRA_DIST += \
+	tests/storage/s3.sh
