@@ -165,6 +165,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	};
 	const char *val[OPT_LOG - OPT_WORLD + 1] = {NULL};
 	const char *name[OPT_LOG - OPT_WORLD + 1];
+	char optname[OPT_LOG - OPT_WORLD + 1][24]; /* "--world-size" */
 	enum dpt__log_level level;
 	int c, rc = 0;
 
@@ -193,7 +194,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 			return DPT_EINVAL;
 		}
 		val[c - OPT_WORLD] = optarg;
-		name[c - OPT_WORLD] = longopts[c - OPT_WORLD].name;
+		/* Messages name the option as the user wrote it. */
+		snprintf(optname[c - OPT_WORLD], sizeof(optname[0]), "--%s",
+			 longopts[c - OPT_WORLD].name);
+		name[c - OPT_WORLD] = optname[c - OPT_WORLD];
 	}
 	if (optind < argc) {
 		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n",

@@ -4,8 +4,14 @@
  * coordinator and several of these, and check what they print.
  *
  *   coord_worker run              join, check every collective, leave
- *   coord_worker loop [--rejoin]  join, train until an error, print it
- *                                 (and with --rejoin: rejoin, check, leave)
+ *   coord_worker loop [--rejoin] [--barriers]
+ *                                 join, train until an error, print it
+ *                                 (and with --rejoin: rejoin, check, leave);
+ *                                 --barriers: barriers only, no data plane
+ *   coord_worker nccl-id ENDPOINT NODE LOCAL_RANK TASK
+ *                                 join as an NCCL-capable worker (raw
+ *                                 protocol, no GPU), create the unique ID
+ *                                 when told to, print the ID received
  *   coord_worker garbage HOST PORT      raw junk at the coordinator's port
  *   coord_worker hostile ENDPOINT       authenticated but malformed input
  *   coord_worker report-exit ENDPOINT TASK STATUS
@@ -24,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -241,7 +248,7 @@ static int cmd_run(void)
 }
 
 /* A training loop: collectives until something breaks. */
-static int cmd_loop(bool rejoin)
+static int cmd_loop(bool rejoin, bool barriers_only)
 {
 	struct dpt_ctx *ctx = NULL;
 	float grad[1024];
@@ -253,8 +260,9 @@ static int cmd_loop(bool rejoin)
 	for (;;) {
 		for (int i = 0; i < 1024; i++)
 			grad[i] = 1.0f;
-		rc = dpt_allreduce(ctx, grad, grad, 1024, DPT_FLOAT32,
-				   DPT_SUM);
+		rc = barriers_only ? 0 :
+				     dpt_allreduce(ctx, grad, grad, 1024,
+						   DPT_FLOAT32, DPT_SUM);
 		if (!rc)
 			rc = dpt_barrier(ctx);
 		if (rc)
@@ -507,6 +515,85 @@ static int cmd_hostile(const char *endpoint)
 	return failures ? 1 : 0;
 }
 
+/* An NCCL worker as the coordinator sees it, without NCCL or a GPU: the
+ * unique ID is opaque to the coordinator, so random bytes stand for
+ * ncclGetUniqueId. Prints the membership and the ID as relayed, then
+ * leaves. Heartbeats while it waits, as libdptrain's agent would. */
+static int cmd_nccl_id(const char *endpoint, const char *node_s,
+		       const char *local_s, const char *task_s)
+{
+	struct dpt__curve_keys k;
+	struct client c;
+	struct dpt__msg m, r;
+	struct dpt__msg_welcome w = {0};
+	long node, local, task;
+	uint32_t gen = 0;
+	bool welcomed = false;
+	long long deadline = wall_ns() + 20000000000LL;
+	char hex[2 * DPT_NCCL_ID_SIZE + 1];
+
+	if (dpt__parse_long(node_s, 0, UINT32_MAX, &node) ||
+	    dpt__parse_long(local_s, 0, UINT32_MAX, &local) ||
+	    dpt__parse_long(task_s, 0, UINT32_MAX, &task))
+		return fail("arguments", DPT_EINVAL);
+	if (dpt__wire_derive_keys(getenv("DPTRAIN_SECRET"), &k) != 0)
+		return fail("keys", DPT_EINVAL);
+	client_open(&c, endpoint, &k);
+	dpt__msg_init(&m, DPT_MSG_JOIN, 0);
+	m.u.join = (struct dpt__msg_join){.node = (uint32_t)node,
+					  .local_rank = (uint32_t)local,
+					  .task_id = (uint32_t)task,
+					  .pid = (uint32_t)getpid(),
+					  .caps = DPT_CAP_NCCL,
+					  .addr = {.host = "127.0.0.1"}};
+	client_send(&c, &m);
+	while (wall_ns() < deadline) {
+		if (client_reply(&c, &r, 300) != 0) {
+			dpt__msg_init(&m, DPT_MSG_HEARTBEAT, gen);
+			client_send(&c, &m);
+			continue;
+		}
+		if (r.type == DPT_MSG_WELCOME) {
+			w = r.u.welcome;
+			gen = r.generation;
+			welcomed = true;
+			if (w.flags & DPT_WELCOME_CREATE_ID) {
+				dpt__msg_init(&m, DPT_MSG_UNIQUE_ID, gen);
+				if (getrandom(m.u.unique_id, DPT_NCCL_ID_SIZE,
+					      0) != DPT_NCCL_ID_SIZE)
+					return fail("getrandom", DPT_ESYS);
+				client_send(&c, &m);
+			}
+		} else if (r.type == DPT_MSG_UNIQUE_ID && welcomed &&
+			   r.generation == gen) {
+			for (int i = 0; i < DPT_NCCL_ID_SIZE; i++)
+				snprintf(hex + 2 * i, 3, "%02x",
+					 r.u.unique_id[i]);
+			printf("joined rank=%u world=%u local_rank=%u "
+			       "local_world=%u gen=%u backend=%u create=%d "
+			       "id=%s\n",
+			       w.rank, w.world, w.local_rank, w.local_world,
+			       gen, w.backend,
+			       (w.flags & DPT_WELCOME_CREATE_ID) ? 1 : 0, hex);
+			dpt__msg_init(&m, DPT_MSG_LEAVE, gen);
+			client_send(&c, &m);
+			usleep(100000); /* LINGER is 0: let LEAVE go out */
+			client_close(&c);
+			return 0;
+		} else if (r.type == DPT_MSG_ERROR || r.type == DPT_MSG_GEN_END) {
+			printf("FAIL %s: %s\n", dpt__msg_type_name(r.type),
+			       r.u.text.text);
+			dpt__msg_release(&r);
+			client_close(&c);
+			return 1;
+		}
+		dpt__msg_release(&r);
+	}
+	client_close(&c);
+	printf("FAIL no unique id within 20 s\n");
+	return 1;
+}
+
 static int cmd_report_exit(const char *endpoint, const char *task,
 			   const char *status)
 {
@@ -529,16 +616,27 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc >= 2 && !strcmp(argv[1], "run"))
 		return cmd_run();
-	if (argc >= 2 && !strcmp(argv[1], "loop"))
-		return cmd_loop(argc >= 3 && !strcmp(argv[2], "--rejoin"));
+	if (argc >= 2 && !strcmp(argv[1], "loop")) {
+		bool rejoin = false, barriers = false;
+		for (int i = 2; i < argc; i++)
+			if (!strcmp(argv[i], "--rejoin"))
+				rejoin = true;
+			else if (!strcmp(argv[i], "--barriers"))
+				barriers = true;
+			else
+				return fail(argv[i], DPT_EINVAL);
+		return cmd_loop(rejoin, barriers);
+	}
+	if (argc == 6 && !strcmp(argv[1], "nccl-id"))
+		return cmd_nccl_id(argv[2], argv[3], argv[4], argv[5]);
 	if (argc == 4 && !strcmp(argv[1], "garbage"))
 		return cmd_garbage(argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[1], "hostile"))
 		return cmd_hostile(argv[2]);
 	if (argc == 5 && !strcmp(argv[1], "report-exit"))
 		return cmd_report_exit(argv[2], argv[3], argv[4]);
-	fprintf(stderr, "usage: coord_worker run|loop [--rejoin]|garbage HOST "
-			"PORT|hostile ENDPOINT|report-exit ENDPOINT TASK "
-			"STATUS\n");
+	fprintf(stderr, "usage: coord_worker run|loop [--rejoin] [--barriers]|"
+			"nccl-id ENDPOINT NODE LOCAL TASK|garbage HOST PORT|"
+			"hostile ENDPOINT|report-exit ENDPOINT TASK STATUS\n");
 	return 2;
 }

@@ -11,6 +11,7 @@ COORD_TESTS = \
 	tests/coord/rendezvous.sh \
 	tests/coord/security.sh \
 	tests/coord/failover.sh \
-	tests/coord/task_exit.sh
+	tests/coord/task_exit.sh \
+	tests/coord/netns.sh
 TESTS += $(COORD_TESTS)
 EXTRA_DIST += $(COORD_TESTS) tests/coord/lib.sh
