@@ -26,13 +26,14 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <dptrain/dptrain.h>
+
+#include "parse.h"
 
 #define GARBAGE 0x5a /* what outputs hold before a collective */
 
@@ -431,19 +432,6 @@ static void check_all(struct run *w, const struct ref *f, size_t count,
 
 /* ------------------------------------------------------------ main */
 
-static int parse_int(const char *s, long lo, long hi, long *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static void usage(void)
 {
 	fprintf(stderr, "usage: api [--coordinator EP --secret HEX --backend B "
@@ -480,13 +468,13 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--backend")) {
 			opts.backend = val;
 		} else if (!strcmp(a, "--node") &&
-			   !parse_int(val, 0, 1 << 20, &v)) {
+			   !dpt__parse_long(val, 0, 1 << 20, &v)) {
 			opts.node = (int)v;
 		} else if (!strcmp(a, "--local-rank") &&
-			   !parse_int(val, 0, 1 << 20, &v)) {
+			   !dpt__parse_long(val, 0, 1 << 20, &v)) {
 			opts.local_rank = (int)v;
 		} else if (!strcmp(a, "--big") &&
-			   !parse_int(val, 1 << 20, 1L << 30, &v)) {
+			   !dpt__parse_long(val, 1 << 20, 1L << 30, &v)) {
 			big = v;
 		} else {
 			usage();

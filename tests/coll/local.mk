@@ -32,6 +32,6 @@ endif
 # both, tests/coll/api is the worker.
 check_PROGRAMS += tests/coll/api
 tests_coll_api_SOURCES = tests/coll/api.c
-tests_coll_api_LDADD = worker/libdptrain.la
+tests_coll_api_LDADD = worker/libdptrain.la common/libdptcommon.la
 TESTS += tests/coll/api.sh
 EXTRA_DIST += tests/coll/api.sh
