@@ -554,10 +554,23 @@ static enum verdict classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
 			r->ambiguous = true;
 			v = RETRY;
 		} else if (code.data && (strcmp(code.data, "ExpiredToken") == 0 ||
-					 strcmp(code.data,
-						"AuthorizationHeaderMalformed") ==
+					 strcmp(code.data, "InvalidToken") ==
 						 0)) {
 			*rc = DPT_EAUTH;
+			dpt__buf_printf(cause,
+					" (the session token %s: renew the "
+					"credentials of %s)",
+					s3->cfg.session_token ?
+						"is refused" :
+						"is missing",
+					s3->cfg.cred_source);
+		} else if (code.data &&
+			   strcmp(code.data, "AuthorizationHeaderMalformed") ==
+				   0) {
+			*rc = DPT_EAUTH;
+			dpt__buf_printf(cause, " (is the region '%s' right? set "
+					       "AWS_REGION)",
+					s3->cfg.region);
 		} else if (code.data &&
 			   strcmp(code.data, "EntityTooSmall") == 0) {
 			*rc = DPT_EINVAL;
