@@ -17,7 +17,7 @@ require_prog curl cmp head
 s3_up
 dir=$DPTRAIN_S3_DIR
 upstream=${DPTRAIN_S3_ENDPOINT##*:}
-plan 17
+plan 20
 
 work=$dir/data
 mkdir -p "$work" || bail_out "cannot create $work"
@@ -104,7 +104,20 @@ out=$(direct "$uri" put-if-absent step-7/manifest.json "$work/m2" 2>&1)
 [[ $out == *DPT_EEXIST* ]]
 ok $? "another writer's commit of the same step: DPT_EEXIST" || diag "$out"
 
-# 12-13. A read through a 503: retried, right bytes.
+# 12-14. A part that keeps failing: the upload is aborted on the server,
+# nothing is committed, no multipart upload is left.
+proxy_up 'PUT:partNumber=2&:503:10'
+out=$(via --part-size $part --retries 1 --retry-base-ms 50 "$uri" put failed "$work/big" 2>&1)
+rc=$?
+[ $rc = 1 ] && [[ $out == *DPT_ES3* && $out == *"gave up after 2 attempts"* ]]
+ok $? "a part refused twice with 503: the put fails with DPT_ES3" || diag "rc $rc: $out"
+grep -q 'DELETE /ckpt/run/failed?uploadId=.* HTTP/1.1" 204' "$dir/moto.log"
+ok $? "the multipart upload was aborted (AbortMultipartUpload: 204)" || diag "$(grep failed "$dir/moto.log")"
+out=$(direct "$uri" stat failed 2>&1)
+[[ $out == *DPT_ENOENT* ]] && direct "$uri" gc "" 0 | grep -qx 0
+ok $? "no object, and no upload left for gc" || diag "$out"
+
+# 15-16. A read through a 503: retried, right bytes.
 proxy_up 'GET:/run/big:503:1'
 via --part-size $part "$uri" get big "$work/range" 6000000 5000000 2>"$work/err" &&
 	dd if="$work/big" bs=1M iflag=skip_bytes,count_bytes skip=6000000 count=5000000 status=none |
@@ -112,7 +125,7 @@ via --part-size $part "$uri" get big "$work/range" 6000000 5000000 2>"$work/err"
 ok $? "a ranged read through a 503: the right bytes" || diag "$(cat "$work/err")"
 is "$(faults '^503 GET')" 1 "the proxy injected the 503"
 
-# 14-15. Retries exhausted: the error says why and how often it tried.
+# 17-18. Retries exhausted: the error says why and how often it tried.
 proxy_up 'GET:list-type=2:503:10'
 out=$(via --retries 2 --retry-base-ms 50 "$uri" list "" 2>&1)
 rc=$?
@@ -120,7 +133,7 @@ rc=$?
 ok $? "503 for ever: DPT_ES3, SlowDown, gave up after 3 attempts" || diag "rc $rc: $out"
 is "$(faults '^503 GET')" 3 "three attempts reached the proxy"
 
-# 16-17. A session token is sent and signed; the server refuses one it did
+# 19-20. A session token is sent and signed; the server refuses one it did
 # not issue, and the error says so.
 proxy_up
 out=$(AWS_SESSION_TOKEN=token-of-test via "$uri" stat big 2>&1)
