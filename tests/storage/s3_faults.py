@@ -17,7 +17,10 @@ picks the first COUNT requests whose method is METHOD and whose
           an answer (a lost response)
     404   answer 404 NoSuchUpload without forwarding (what AWS may answer
           to a CompleteMultipartUpload retried after it completed)
-Each fault is appended to LOG as "ACTION METHOD PATH". The proxy prints
+Each fault is appended to LOG as "ACTION METHOD PATH". As an HTTP proxy
+(http_proxy=http://127.0.0.1:PORT) it forwards absolute-form targets
+("PUT http://bucket.localhost:5055/key") as they are: virtual-hosted
+addressing then reaches the server without DNS for the bucket's name. The proxy prints
 "ready PORT" once it listens (LISTEN_PORT 0: a free one). Requests that
 carry x-amz-security-token are logged as "token VALUE signed|unsigned".
 """

@@ -6,7 +6,8 @@
 # PUT and of CompleteMultipartUpload (the server acted, the client never
 # heard) end in success, not in a false DPT_EEXIST or a failed upload;
 # exhausted retries fail with the cause; a session token is sent, signed,
-# and its refusal by the server is reported as such.
+# and its refusal by the server is reported as such; virtual-hosted
+# addressing works (the proxy as http_proxy stands in for DNS).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
@@ -17,7 +18,7 @@ require_prog curl cmp head
 s3_up
 dir=$DPTRAIN_S3_DIR
 upstream=${DPTRAIN_S3_ENDPOINT##*:}
-plan 20
+plan 22
 
 work=$dir/data
 mkdir -p "$work" || bail_out "cannot create $work"
@@ -144,3 +145,17 @@ out=$(AWS_SESSION_TOKEN=token-of-test via "$uri" get big "$work/x" 0 10 2>&1)
 rc=$?
 [ $rc = 1 ] && [[ $out == *DPT_EAUTH* && $out == *InvalidToken* && $out == *"session token is refused"* ]]
 ok $? "a token the server did not issue: DPT_EAUTH naming the session token" || diag "rc $rc: $out"
+
+# 21-22. Virtual-hosted addressing (bucket.localhost:PORT/key), sent through
+# the proxy as an HTTP proxy: no DNS is needed for ckpt.localhost.
+proxy_up
+echo 'virtual host' >"$work/vh"
+http_proxy=$proxy DPTRAIN_S3_ENDPOINT=http://localhost:$upstream DPTRAIN_S3_PATH_STYLE=0 \
+	timed "$tool" "$uri" put-if-absent vh/object "$work/vh" 2>"$work/err" &&
+	grep -q "PUT http://$DPTRAIN_S3_BUCKET.localhost:$upstream/run/vh/object HTTP/1.1\" 200" "$dir/moto.log"
+ok $? "DPTRAIN_S3_PATH_STYLE=0: PUT to http://$DPTRAIN_S3_BUCKET.localhost:$upstream/run/vh/object" ||
+	diag "$(cat "$work/err")" "$(tail -n 3 "$dir/moto.log")"
+direct "$uri" get vh/object "$work/vh.back" && cmp -s "$work/vh" "$work/vh.back" &&
+	[ "$(http_proxy=$proxy DPTRAIN_S3_ENDPOINT=http://localhost:$upstream DPTRAIN_S3_PATH_STYLE=0 \
+		timed "$tool" --page 1 "$uri" list vh/)" = "vh/object 13" ]
+ok $? "the object is in the bucket, and listed through virtual-hosted requests"
