@@ -333,7 +333,9 @@ static int open_key_dir(struct posix_backend *b, const char *key,
 	if (err) {
 		rc = dpt__storage_errno(err);
 		if (!(rc == DPT_ENOENT && !create))
-			dpt__error("cannot %s directory '%s/%.*s': %s",
+			dpt__error("cannot %s '%s/%s': cannot %s directory "
+				   "'%s/%.*s': %s",
+				   create ? "write" : "reach", b->root_msg, key,
 				   create ? "create" : "open", b->root_msg,
 				   (int)failed, dir, strerror(err));
 	}

@@ -615,11 +615,14 @@ static int complete_upload(struct s3_writer *w, size_t nparts)
 	r.error_in_200 = true;
 	r.quiet_status = 404;
 	rc = dpt__s3_perform(w->s3, &r);
-	if (rc && r.status == 404 && r.ambiguous &&
+	if (rc && r.status == 404 &&
 	    multipart_etag(w, nparts, expect, sizeof(expect))) {
-		/* NoSuchUpload after an attempt whose answer was lost: that
-		 * attempt may have completed the upload. The object's ETag
-		 * tells whether it is this upload. */
+		/* NoSuchUpload: an earlier attempt whose answer was lost may
+		 * have completed the upload. That attempt need not be one of
+		 * ours: curl itself sends a request again, silently, when a
+		 * reused connection closes before any answer. The object's
+		 * ETag (the MD5 of these parts' MD5s) tells whether it is
+		 * this upload. */
 		req_object(&head, "HEAD", &w->n, "write");
 		head.quiet_status = -1;
 		if (dpt__s3_perform(w->s3, &head) == 0 &&
@@ -826,10 +829,12 @@ static int s3_put_if_absent(struct dpt__storage_backend *base,
 	r.body_len = len;
 	r.quiet_status = 412;
 	rc = dpt__s3_perform(s3, &r);
-	if (rc == DPT_EEXIST && r.ambiguous) {
-		/* 412 after an attempt whose answer was lost: that attempt
-		 * may be the one that created the object. Same bytes: it is
-		 * ours (or equal to ours, which commits the same step). */
+	if (rc == DPT_EEXIST) {
+		/* 412: an earlier attempt whose answer was lost may be the
+		 * one that created the object, and that attempt need not be
+		 * one of ours (curl sends a request again, silently, when a
+		 * reused connection closes before any answer). Same bytes:
+		 * it is ours, or equal to ours, which commits the same. */
 		uint64_t size;
 		char *copy = NULL;
 		if (s3_stat(base, key, &size) == 0 && size == len &&

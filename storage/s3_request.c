@@ -399,6 +399,36 @@ static bool slash_in_query(const struct dpt__s3_req *r)
 	return false;
 }
 
+static const char *status_name(long st)
+{
+	switch (st) {
+	case 400:
+		return "(Bad Request)";
+	case 403:
+		return "(Forbidden)";
+	case 404:
+		return "(Not Found)";
+	case 409:
+		return "(Conflict)";
+	case 412:
+		return "(Precondition Failed)";
+	case 416:
+		return "(Range Not Satisfiable)";
+	case 429:
+		return "(Too Many Requests)";
+	case 500:
+		return "(Internal Server Error)";
+	case 502:
+		return "(Bad Gateway)";
+	case 503:
+		return "(Service Unavailable)";
+	case 504:
+		return "(Gateway Timeout)";
+	default:
+		return "";
+	}
+}
+
 static bool curl_transient(CURLcode cc)
 {
 	switch (cc) {
@@ -479,9 +509,10 @@ static enum verdict classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
 		}
 		goto out;
 	}
-	dpt__buf_printf(cause, "HTTP %ld%s%s%s%s", st, code.len ? " " : "",
-			code.len ? code.data : "", msg.len ? ": " : "",
-			msg.len ? msg.data : "");
+	/* A HEAD answer has no body: the status's own name then. */
+	dpt__buf_printf(cause, "HTTP %ld %s%s%s", st,
+			code.len ? code.data : status_name(st),
+			msg.len ? ": " : "", msg.len ? msg.data : "");
 	switch (st) {
 	case 403:
 		*rc = DPT_EAUTH;
@@ -554,10 +585,23 @@ static enum verdict classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
 			r->ambiguous = true;
 			v = RETRY;
 		} else if (code.data && (strcmp(code.data, "ExpiredToken") == 0 ||
-					 strcmp(code.data,
-						"AuthorizationHeaderMalformed") ==
+					 strcmp(code.data, "InvalidToken") ==
 						 0)) {
 			*rc = DPT_EAUTH;
+			dpt__buf_printf(cause,
+					" (the session token %s: renew the "
+					"credentials of %s)",
+					s3->cfg.session_token ?
+						"is refused" :
+						"is missing",
+					s3->cfg.cred_source);
+		} else if (code.data &&
+			   strcmp(code.data, "AuthorizationHeaderMalformed") ==
+				   0) {
+			*rc = DPT_EAUTH;
+			dpt__buf_printf(cause, " (is the region '%s' right? set "
+					       "AWS_REGION)",
+					s3->cfg.region);
 		} else if (code.data &&
 			   strcmp(code.data, "EntityTooSmall") == 0) {
 			*rc = DPT_EINVAL;

@@ -178,9 +178,10 @@ void dpt__storage_writer_abort(struct dpt__storage_writer **w);
  * KEY does not exist: the commit of a checkpoint step.
  * posix: temporary file, fsync, renameat2(RENAME_NOREPLACE) (or link()
  * where the file system lacks it), fsync of the directory. s3: PUT with
- * If-None-Match: *. If a retried S3 PUT finds the object present, the
+ * If-None-Match: *. If the S3 PUT finds the object present (412), the
  * object is read back: identical bytes mean that an earlier attempt of
- * this call created it (its response was lost), and 0 is returned.
+ * this call created it (its response was lost; curl may even have resent
+ * the request by itself) or an identical commit did, and 0 is returned.
  * Returns DPT_EEXIST, without logging, when KEY exists: the caller decides
  * whether that is an error (a step committed twice) or expected.
  */

@@ -4,7 +4,8 @@
 # names the object's path; what was committed before (a shard and its
 # manifest, and an object that the failed write would have replaced) stays
 # intact; no half-written object and no temporary file is left; once space
-# is freed, writes succeed again.
+# is freed, writes succeed again. The same file system remounted read-only:
+# another error than ENOSPC (DPT_EIO), also naming the path.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
@@ -23,7 +24,7 @@ cleanup() {
 }
 # Unmount first, then the common teardown, with the test's exit status.
 trap 'rc=$?; cleanup; (exit $rc); dpt_teardown' EXIT
-plan 14
+plan 16
 
 uri=file://$mnt/run
 st() { timed "$tool" "$@"; }
@@ -80,3 +81,16 @@ rm -f "$mnt/filler"
 run_ok "with space again, step 2 (3 MiB) is written" st "$uri" put step-2/shard "$work/shard3"
 st "$uri" get step-2/shard "$work/back3" && cmp -s "$work/shard3" "$work/back3"
 ok $? "and reads back byte for byte"
+
+# 15-16. Read-only: DPT_EIO naming the path; what is there still reads.
+if mount -o remount,ro "$mnt" 2>"$work/mount.err"; then
+	out=$(st "$uri" put step-3/shard "$work/shard1" 2>&1)
+	rc=$?
+	[ $rc = 1 ] && [[ $out == *DPT_EIO* && $out == *"'$mnt/run/step-3/shard'"* && $out == *"Read-only file system"* ]]
+	ok $? "a read-only file system: DPT_EIO naming the path and the cause" || diag "rc $rc: $out"
+	st "$uri" get step-2/shard "$work/back3" && cmp -s "$work/shard3" "$work/back3"
+	ok $? "step 2 still reads back byte for byte"
+else
+	skip "a read-only file system: DPT_EIO" "cannot remount read-only: $(cat "$work/mount.err")"
+	skip "step 2 still reads back" "no read-only remount"
+fi

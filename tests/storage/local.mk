@@ -36,11 +36,15 @@ tests_storage_storage_tool_SOURCES = tests/storage/storage_tool.c
 tests_storage_storage_tool_CFLAGS = $(STORAGE_TEST_CFLAGS)
 tests_storage_storage_tool_LDADD = $(STORAGE_TEST_LDADD)
 
-# Integration tests: the s3 backend against moto (SKIP without it), the
-# posix backend on a full tmpfs (SKIP without root).
+# Integration tests: the s3 backend against moto (SKIP without it), also
+# through a fault-injecting proxy, and the posix backend on a full tmpfs
+# (SKIP without root).
 TESTS += \
 	tests/storage/s3.sh \
+	tests/storage/s3_faults.sh \
 	tests/storage/enospc.sh
 EXTRA_DIST += \
 	tests/storage/s3.sh \
+	tests/storage/s3_faults.sh \
+	tests/storage/s3_faults.py \
 	tests/storage/enospc.sh
