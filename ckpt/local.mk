@@ -15,3 +15,10 @@ ckpt_libdptckpt_la_LIBADD = $(JANSSON_LIBS) $(XXHASH_LIBS)
 pkginclude_HEADERS += include/dptrain/ckpt.h
 worker_libdptrain_la_SOURCES += ckpt/ckpt.c
 worker_libdptrain_la_LIBADD += ckpt/libdptckpt.la $(JANSSON_LIBS) $(XXHASH_LIBS)
+
+# dptrain: the command-line tool (`dptrain ckpt ls|show|verify|gc URI`).
+bin_PROGRAMS += dptrain
+dptrain_SOURCES = ckpt/cli.c
+dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
+	common/libdptcommon.la worker/libdptrain.la \
+	$(JANSSON_LIBS) $(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)

@@ -263,6 +263,7 @@ int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad)
 	uint64_t per_read;
 	size_t nbad = 0;
 	void *buf = NULL;
+	int *file_bad = NULL;
 	int rc, first = 0;
 
 	if (bad)
@@ -274,14 +275,41 @@ int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad)
 	if (per_read == 0)
 		per_read = 1;
 	buf = malloc(per_read * m.block_size);
-	if (!buf) {
+	file_bad = calloc(m.nfiles + 1, sizeof(*file_bad));
+	if (!buf || !file_bad) {
 		rc = DPT_ENOMEM;
 		goto out;
+	}
+	/* A missing or cut shard is one message, not one per chunk. */
+	for (size_t f = 0; f < m.nfiles; f++) {
+		char dir[32], key[DPT__STORAGE_KEY_MAX];
+		uint64_t size;
+
+		dpt__step_dir(step, dir, sizeof(dir));
+		snprintf(key, sizeof(key), "%s/%s", dir, m.files[f].name);
+		rc = dpt__storage_stat(s, key, &size);
+		if (rc == DPT_ENOENT)
+			dpt__error("step %" PRIu64 ": shard '%s/%s' is missing",
+				   step, dpt__storage_uri(s), key);
+		else if (!rc && size != m.files[f].size)
+			dpt__error("step %" PRIu64 ": shard '%s/%s' has %" PRIu64
+				   " bytes, its manifest says %" PRIu64,
+				   step, dpt__storage_uri(s), key, size,
+				   m.files[f].size);
+		if (rc || size != m.files[f].size) {
+			file_bad[f] = rc ? rc : DPT_ECORRUPT;
+			if (!first)
+				first = file_bad[f];
+		}
 	}
 	for (size_t i = 0; i < m.ntensors; i++) {
 		const struct dpt__tensor_desc *t = &m.tensors[i];
 		for (size_t j = 0; j < t->nchunks; j++) {
 			const struct dpt__chunk *c = &t->chunks[j];
+			if (file_bad[c->file]) {
+				nbad++;
+				continue;
+			}
 			for (uint64_t b = 0; b < c->nblocks; b += per_read) {
 				uint64_t e = b + per_read < c->nblocks ?
 						     b + per_read : c->nblocks;
@@ -299,6 +327,7 @@ int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad)
 	if (bad)
 		*bad = nbad;
 out:
+	free(file_bad);
 	free(buf);
 	dpt__manifest_release(&m);
 	return rc;

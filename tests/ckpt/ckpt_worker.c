@@ -11,8 +11,8 @@
  *
  * Options: --solo (no coordinator: one process), --scale N (tensor sizes),
  * --block BYTES (checksum block), --keep-last K, --keep-every N,
- * --hang-last (save the last step, print "saving STEP" and sleep instead
- * of waiting: the test kills it), --refuse (busy policy REFUSE, and a
+ * --hang-rank R (rank R saves the last step, prints "saving STEP" and
+ * sleeps instead of waiting: the test kills it), --refuse (busy policy REFUSE, and a
  * second save without wait must be refused).
  * Workers read the usual environment (DPTRAIN_COORDINATOR, ...).
  * Output, one line per event: "committed STEP rank=R", "loaded step=S
@@ -178,7 +178,8 @@ int main(int argc, char **argv)
 	struct dpt_ckpt_opts opts;
 	struct dpt_ckpt *ck = NULL;
 	struct dpt_ctx *ctx = NULL;
-	bool solo = false, hang_last = false, refuse = false;
+	bool solo = false, refuse = false;
+	int hang_rank = -1;
 	uint64_t scale = 1;
 	int i = 1, rc, rank = 0, world = 1, status = 0;
 	const char *mode, *uri;
@@ -189,8 +190,8 @@ int main(int argc, char **argv)
 	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
 		if (!strcmp(argv[i], "--solo"))
 			solo = true;
-		else if (!strcmp(argv[i], "--hang-last"))
-			hang_last = true;
+		else if (!strcmp(argv[i], "--hang-rank") && i + 1 < argc)
+			hang_rank = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--refuse"))
 			refuse = true;
 		else if (!strcmp(argv[i], "--scale") && i + 1 < argc)
@@ -251,7 +252,7 @@ int main(int argc, char **argv)
 				rc = dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){.step = step + 1});
 				printf("second save: %s\n", dpt_err_name(rc));
 			}
-			if (hang_last && k == argc - 1) {
+			if (hang_rank == rank && k == argc - 1) {
 				printf("saving %" PRIu64 " rank=%d\n", step, rank);
 				sleep(600);
 			}

@@ -8,6 +8,7 @@ tests_ckpt_ckpt_worker_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS)
 tests_ckpt_ckpt_worker_LDADD = worker/libdptrain.la $(XXHASH_LIBS)
 
 CKPT_TESTS = \
-	tests/ckpt/reshard.sh
+	tests/ckpt/reshard.sh \
+	tests/ckpt/damage.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
