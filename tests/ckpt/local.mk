@@ -9,6 +9,8 @@ tests_ckpt_ckpt_worker_LDADD = worker/libdptrain.la $(XXHASH_LIBS)
 
 CKPT_TESTS = \
 	tests/ckpt/reshard.sh \
-	tests/ckpt/damage.sh
+	tests/ckpt/damage.sh \
+	tests/ckpt/crash.sh \
+	tests/ckpt/enospc.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
