@@ -14,3 +14,18 @@ CKPT_TESTS = \
 	tests/ckpt/enospc.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
+
+if HAVE_CMOCKA
+CKPT_UNIT_TESTS = tests/unit/test_ckpt_manifest tests/unit/test_ckpt_plan
+UNIT_TESTS += $(CKPT_UNIT_TESTS)
+CKPT_UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
+CKPT_UNIT_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
+	common/libdptcommon.la worker/libdptrain.la $(JANSSON_LIBS) \
+	$(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_ckpt_manifest_SOURCES = tests/unit/test_ckpt_manifest.c
+tests_unit_test_ckpt_manifest_CFLAGS = $(CKPT_UNIT_CFLAGS)
+tests_unit_test_ckpt_manifest_LDADD = $(CKPT_UNIT_LDADD)
+tests_unit_test_ckpt_plan_SOURCES = tests/unit/test_ckpt_plan.c
+tests_unit_test_ckpt_plan_CFLAGS = $(CKPT_UNIT_CFLAGS)
+tests_unit_test_ckpt_plan_LDADD = $(CKPT_UNIT_LDADD)
+endif
