@@ -11,7 +11,8 @@ CKPT_TESTS = \
 	tests/ckpt/reshard.sh \
 	tests/ckpt/damage.sh \
 	tests/ckpt/crash.sh \
-	tests/ckpt/enospc.sh
+	tests/ckpt/enospc.sh \
+	tests/ckpt/s3.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
 
