@@ -20,7 +20,7 @@
  * Last line: ckpt save_ratio=A stall_ratio=B load_ratio=C read_amplification=D
  *
  * Usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] [--saves K]
- *                   [--replicated F] [--dir DIR] [--direct]
+ *                   [--replicated F] [--dir DIR] [--buffered]
  */
 #include "config.h"
 
@@ -59,7 +59,7 @@ struct config {
 	int ranks, load_ranks, saves;
 	double replicated;
 	char dir[4096];
-	bool direct;
+	bool buffered;
 };
 
 static double now_s(void)
@@ -169,7 +169,7 @@ static int worker(const struct config *c, const char *endpoint,
 	co.uri = c->dir;
 	co.run = "run";
 	co.keep_last = 2;
-	co.direct_io = c->direct;
+	co.buffered_io = c->buffered;
 	rc = dpt_ckpt_new(&ck, ctx, &co);
 	if (!rc)
 		rc = state_register(ck, c, &s, rank, world);
@@ -425,7 +425,7 @@ static void usage(void)
 {
 	fputs("usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] "
 	      "[--saves K]\n"
-	      "                  [--replicated FRACTION] [--dir DIR] [--direct]\n",
+	      "                  [--replicated FRACTION] [--dir DIR] [--buffered]\n",
 	      stderr);
 	exit(2);
 }
@@ -456,8 +456,8 @@ int main(int argc, char **argv)
 			c.replicated = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--dir") && v)
 			base = argv[++i];
-		else if (!strcmp(argv[i], "--direct"))
-			c.direct = true;
+		else if (!strcmp(argv[i], "--buffered"))
+			c.buffered = true;
 		else
 			usage();
 	}
@@ -474,7 +474,7 @@ int main(int argc, char **argv)
 	printf("# %" PRIu64 " MiB state (%.0f%% replicated), %d ranks save, %d "
 	       "load, %d saves, in %s%s\n",
 	       c.size >> 20, c.replicated * 100, c.ranks, c.load_ranks, c.saves,
-	       tmpl, c.direct ? ", O_DIRECT" : "");
+	       tmpl, c.buffered ? ", buffered writes" : "");
 
 	xx = xxh3_gbps();
 	printf("xxh3 %.1f GB/s (1 MiB blocks, one thread)\n", xx);

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,8 @@
  * than this are removed after a commit: no save takes an hour per file. */
 #define GC_AGE_S 3600
 #define DEFAULT_KEEP_LAST 3
+/* Threads of a load, each with a staging buffer of DPT__CKPT_READ_MAX. */
+#define DPT__CKPT_LOAD_THREADS 3
 
 struct reg {
 	char *name;
@@ -87,7 +90,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 {
 	struct dpt_ckpt_opts def;
 	struct dpt__storage_opts so;
-	const char *uri, *run, *direct;
+	const char *uri, *run, *buffered;
 	struct dpt_ckpt *ck = NULL;
 	char full[4096];
 	int rc, n;
@@ -133,8 +136,8 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	dpt__storage_opts_init(&so);
 	so.part_size = opts->part_size;
 	so.max_inflight = opts->max_inflight;
-	direct = getenv("DPTRAIN_CKPT_DIRECT");
-	so.direct_io = opts->direct_io || (direct && strcmp(direct, "1") == 0);
+	buffered = getenv("DPTRAIN_CKPT_BUFFERED");
+	so.direct_io = !(opts->buffered_io || (buffered && strcmp(buffered, "1") == 0));
 	rc = dpt__storage_open(full, &so, &ck->st);
 	if (rc) {
 		free(ck);
@@ -266,7 +269,7 @@ static void *writer_main(void *arg)
 	struct dpt__manifest *f = &ck->frag;
 	struct dpt__storage_writer *w = NULL;
 	char dir[32], key[DPT__STORAGE_KEY_MAX];
-	uint64_t data_start = 0;
+	uint64_t data_start = 0, t0 = now_ns(), t1, t2;
 	char *hdr = NULL;
 	int rc;
 
@@ -288,6 +291,7 @@ static void *writer_main(void *arg)
 		dpt__ckpt_checksum(ck->snap + c->begin, c->length, f->block_size,
 				   c->xxh3);
 	}
+	t1 = now_ns();
 	rc = dpt__shard_header(f, 0, &hdr, &data_start);
 	if (rc)
 		goto out;
@@ -302,10 +306,16 @@ static void *writer_main(void *arg)
 	if (!rc)
 		rc = dpt__storage_writer_write_at(w, ck->snap, ck->data_len,
 						  data_start);
+	t2 = now_ns();
 	if (rc)
 		dpt__storage_writer_abort(&w);
 	else
 		rc = dpt__storage_writer_finish(&w);
+	if (!rc)
+		dpt__debug("step %" PRIu64 ": rank %d: %" PRIu64 " bytes, "
+			   "checksums %.3f s, writes %.3f s, durable %.3f s",
+			   f->step, ck->rank, ck->data_len, (t1 - t0) / 1e9,
+			   (t2 - t1) / 1e9, (now_ns() - t2) / 1e9);
 out:
 	free(hdr);
 	ck->io_rc = rc;
@@ -396,18 +406,24 @@ int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 		dpt__error("dpt_ckpt_save: no tensor is registered");
 		return DPT_EINVAL;
 	}
+	/* From here on, a failure of this rank alone still leaves a save
+	 * pending, failed: the next dpt_ckpt_wait takes part in the commit's
+	 * collectives like every other rank's, and nobody commits. */
+	ck->pending = true;
 	ck->rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
 	ck->world = ck->ctx ? dpt_world_size(ck->ctx) : 1;
 	rc = build_fragment(ck, meta);
 	if (rc)
-		return rc;
+		goto failed;
 	if (ck->data_len > ck->snap_cap) {
 		void *p = NULL;
 		free(ck->snap);
 		ck->snap = NULL;
 		ck->snap_cap = 0;
-		if (posix_memalign(&p, 4096, ck->data_len))
-			return DPT_ENOMEM;
+		if (posix_memalign(&p, 4096, ck->data_len)) {
+			rc = DPT_ENOMEM;
+			goto failed;
+		}
 		/* Touch every page now: copying into freshly mapped memory is
 		 * ten times slower than into memory already mapped. */
 		memset(p, 0, ck->data_len);
@@ -433,14 +449,21 @@ int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	if (rc) {
 		dpt__error("cannot start the checkpoint writer thread: %s",
 			   strerror(rc));
-		return DPT_ESYS;
+		rc = DPT_ESYS;
+		goto failed;
 	}
 	ck->thread_started = true;
-	ck->pending = true;
 	ck->stats.saves++;
 	ck->stats.bytes_written = ck->data_len;
 	ck->stats.stall_ns = now_ns() - t0;
 	return 0;
+failed:
+	if (rc == DPT_ENOMEM)
+		dpt__error("step %" PRIu64 ": out of memory for the snapshot of "
+			   "this rank's %" PRIu64 " bytes",
+			   meta->step, ck->data_len);
+	ck->io_rc = rc;
+	return rc;
 }
 
 /* ------------------------------------------------------------ commit */
@@ -650,23 +673,57 @@ int dpt_ckpt_wait(struct dpt_ckpt *ck)
 
 /* ------------------------------------------------------------ load */
 
-/* Reads the runs PR[0..N) (one chunk, ascending source offsets) into the
- * tensor at DST: contiguous block ranges, at most READ_MAX at a time,
- * verified, then scattered. */
-static int read_runs(struct dpt_ckpt *ck, const struct dpt__manifest *m,
-		     const struct dpt__tensor_desc *t, const struct dpt__plan_run *pr,
-		     size_t n, char *dst, char *staging, uint64_t per_read)
+/* A piece of a load: blocks B0..B1 of one chunk, read in one request,
+ * verified, then copied to the runs RUNS[0..NRUNS) that overlap them. */
+struct piece {
+	const struct dpt__tensor_desc *t;
+	const struct dpt__chunk *c;
+	uint64_t b0, b1;
+	const struct dpt__plan_run *runs;
+	size_t nruns;
+	char *dst;
+};
+
+struct loader {
+	struct dpt_ckpt *ck;
+	const struct dpt__manifest *m;
+	struct piece *pieces;
+	size_t n, cap;
+	atomic_size_t next;
+	atomic_int error;
+	atomic_uint_fast64_t bytes_read;
+};
+
+static int add_piece(struct loader *l, const struct piece *p)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct piece *v = realloc(l->pieces, cap * sizeof(*v));
+		if (!v)
+			return DPT_ENOMEM;
+		l->pieces = v;
+		l->cap = cap;
+	}
+	l->pieces[l->n++] = *p;
+	return 0;
+}
+
+/* Cuts the runs PR[0..N) (one chunk, ascending source offsets) into
+ * pieces: contiguous block ranges, no block between two runs read for
+ * nothing, at most PER_READ blocks each. */
+static int plan_pieces(struct loader *l, const struct dpt__tensor_desc *t,
+		       const struct dpt__plan_run *pr, size_t n, char *dst,
+		       uint64_t per_read)
 {
 	const struct dpt__chunk *c = &t->chunks[pr[0].chunk];
-	const uint64_t bs = m->block_size;
+	const uint64_t bs = l->m->block_size;
 	size_t i = 0, sweep = 0;
+	int rc;
 
 	while (i < n) {
 		uint64_t b0 = pr[i].run.src / bs;
 		uint64_t b1 = (pr[i].run.src + pr[i].run.len - 1) / bs + 1;
 
-		/* Extend the range over the runs that touch it or the next
-		 * block: no block between two runs is read for nothing. */
 		while (i + 1 < n && pr[i + 1].run.src / bs <= b1) {
 			uint64_t e = (pr[i + 1].run.src + pr[i + 1].run.len - 1) / bs + 1;
 			if (e > b1)
@@ -676,33 +733,70 @@ static int read_runs(struct dpt_ckpt *ck, const struct dpt__manifest *m,
 		i++;
 		for (uint64_t p = b0; p < b1; p += per_read) {
 			uint64_t q = p + per_read < b1 ? p + per_read : b1;
-			uint64_t lo = p * bs, hi = q * bs < c->length ? q * bs : c->length;
-			int rc = dpt__ckpt_read_blocks(ck->st, m, t, c, p, q, staging);
+			uint64_t lo = p * bs, hi = q * bs;
+			struct piece pc = {.t = t, .c = c, .b0 = p, .b1 = q, .dst = dst};
+			size_t k;
 
-			if (rc)
-				return rc;
-			ck->stats.bytes_read += hi - lo;
 			while (sweep < n && pr[sweep].run.src + pr[sweep].run.len <= lo)
 				sweep++;
-			for (size_t k = sweep; k < n && pr[k].run.src < hi; k++) {
-				const struct dpt__run *r = &pr[k].run;
-				uint64_t a = r->src > lo ? r->src : lo;
-				uint64_t b = r->src + r->len < hi ? r->src + r->len : hi;
-				if (a < b)
-					memcpy(dst + r->dst + (a - r->src),
-					       staging + (a - lo), b - a);
-			}
+			for (k = sweep; k < n && pr[k].run.src < hi; k++)
+				;
+			pc.runs = &pr[sweep];
+			pc.nruns = k - sweep;
+			rc = add_piece(l, &pc);
+			if (rc)
+				return rc;
 		}
 	}
 	return 0;
 }
 
+static void *load_main(void *arg)
+{
+	struct loader *l = arg;
+	const uint64_t bs = l->m->block_size;
+	uint64_t per_read = DPT__CKPT_READ_MAX / bs ? DPT__CKPT_READ_MAX / bs : 1;
+	char *staging = malloc(per_read * bs);
+	size_t i;
+
+	if (!staging) {
+		atomic_store(&l->error, DPT_ENOMEM);
+		return NULL;
+	}
+	while ((i = atomic_fetch_add(&l->next, 1)) < l->n &&
+	       atomic_load(&l->error) == 0) {
+		const struct piece *p = &l->pieces[i];
+		uint64_t lo = p->b0 * bs;
+		uint64_t hi = p->b1 * bs < p->c->length ? p->b1 * bs : p->c->length;
+		int rc = dpt__ckpt_read_blocks(l->ck->st, l->m, p->t, p->c, p->b0,
+					       p->b1, staging);
+		int zero = 0;
+
+		if (rc) {
+			atomic_compare_exchange_strong(&l->error, &zero, rc);
+			break;
+		}
+		atomic_fetch_add(&l->bytes_read, hi - lo);
+		for (size_t k = 0; k < p->nruns; k++) {
+			const struct dpt__run *r = &p->runs[k].run;
+			uint64_t a = r->src > lo ? r->src : lo;
+			uint64_t b = r->src + r->len < hi ? r->src + r->len : hi;
+			if (a < b)
+				memcpy(p->dst + r->dst + (a - r->src),
+				       staging + (a - lo), b - a);
+		}
+	}
+	free(staging);
+	return NULL;
+}
+
 static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m)
 {
-	struct dpt__plan plan = {0};
+	struct dpt__plan *plans = NULL;
+	struct loader l = {.ck = ck, .m = m};
+	pthread_t threads[DPT__CKPT_LOAD_THREADS];
 	uint64_t per_read;
-	char *staging = NULL;
-	int rc;
+	int nthreads = 0, rc;
 
 	rc = dpt__ckpt_read_manifest(ck->st, step, m);
 	if (rc) {
@@ -714,8 +808,8 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	per_read = DPT__CKPT_READ_MAX / m->block_size;
 	if (per_read == 0)
 		per_read = 1;
-	staging = malloc(per_read * m->block_size);
-	if (!staging)
+	plans = calloc(ck->nregs + 1, sizeof(*plans));
+	if (!plans)
 		return DPT_ENOMEM;
 	for (size_t i = 0; i < ck->nregs && !rc; i++) {
 		const struct reg *r = &ck->regs[i];
@@ -732,17 +826,35 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 			rc = DPT_EINVAL;
 			break;
 		}
-		plan.n = 0;
-		rc = dpt__plan_tensor(t, &r->local, &plan);
-		for (size_t a = 0, b; !rc && a < plan.n; a = b) {
-			for (b = a; b < plan.n && plan.runs[b].chunk == plan.runs[a].chunk; b++)
-				ck->stats.bytes_needed += plan.runs[b].run.len;
-			rc = read_runs(ck, m, t, &plan.runs[a], b - a, r->data,
-				       staging, per_read);
+		rc = dpt__plan_tensor(t, &r->local, &plans[i]);
+		for (size_t a = 0, b; !rc && a < plans[i].n; a = b) {
+			const struct dpt__plan_run *pr = plans[i].runs;
+			for (b = a; b < plans[i].n && pr[b].chunk == pr[a].chunk; b++)
+				ck->stats.bytes_needed += pr[b].run.len;
+			rc = plan_pieces(&l, t, &pr[a], b - a, r->data, per_read);
 		}
 	}
-	dpt__plan_release(&plan);
-	free(staging);
+	/* Pieces are read, verified and copied by a few threads at once:
+	 * the reads of one overlap the checksums and copies of another, and
+	 * every piece writes bytes of the tensors that no other piece
+	 * writes. */
+	for (; !rc && nthreads < DPT__CKPT_LOAD_THREADS &&
+	       (size_t)nthreads < l.n;
+	     nthreads++)
+		if (pthread_create(&threads[nthreads], NULL, load_main, &l)) {
+			dpt__error("cannot start a checkpoint reader thread");
+			atomic_store(&l.error, DPT_ESYS);
+			break;
+		}
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(threads[i], NULL);
+	if (!rc)
+		rc = atomic_load(&l.error);
+	ck->stats.bytes_read += atomic_load(&l.bytes_read);
+	for (size_t i = 0; i < ck->nregs; i++)
+		dpt__plan_release(&plans[i]);
+	free(plans);
+	free(l.pieces);
 	return rc;
 }
 

@@ -24,7 +24,7 @@
 #define DPT__CKPT_HEADER_ALIGN 4096
 #define DPT__CKPT_DEFAULT_BLOCK (1u << 20)
 /* The largest read (and staging buffer) of a load. */
-#define DPT__CKPT_READ_MAX (64u << 20)
+#define DPT__CKPT_READ_MAX (32u << 20)
 #define DPT__CKPT_MANIFEST "manifest.json"
 
 /* A box of a tensor: off[d] .. off[d] + len[d] for each dimension. A
