@@ -22,3 +22,4 @@ dptrain_SOURCES = ckpt/cli.c
 dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
 	common/libdptcommon.la worker/libdptrain.la \
 	$(JANSSON_LIBS) $(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
+dist_man_MANS += doc/man/dptrain.1

@@ -150,9 +150,13 @@ struct dpt_ckpt_meta {
  *
  * With a save not yet waited for: policy DPT_CKPT_BUSY_WAIT waits for it
  * (and returns its error, if it failed, without starting this one);
- * DPT_CKPT_BUSY_REFUSE returns DPT_EBUSY. Returns 0, DPT_EEXIST (the step
- * is already committed: a committed step is never overwritten),
- * DPT_EINVAL (nothing registered), DPT_ENOMEM, or a collective's error.
+ * DPT_CKPT_BUSY_REFUSE returns DPT_EBUSY. Returns 0, DPT_EINVAL (nothing
+ * registered), or DPT_ENOMEM / DPT_ESYS (no memory for the snapshot, no
+ * thread): the save then stays pending as failed, so that this rank
+ * still meets the others in the commit: call dpt_ckpt_wait on every rank
+ * as usual, it returns the error and nothing is committed. That a step
+ * is already committed (a committed step is never overwritten) is found
+ * by the background thread and returned by dpt_ckpt_wait as DPT_EEXIST.
  */
 DPT_EXPORT int dpt_ckpt_save(struct dpt_ckpt *ck,
 			     const struct dpt_ckpt_meta *meta);
