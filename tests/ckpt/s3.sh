@@ -12,7 +12,7 @@ s3_up
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3) || skip_all "python3 not found"
 
-plan 10
+plan 13
 root=s3://$DPTRAIN_S3_BUCKET/runs
 run=$root/run
 out=$ckpt_dir/job
@@ -68,3 +68,13 @@ ok $? "verify names the damaged shard and chunk" || diag "$verify_out"
 ckpt_job 2 "$out.load2" --scale $scale load "$root"
 is "$(ckpt_grep "$out.load2" '^loaded' | grep -c 'step=1 .* ok$')" 2 \
 	"the load falls back to step 1"
+
+# Wrong credentials: the save fails on every rank with a clear error, and
+# nothing changes.
+AWS_SECRET_ACCESS_KEY=wrong-$AWS_SECRET_ACCESS_KEY ckpt_job 2 "$out.auth" --scale 10 save "$root" 3
+is $? 2 "a save with a wrong secret key fails on both ranks"
+grep -hiq "signature\|credentials\|authenti\|403" "$out".auth.[0-9]*
+ok $? "the message says the credentials were refused" || diag "$(cat "$out".auth.[0-9]*)"
+ls_out=$("$ckpt_tool" ckpt ls "$root" 2>&1)
+is "$(echo "$ls_out" | awk '$3 == "committed" { print $2 }' | xargs)" "1 2" \
+	"no step 3 was committed" || diag "$ls_out"
