@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "ckpt/ckpt_int.h"
+#include "parse.h"
 
 static const struct {
 	const char *name, *st;
@@ -277,17 +278,6 @@ static int get_dims(json_t *obj, const char *key, int want, uint64_t *out,
 	return 0;
 }
 
-static int unhex(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int get_blob(json_t *obj, const char *key, unsigned char **out,
 		    size_t *len, char *err, size_t errlen)
 {
@@ -300,7 +290,7 @@ static int get_blob(json_t *obj, const char *key, unsigned char **out,
 	if (!*out)
 		return DPT_ENOMEM;
 	for (size_t i = 0; i < n / 2; i++) {
-		int hi = unhex(s[2 * i]), lo = unhex(s[2 * i + 1]);
+		int hi = dpt__hex_value(s[2 * i]), lo = dpt__hex_value(s[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return bad(err, errlen, "field '%s' is not a hex string",
 				   key);
@@ -356,7 +346,7 @@ static int decode_chunk(json_t *j, struct dpt__tensor_desc *t, char *err,
 			return bad(err, errlen, "a checksum of '%s' is not 16 hex "
 				   "digits", t->name);
 		for (int k = 0; k < 16; k++) {
-			int d = unhex(s[k]);
+			int d = dpt__hex_value(s[k]);
 			if (d < 0)
 				return bad(err, errlen, "a checksum of '%s' is "
 					   "not hex", t->name);
