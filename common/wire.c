@@ -13,6 +13,7 @@
 #include <dptrain/error.h>
 
 #include "log.h"
+#include "parse.h"
 #include "wire.h"
 
 /* ------------------------------------------------------------ types */
@@ -537,24 +538,13 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 
 /* ------------------------------------------------------------ keys */
 
-static int hex_value(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int secret_decode(const char *hex, uint8_t out[32])
 {
 	if (!hex || strnlen(hex, DPT_SECRET_HEX_LEN + 1) != DPT_SECRET_HEX_LEN)
 		return DPT_EINVAL;
 	for (int i = 0; i < 32; i++) {
-		int hi = hex_value((unsigned char)hex[2 * i]);
-		int lo = hex_value((unsigned char)hex[2 * i + 1]);
+		int hi = dpt__hex_value((unsigned char)hex[2 * i]);
+		int lo = dpt__hex_value((unsigned char)hex[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return DPT_EINVAL;
 		out[i] = (uint8_t)(hi << 4 | lo);
