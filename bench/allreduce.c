@@ -191,8 +191,9 @@ static void run_mpi(const struct options *o, int world, int nsizes,
 	 * on this VM: 64 MiB drops from ~4.5 to ~0.45 GB/s. Unless told
 	 * otherwise, keep such buffers on the heap: the strongest MPI. */
 	snprintf(cmd, sizeof(cmd),
-		 "mpirun %s--oversubscribe %s-np %d '%s' %zu %zu %zu %d %d",
+		 "mpirun %s--oversubscribe %s%s-np %d '%s' %zu %zu %zu %d %d",
 		 geteuid() == 0 ? "--allow-run-as-root " : "",
+		 o->bind ? "" : "--bind-to none ",
 		 o->mpi_malloc ? ""
 			       : "-x MALLOC_MMAP_THRESHOLD_=4294967296 "
 				 "-x MALLOC_TRIM_THRESHOLD_=4294967296 ",
@@ -295,8 +296,9 @@ static void usage(FILE *f)
 		"--mpi allreduce_mpi beside this program\n"
 		"--tcp: one rank per node (TCP ring) instead of shared "
 		"memory\n"
-		"--no-bind: do not bind ranks to CPUs (by default they are, "
-		"as Open MPI's are, when there are enough CPUs)\n"
+		"--no-bind: bind neither dptrain's nor Open MPI's ranks to "
+		"CPUs (by default\n"
+		"  both are, as Open MPI does, when there are enough CPUs)\n"
 		"--mpi-default-malloc: run Open MPI without the environment "
 		"that keeps its\n"
 		"  temporary buffers out of fresh mmap()ed memory\n");
@@ -402,6 +404,10 @@ int main(int argc, char **argv)
 	       "(%s) vs Open MPI MPI_Allreduce\n",
 	       o.tcp ? "TCP ring, one rank per node"
 		     : "shared memory, all ranks on one node");
+	printf("# ranks %s\n", o.bind ? "bound to CPUs when there are enough "
+				       "(Open MPI's default)"
+				     : "not bound (--no-bind; mpirun "
+				       "--bind-to none)");
 	printf("# %ld CPUs; median of up to %d iterations after %d warm-up; "
 	       "busbw = bytes/time * 2(n-1)/n, GB/s\n",
 	       ncpu, o.iters, o.warmup);

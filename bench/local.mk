@@ -36,3 +36,11 @@ bench/allreduce_mpi$(EXEEXT): bench/allreduce_mpi.c bench/bench.h
 	@$(MKDIR_P) bench
 	$(AM_V_CC)$(MPICC) $(DPT_CFLAGS) $(CFLAGS) -o $@ $(srcdir)/bench/allreduce_mpi.c
 endif
+
+# bench/ckpt: checkpoint save, stall and resharding load against dd and
+# memcpy in the same run (doc/PERFORMANCE.md, "Checkpoints").
+noinst_PROGRAMS += bench/ckpt
+bench_ckpt_SOURCES = bench/ckpt.c bench/bench.h
+bench_ckpt_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) \
+	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"'
+bench_ckpt_LDADD = worker/libdptrain.la $(XXHASH_LIBS)

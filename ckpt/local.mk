@@ -1,1 +1,25 @@
-# ckpt: nothing built here yet
+# Sharded checkpoints (doc/checkpoint-format.md). libdptckpt holds what
+# needs no collectives (manifest codec, planner, shard headers, listing,
+# verification, retention) and is shared by libdptrain and the `dptrain`
+# tool; ckpt/ckpt.c, the public dpt_ckpt_* API, is part of libdptrain.
+noinst_LTLIBRARIES += ckpt/libdptckpt.la
+ckpt_libdptckpt_la_SOURCES = \
+	ckpt/ckpt_int.h \
+	ckpt/manifest.c \
+	ckpt/plan.c \
+	ckpt/shard.c \
+	ckpt/store.c
+ckpt_libdptckpt_la_CFLAGS = $(AM_CFLAGS) -fPIC $(JANSSON_CFLAGS) $(XXHASH_CFLAGS)
+ckpt_libdptckpt_la_LIBADD = $(JANSSON_LIBS) $(XXHASH_LIBS)
+
+pkginclude_HEADERS += include/dptrain/ckpt.h
+worker_libdptrain_la_SOURCES += ckpt/ckpt.c
+worker_libdptrain_la_LIBADD += ckpt/libdptckpt.la $(JANSSON_LIBS) $(XXHASH_LIBS)
+
+# dptrain: the command-line tool (`dptrain ckpt ls|show|verify|gc URI`).
+bin_PROGRAMS += dptrain
+dptrain_SOURCES = ckpt/cli.c
+dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
+	common/libdptcommon.la worker/libdptrain.la \
+	$(JANSSON_LIBS) $(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
+dist_man_MANS += doc/man/dptrain.1

@@ -7,7 +7,8 @@ common_libdptcommon_la_SOURCES = \
 	common/log.c common/log.h \
 	common/parse.c common/parse.h \
 	common/buf.c common/buf.h \
-	common/wire.c common/wire.h
+	common/wire.c common/wire.h \
+	common/client.c
 common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)
 # The wire code's keys and exit report need libzmq and libcrypto; whatever
 # links this library gets them too.

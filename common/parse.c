@@ -221,3 +221,14 @@ int dpt__read_kv_file(const char *path, dpt__kv_fn fn, dpt__kv_err_fn err_fn,
 	fclose(f);
 	return rc;
 }
+
+int dpt__hex_value(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -24,6 +24,9 @@ int dpt__parse_duration(const char *s, long *seconds);
  * "2d") into BUF; returns BUF. */
 const char *dpt__format_duration(long seconds, char *buf, size_t size);
 
+/* The value of hex digit C (either case), or -1. */
+int dpt__hex_value(int c);
+
 /* "yes|no|true|false|on|off|1|0". */
 int dpt__parse_bool(const char *s, bool *out);
 

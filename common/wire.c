@@ -2,11 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -15,6 +13,7 @@
 #include <dptrain/error.h>
 
 #include "log.h"
+#include "parse.h"
 #include "wire.h"
 
 /* ------------------------------------------------------------ types */
@@ -166,6 +165,17 @@ static int fields_ok(const struct dpt__msg *m)
 				 is_text_char) >= 0;
 	case DPT_MSG_FAULT:
 		return m->u.fault_code < 0;
+	case DPT_MSG_KV_PUT:
+	case DPT_MSG_KV_GET:
+	case DPT_MSG_KV_VALUE:
+		if (m->type == DPT_MSG_KV_GET ? m->u.kv.value[0] != '\0' :
+						m->u.kv.wait_ms != 0)
+			return 0;
+		return m->u.kv.wait_ms <= DPT_KV_WAIT_MAX &&
+		       str_check(m->u.kv.key, 1, DPT_KV_KEY_MAX,
+				 is_name_char) >= 0 &&
+		       str_check(m->u.kv.value, 0, DPT_KV_VALUE_MAX,
+				 is_text_char) >= 0;
 	case DPT_MSG_UNIQUE_ID:
 	case DPT_MSG_HEARTBEAT:
 	case DPT_MSG_LEAVE:
@@ -238,6 +248,11 @@ static size_t body_size(const struct dpt__msg *m)
 		return 8;
 	case DPT_MSG_FAULT:
 		return 4;
+	case DPT_MSG_KV_PUT:
+	case DPT_MSG_KV_VALUE:
+		return 2 + strlen(m->u.kv.key) + strlen(m->u.kv.value);
+	case DPT_MSG_KV_GET:
+		return 5 + strlen(m->u.kv.key);
 	}
 	return 0;
 }
@@ -321,6 +336,15 @@ long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size)
 		break;
 	case DPT_MSG_FAULT:
 		put_u32(&w, (uint32_t)m->u.fault_code);
+		break;
+	case DPT_MSG_KV_PUT:
+	case DPT_MSG_KV_VALUE:
+		put_str(&w, m->u.kv.key);
+		put_str(&w, m->u.kv.value);
+		break;
+	case DPT_MSG_KV_GET:
+		put_u32(&w, m->u.kv.wait_ms);
+		put_str(&w, m->u.kv.key);
 		break;
 	}
 	return (long)w.len;
@@ -487,6 +511,15 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 	case DPT_MSG_FAULT:
 		m->u.fault_code = (int32_t)get_u32(&r);
 		break;
+	case DPT_MSG_KV_PUT:
+	case DPT_MSG_KV_VALUE:
+		get_str(&r, m->u.kv.key, sizeof(m->u.kv.key));
+		get_str(&r, m->u.kv.value, sizeof(m->u.kv.value));
+		break;
+	case DPT_MSG_KV_GET:
+		m->u.kv.wait_ms = get_u32(&r);
+		get_str(&r, m->u.kv.key, sizeof(m->u.kv.key));
+		break;
 	case DPT_MSG_BARRIER:
 	case DPT_MSG_BARRIER_DONE:
 	case DPT_MSG_HEARTBEAT:
@@ -505,24 +538,13 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 
 /* ------------------------------------------------------------ keys */
 
-static int hex_value(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int secret_decode(const char *hex, uint8_t out[32])
 {
 	if (!hex || strnlen(hex, DPT_SECRET_HEX_LEN + 1) != DPT_SECRET_HEX_LEN)
 		return DPT_EINVAL;
 	for (int i = 0; i < 32; i++) {
-		int hi = hex_value((unsigned char)hex[2 * i]);
-		int lo = hex_value((unsigned char)hex[2 * i + 1]);
+		int hi = dpt__hex_value((unsigned char)hex[2 * i]);
+		int lo = dpt__hex_value((unsigned char)hex[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return DPT_EINVAL;
 		out[i] = (uint8_t)(hi << 4 | lo);
@@ -619,94 +641,5 @@ out:
 	explicit_bzero(buf, sizeof(buf));
 	explicit_bzero(check, sizeof(check));
 	close(fd);
-	return rc;
-}
-
-/* ------------------------------------------------------------ exit report */
-
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int dpt__coord_report_exit(const char *endpoint, const char *secret_hex,
-			   uint32_t task_id, int32_t status, int timeout_ms)
-{
-	struct dpt__curve_keys keys;
-	struct dpt__msg m;
-	uint8_t buf[64];
-	void *ctx = NULL, *sock = NULL;
-	long len, deadline;
-	int rc, zero = 0;
-
-	if (!endpoint || timeout_ms < 0)
-		return DPT_EINVAL;
-	rc = dpt__wire_derive_keys(secret_hex, &keys);
-	if (rc)
-		return rc;
-	ctx = zmq_ctx_new();
-	sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
-	if (!sock) {
-		rc = DPT_ESYS;
-		goto out;
-	}
-	if (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero)) ||
-	    zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, keys.coord_public,
-			   DPT_Z85_KEY_LEN) ||
-	    zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, keys.worker_public,
-			   DPT_Z85_KEY_LEN) ||
-	    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, keys.worker_secret,
-			   DPT_Z85_KEY_LEN)) {
-		rc = errno == EINVAL ? DPT_ENOTSUP : DPT_ESYS;
-		goto out;
-	}
-	if (zmq_connect(sock, endpoint) != 0) {
-		dpt__error("cannot connect to '%s': %s", endpoint,
-			   zmq_strerror(errno));
-		rc = DPT_EINVAL;
-		goto out;
-	}
-	dpt__msg_init(&m, DPT_MSG_TASK_EXIT, 0);
-	/* The ACK echoes SEQ; any value tells this report from another. */
-	m.seq = (uint32_t)getpid() ^ (uint32_t)now_ms();
-	m.u.task_exit.task_id = task_id;
-	m.u.task_exit.status = status;
-	len = dpt__wire_encode(&m, buf, sizeof(buf));
-	if (len < 0 || zmq_send(sock, buf, (size_t)len, ZMQ_DONTWAIT) < 0) {
-		rc = DPT_ESYS;
-		goto out;
-	}
-	deadline = now_ms() + timeout_ms;
-	rc = DPT_ETIMEDOUT;
-	for (;;) {
-		zmq_pollitem_t item = {.socket = sock, .events = ZMQ_POLLIN};
-		long left = deadline - now_ms();
-		uint8_t in[DPT_WIRE_IN_MAX];
-		struct dpt__msg reply;
-		int n;
-
-		if (left <= 0)
-			break;
-		if (zmq_poll(&item, 1, left) <= 0)
-			continue;
-		n = zmq_recv(sock, in, sizeof(in), ZMQ_DONTWAIT);
-		if (n < 0 || (size_t)n > sizeof(in))
-			continue;
-		if (dpt__wire_decode(in, (size_t)n, sizeof(in), &reply))
-			continue;
-		if (reply.type == DPT_MSG_ACK && reply.seq == m.seq) {
-			rc = 0;
-			break;
-		}
-		dpt__msg_release(&reply);
-	}
-out:
-	if (sock)
-		zmq_close(sock);
-	if (ctx)
-		zmq_ctx_term(ctx);
-	explicit_bzero(&keys, sizeof(keys));
 	return rc;
 }

@@ -6,8 +6,9 @@
  * allocates at most what the limits below allow.
  *
  * Also here, because all three components need them: the CURVE keys that
- * derive from a step's secret, and the client with which the plugin reports
- * a task's exit.
+ * derive from a step's secret, and (implemented in common/client.c) the
+ * one-request client with which the plugin reports a task's exit and
+ * exchanges MASTER_ADDR/MASTER_PORT.
  */
 #ifndef DPT_COMMON_WIRE_H
 #define DPT_COMMON_WIRE_H
@@ -47,7 +48,10 @@
 	XX(TASK_EXIT, 10, 1, 0)                                                \
 	XX(ACK, 11, 0, 1)                                                      \
 	XX(FAULT, 12, 1, 0)                                                    \
-	XX(ERROR, 13, 0, 1)
+	XX(ERROR, 13, 0, 1)                                                    \
+	XX(KV_PUT, 14, 1, 0)                                                   \
+	XX(KV_GET, 15, 1, 0)                                                   \
+	XX(KV_VALUE, 16, 0, 1)
 
 enum dpt__msg_type {
 #define DPT_WIRE_TYPE_ENUM(name, num, w, c) DPT_MSG_##name = num,
@@ -106,6 +110,16 @@ struct dpt__msg_task_exit {
 	int32_t status;
 };
 
+/* KV_PUT, KV_GET (VALUE empty), KV_VALUE (WAIT_MS 0). */
+#define DPT_KV_KEY_MAX DPT_WIRE_NAME_MAX
+#define DPT_KV_VALUE_MAX DPT_WIRE_TEXT_MAX
+#define DPT_KV_WAIT_MAX 300000u
+struct dpt__msg_kv {
+	uint32_t wait_ms;
+	char key[DPT_KV_KEY_MAX + 1];
+	char value[DPT_KV_VALUE_MAX + 1];
+};
+
 /*
  * A decoded message, or one to encode. Only the member of the union that
  * TYPE names is meaningful. A decoded ROSTER owns ROSTER (WORLD entries);
@@ -122,6 +136,7 @@ struct dpt__msg {
 		struct dpt__msg_welcome welcome;
 		struct dpt__msg_text text; /* GEN_END, ERROR */
 		struct dpt__msg_task_exit task_exit;
+		struct dpt__msg_kv kv;
 		int32_t fault_code;
 		uint8_t unique_id[DPT_NCCL_ID_SIZE];
 	} u;
@@ -204,5 +219,19 @@ int dpt__wire_read_secret_file(const char *path,
  */
 int dpt__coord_report_exit(const char *endpoint, const char *secret_hex,
 			   uint32_t task_id, int32_t status, int timeout_ms);
+
+/*
+ * The step's key-value store (doc/protocol.md), from common/client.c like
+ * the exit report. kv_put stores VALUE under KEY: 0 once the coordinator
+ * acknowledged it, DPT_EBUSY when KEY already holds another value.
+ * kv_get waits up to TIMEOUT_MS for KEY to be stored and copies its value
+ * into VALUE (SIZE bytes): 0, DPT_ETIMEDOUT, DPT_ETOOBIG, or another
+ * dpt_error.
+ */
+int dpt__coord_kv_put(const char *endpoint, const char *secret_hex,
+		      const char *key, const char *value, int timeout_ms);
+int dpt__coord_kv_get(const char *endpoint, const char *secret_hex,
+		      const char *key, char *value, size_t size,
+		      int timeout_ms);
 
 #endif

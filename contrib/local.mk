@@ -5,4 +5,5 @@ EXTRA_DIST += \
 	contrib/setup/demo.sh \
 	contrib/setup/check.sh \
 	contrib/plugstack.conf.d/dptrain.conf \
+	contrib/examples/train_ddp.py \
 	.ci/run

@@ -13,6 +13,7 @@
 #include <dptrain/error.h>
 
 #include "coord.h"
+#include "kv.h"
 #include "log.h"
 #include "wire.h"
 
@@ -101,6 +102,7 @@ struct dpt__coord {
 	uint32_t n_joining, n_waiting;
 	uint64_t join_counter;
 	uint32_t lost_before_first; /* tasks gone before generation 1 */
+	uint32_t failed_before_first; /* of those, exited with status != 0 */
 
 	/* The live generation: members by rank, NULL once a member left. */
 	struct peer **members;
@@ -117,6 +119,7 @@ struct dpt__coord {
 	int64_t next_heartbeat;
 	int64_t join_deadline; /* 0: none */
 	struct ratelimit rl_malformed;
+	struct dpt__kv *kv; /* MASTER_ADDR/MASTER_PORT for the tasks */
 };
 
 /* ------------------------------------------------------------ logging */
@@ -597,6 +600,13 @@ static void check_gathering(struct dpt__coord *c, int64_t now)
 		target = c->n_joining + c->n_waiting;
 		possible = target;
 	}
+	if (!c->formed_any && possible == 0 && c->failed_before_first == 0) {
+		dpt__info("every task of the step exited cleanly without "
+			  "joining: nothing to coordinate");
+		c->state = ST_DONE;
+		c->exit_code = 0;
+		return;
+	}
 	if (possible < c->cfg.min_workers || possible == 0) {
 		snprintf(why, sizeof(why),
 			 "only %" PRIu32 " workers left for generation %" PRIu32
@@ -879,11 +889,18 @@ static void on_task_exit(struct dpt__coord *c, const struct event_ctx *e)
 	t = &c->tasks[id];
 	switch (t->state) {
 	case TASK_UNSEEN:
-		dpt__warn("task %" PRIu32 " exited (%s) before it joined", id,
-			  st);
+		/* A clean exit without a join is a task that does not use
+		 * libdptrain (it only read its environment): no failure. */
+		if (status == 0)
+			dpt__debug("task %" PRIu32 " exited (%s) without joining",
+				   id, st);
+		else
+			dpt__warn("task %" PRIu32 " exited (%s) before it joined",
+				  id, st);
 		t->state = TASK_EXITED;
 		if (!c->formed_any) {
 			c->lost_before_first++;
+			c->failed_before_first += status != 0;
 			check_gathering(c, e->now);
 		}
 		return;
@@ -997,6 +1014,15 @@ static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 			on_join_timeout(c, e);
 		break;
 	case EV_SHUTDOWN:
+		/* The step ended without a worker connected (its tasks did not
+		 * use libdptrain, or all left): a normal end, not a failure. */
+		if (c->lru.newer == &c->lru) {
+			dpt__info("%s: no worker is connected, exiting",
+				  e->msg ? e->msg->u.text.text : "shutdown");
+			c->state = ST_DONE;
+			c->exit_code = 0;
+			break;
+		}
 		fail(c, DPT_ECLOSED, e->msg ? e->msg->u.text.text : "shutdown",
 		     e->now);
 		break;
@@ -1027,7 +1053,7 @@ int dpt__coord_new(struct dpt__coord **out,
 		c->nbuckets *= 2;
 	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
 	c->tasks = calloc(cfg->world_size, sizeof(*c->tasks));
-	if (!c->buckets || !c->tasks) {
+	if (!c->buckets || !c->tasks || dpt__kv_new(&c->kv, router)) {
 		dpt__coord_destroy(&c);
 		return DPT_ENOMEM;
 	}
@@ -1052,6 +1078,7 @@ void dpt__coord_destroy(struct dpt__coord **cp)
 	free(c->buckets);
 	free(c->members);
 	free(c->tasks);
+	dpt__kv_destroy(&c->kv);
 	free(c);
 	*cp = NULL;
 }
@@ -1114,6 +1141,10 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 		return;
 	}
 	e.msg = &m;
+	if (m.type == DPT_MSG_KV_PUT || m.type == DPT_MSG_KV_GET) {
+		dpt__kv_on_message(c->kv, id, id_len, &m, now);
+		return;
+	}
 	if (m.type == DPT_MSG_HEARTBEAT) {
 		if (!p) {
 			/* An evicted worker still heartbeating: tell it, so
@@ -1149,6 +1180,7 @@ void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 	       now - c->lru.newer->last_heard >= (int64_t)c->cfg.timeout_ms)
 		coord_execute(c, EV_PEER_EXPIRED, c->lru.newer, &e);
 
+	dpt__kv_on_tick(c->kv, now);
 	if (c->state != ST_DONE && c->join_deadline && now >= c->join_deadline)
 		coord_execute(c, EV_JOIN_TIMEOUT, NULL, &e);
 

@@ -3,6 +3,8 @@ bin_PROGRAMS += coordinator/dptrain-coordinator
 coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/main.c \
 	coordinator/coord.c coordinator/coord.h \
+	coordinator/kv.c coordinator/kv.h \
 	coordinator/sodium_alloc.c
 coordinator_dptrain_coordinator_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 coordinator_dptrain_coordinator_LDADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS)
+dist_man_MANS += doc/man/dptrain-coordinator.1

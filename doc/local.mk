@@ -2,3 +2,4 @@
 # reference is installed with the docs too.
 EXTRA_DIST += doc/architecture.md
 dist_doc_DATA += doc/protocol.md
+dist_doc_DATA += doc/checkpoint-format.md

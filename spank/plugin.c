@@ -11,7 +11,8 @@
  * that says what to fix. In the remote context nothing is checked in
  * slurm_spank_init, whose failure Slurm treats as a broken node: a broken
  * dptrain.conf fails the step in slurm_spank_user_init and the node stays
- * in service.
+ * in service. Where Slurm has slurm_spank_init_failure_mode (newer than
+ * Debian 12's 22.05), it says so too: a failure of ours is the job's.
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <slurm/slurm.h>
 #include <slurm/spank.h>
 
 #include <dptrain/error.h>
@@ -29,6 +31,10 @@
 #include "spank/plugin.h"
 
 SPANK_PLUGIN(dptrain, 1)
+
+#if HAVE_DECL_ESPANK_JOB_FAILURE
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
 
 struct dpt__plugin dpt__plugin = {
 	.admin_loaded = 0,
@@ -198,6 +204,24 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 }
 
 /*
+ * Whether this slurmstepd runs a step that dptrain serves: one launched by
+ * an srun with --dp-train. The batch script's step (sbatch --dp-train, or
+ * #SBATCH --dp-train, whose options reach every step of the job), the
+ * extern and the interactive step have no srun and no coordinator: the
+ * sruns inside the job start theirs.
+ */
+static int remote_train_step(spank_t sp)
+{
+	uint32_t step = 0;
+
+	if (!dpt__plugin.user.train || spank_context() != S_CTX_REMOTE)
+		return 0;
+	if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+		return 0;
+	return step < SLURM_MAX_NORMAL_STEP_ID;
+}
+
+/*
  * Slurm 22.05 starts the tasks even when slurm_spank_user_init or
  * slurm_spank_task_init fail. A task of a step whose dptrain set-up failed
  * must not run as if it had succeeded (it would train without ranks or
@@ -208,7 +232,7 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	struct dpt__settings s;
-	if (!dpt__plugin.user.train || spank_context() != S_CTX_REMOTE)
+	if (!remote_train_step(sp))
 		return 0;
 	dpt__plugin.node_failed = 1;
 	if (load_admin(ac, av))
@@ -228,13 +252,24 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;
 	(void)av;
-	if (!dpt__plugin.user.train || spank_context() != S_CTX_REMOTE)
+	if (!remote_train_step(sp))
 		return 0;
 	if (dpt__plugin.node_failed || dpt__stepd_task_init(sp)) {
 		slurm_error("dptrain: task not started: the step's dptrain "
 			    "set-up failed (see the message above)");
 		_exit(DPT_TASK_SETUP_FAILED);
 	}
+	return 0;
+}
+
+/* Runs in slurmstepd as each task ends: the coordinator hears of a crashed
+ * worker at once instead of after its heartbeat timeout. */
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (remote_train_step(sp) && !dpt__plugin.node_failed)
+		dpt__stepd_task_exit(sp);
 	return 0;
 }
 

@@ -37,5 +37,7 @@ void dpt__srun_stop_coordinator(void);
 /* slurmstepd side (spank/stepd.c). */
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s);
 int dpt__stepd_task_init(spank_t sp);
+/* Tell the coordinator that a task exited; never fails the step. */
+void dpt__stepd_task_exit(spank_t sp);
 
 #endif

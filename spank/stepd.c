@@ -10,15 +10,31 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
+#include <dptrain/error.h>
+
 #include "parse.h"
 #include "spank/plugin.h"
+#include "wire.h"
+
+/* How long task 0 may take to publish MASTER_ADDR:MASTER_PORT, and the
+ * others to wait for it (task 0's node may start its tasks later). */
+#define MASTER_PUT_MS 10000
+#define MASTER_WAIT_MS 120000
+/* slurmstepd waits for the exit report: short, the coordinator is local to
+ * srun and answers at once, or is gone with srun. */
+#define EXIT_REPORT_MS 500
 
 static int set(spank_t sp, const char *name, const char *value)
 {
@@ -128,33 +144,173 @@ static int bind_gpu(spank_t sp, int local_rank, uint32_t nlocal)
 	return set(sp, "CUDA_VISIBLE_DEVICES", list[local_rank]);
 }
 
-int dpt__stepd_task_init(spank_t sp)
-{
-	char launch[64], port[16];
-	uint32_t global = 0, nlocal = 0;
-	int local = 0;
+/* The coordinator of this step, as the task reaches it. */
+struct coord_ref {
+	char host[64]; /* srun's address as the nodes reach it */
+	char port[16];
+	char endpoint[96];
+	char secret[DPT_SECRET_HEX_LEN + 1];
+};
 
-	/* srun's address as the nodes reach it is known here, not yet in
-	 * slurm_spank_user_init. */
-	if (spank_getenv(sp, "SLURM_LAUNCH_NODE_IPADDR", launch,
-			 sizeof(launch)) != ESPANK_SUCCESS ||
-	    spank_getenv(sp, "DPTRAIN_COORDINATOR_PORT", port, sizeof(port)) !=
+/* srun's address (SLURM_LAUNCH_NODE_IPADDR) is in the task's environment in
+ * slurm_spank_task_init and slurm_spank_task_exit, not yet in
+ * slurm_spank_user_init. */
+static int coord_ref(spank_t sp, struct coord_ref *c)
+{
+	if (spank_getenv(sp, "SLURM_LAUNCH_NODE_IPADDR", c->host,
+			 sizeof(c->host)) != ESPANK_SUCCESS ||
+	    spank_getenv(sp, "DPTRAIN_COORDINATOR_PORT", c->port,
+			 sizeof(c->port)) != ESPANK_SUCCESS ||
+	    spank_getenv(sp, "DPTRAIN_SECRET", c->secret, sizeof(c->secret)) !=
 		    ESPANK_SUCCESS) {
-		slurm_error("dptrain: cannot find srun's address "
-			    "(SLURM_LAUNCH_NODE_IPADDR)");
+		slurm_error("dptrain: cannot find the step's coordinator "
+			    "(SLURM_LAUNCH_NODE_IPADDR, "
+			    "DPTRAIN_COORDINATOR_PORT, DPTRAIN_SECRET)");
 		return -1;
 	}
-	if (setf(sp, "DPTRAIN_COORDINATOR", "tcp://%s:%s", launch, port))
-		return -1;
+	snprintf(c->endpoint, sizeof(c->endpoint),
+		 strchr(c->host, ':') ? "tcp://[%s]:%s" : "tcp://%s:%s",
+		 c->host, c->port);
+	return 0;
+}
 
+/*
+ * The address of this node on the route to srun's host: the address the
+ * other nodes of the step can reach it on, without guessing between
+ * interfaces. A UDP connect sends nothing; it only chooses the route.
+ */
+static int route_address(const struct coord_ref *c, char *addr, size_t size)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_DGRAM,
+				 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd = -1, rc = -1;
+
+	if (getaddrinfo(c->host, c->port, &hints, &ai) != 0)
+		goto out;
+	fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) != 0 ||
+	    getnameinfo((struct sockaddr *)&ss, len, addr, (socklen_t)size,
+			NULL, 0, NI_NUMERICHOST) != 0)
+		goto out;
+	rc = 0;
+out:
+	if (rc)
+		slurm_error("dptrain: cannot find this node's address on the "
+			    "route to %s: %m",
+			    c->host);
+	if (fd >= 0)
+		close(fd);
+	if (ai)
+		freeaddrinfo(ai);
+	return rc;
+}
+
+/* A TCP port that is free on every address of this node now: the kernel
+ * picks it, so two steps on one node never get the same one at once. */
+static int free_port(int family, unsigned *port)
+{
+	struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
+	socklen_t len = family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					     sizeof(struct sockaddr_in);
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int rc = -1;
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, len) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+		*port = ntohs(family == AF_INET6 ?
+				      ((struct sockaddr_in6 *)&ss)->sin6_port :
+				      ((struct sockaddr_in *)&ss)->sin_port);
+		rc = 0;
+	} else {
+		slurm_error("dptrain: cannot find a free TCP port: %m");
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/*
+ * MASTER_ADDR and MASTER_PORT, the rendezvous of programs that bring their
+ * own (PyTorch's env://): task 0 picks them on its node and publishes them
+ * through the coordinator's key-value store; every other task waits for
+ * them there (doc/protocol.md, "Step key-value store").
+ */
+static int set_master(spank_t sp, const struct coord_ref *c, uint32_t global)
+{
+	char value[DPT_KV_VALUE_MAX + 1], addr[64];
+	unsigned port = 0;
+	char *space;
+	int rc;
+
+	if (global == 0) {
+		if (route_address(c, addr, sizeof(addr)) ||
+		    free_port(strchr(addr, ':') ? AF_INET6 : AF_INET, &port))
+			return -1;
+		snprintf(value, sizeof(value), "%s %u", addr, port);
+		rc = dpt__coord_kv_put(c->endpoint, c->secret, "master", value,
+				       MASTER_PUT_MS);
+	} else {
+		rc = dpt__coord_kv_get(c->endpoint, c->secret, "master", value,
+				       sizeof(value), MASTER_WAIT_MS);
+	}
+	if (rc) {
+		slurm_error("dptrain: task %u cannot %s MASTER_ADDR and "
+			    "MASTER_PORT through the coordinator at %s: %s",
+			    global, global == 0 ? "publish" : "get",
+			    c->endpoint, dpt_strerror(rc));
+		return -1;
+	}
+	space = strchr(value, ' ');
+	if (!space) {
+		slurm_error("dptrain: malformed master address '%s'", value);
+		return -1;
+	}
+	*space = '\0';
+	return set(sp, "MASTER_ADDR", value) || set(sp, "MASTER_PORT", space + 1);
+}
+
+int dpt__stepd_task_init(spank_t sp)
+{
+	struct coord_ref c;
+	uint32_t global = 0, nlocal = 0;
+	int local = 0, rc;
+
+	if (coord_ref(sp, &c) || set(sp, "DPTRAIN_COORDINATOR", c.endpoint))
+		return -1;
 	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &global) ||
 	    spank_get_item(sp, S_TASK_ID, &local) ||
 	    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &nlocal)) {
 		slurm_error("dptrain: cannot read the task's ids");
 		return -1;
 	}
-	if (setf(sp, "RANK", "%u", global) ||
-	    setf(sp, "LOCAL_RANK", "%d", local))
-		return -1;
-	return bind_gpu(sp, local, nlocal);
+	rc = setf(sp, "RANK", "%u", global) ||
+	     setf(sp, "LOCAL_RANK", "%d", local) || set_master(sp, &c, global) ||
+	     bind_gpu(sp, local, nlocal);
+	explicit_bzero(&c, sizeof(c));
+	return rc ? -1 : 0;
+}
+
+void dpt__stepd_task_exit(spank_t sp)
+{
+	struct coord_ref c;
+	uint32_t global = 0;
+	int status = 0, rc;
+
+	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &global) ||
+	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) ||
+	    coord_ref(sp, &c))
+		return;
+	rc = dpt__coord_report_exit(c.endpoint, c.secret, global, status,
+				    EXIT_REPORT_MS);
+	explicit_bzero(&c, sizeof(c));
+	/* At the end of a step srun may already have stopped the
+	 * coordinator: nobody is left to tell, and nothing is wrong. */
+	if (rc)
+		slurm_debug("dptrain: task %u's exit was not reported: %s",
+			    global, dpt_strerror(rc));
 }

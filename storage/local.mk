@@ -1,1 +1,15 @@
-# storage: nothing built here yet
+# The storage layer behind checkpoints: one interface (storage/storage.h),
+# a posix backend (parallel file systems) and an s3 backend (libcurl,
+# our own SigV4 signer). A convenience library linked into libdptrain.
+noinst_LTLIBRARIES += storage/libdptstorage.la
+storage_libdptstorage_la_SOURCES = \
+	storage/storage.c storage/storage.h storage/backend.h \
+	storage/uri.c storage/uri.h \
+	storage/posix.c \
+	storage/s3.c storage/s3.h storage/s3_request.c storage/s3_config.c \
+	storage/sigv4.c storage/sigv4.h \
+	storage/xml.c storage/xml.h
+storage_libdptstorage_la_CFLAGS = $(AM_CFLAGS) -fPIC $(CURL_CFLAGS) $(CRYPTO_CFLAGS)
+storage_libdptstorage_la_LIBADD = $(CURL_LIBS) $(CRYPTO_LIBS)
+worker_libdptrain_la_LIBADD += storage/libdptstorage.la $(CURL_LIBS) $(CRYPTO_LIBS)
+EXTRA_DIST += doc/storage.md

@@ -46,6 +46,8 @@ include $(srcdir)/tests/s3/local.mk
 include $(srcdir)/tests/coll/local.mk
 include $(srcdir)/tests/coord/local.mk
 include $(srcdir)/tests/fuzz/local.mk
+include $(srcdir)/tests/storage/local.mk
+include $(srcdir)/tests/ckpt/local.mk
 
 # `make check-unit`: the unit tests alone (the sanitizer build runs them).
 check-unit:

@@ -443,6 +443,43 @@ static void slice(size_t m, int world, size_t es, int j, size_t *begin,
 	*end = e < m ? e : m;
 }
 
+/*
+ * A reduction of up to SMALL_BYTES is latency, not bandwidth: every rank
+ * puts its whole input in its slot and the readers reduce all of it, so a
+ * chunk waits for the other ranks once instead of twice (input, then
+ * result). Each reader adds the same inputs in the same order, rank
+ * order, so that all get the same bits.
+ */
+#define SMALL_BYTES 4096u
+
+static int reduce_small(struct dpt__shm *s, struct dpt__cpu_watch *w,
+			const void *send, void *recv, size_t count,
+			enum dpt_dtype dtype, unsigned divisor, int root)
+{
+	const uint64_t base = 3 * s->chunk;
+	const int reader = root < 0 || root == s->me;
+	int rc = before_write(s, w);
+
+	if (rc)
+		return rc;
+	/* The root's own input is read by nobody else. */
+	if (root != s->me)
+		memcpy(slot(s, s->me), send, count * dpt_dtype_size(dtype));
+	publish(s, base + 1);
+	if (reader) {
+		rc = wait_for(s, w, -1, base + 1);
+		if (rc)
+			return rc;
+		for (int j = 0; j < s->world; j++)
+			s->srcs[j] = j == s->me ? send : slot(s, j);
+		dpt__reduce(dtype, recv, NULL, s->srcs, s->world, count,
+			    divisor);
+	}
+	publish(s, base + 3);
+	s->chunk++;
+	return 0;
+}
+
 int dpt__shm_reduce(struct dpt__shm *s, struct dpt__cpu_watch *w,
 		    const void *send, void *recv, size_t count,
 		    enum dpt_dtype dtype, unsigned divisor, int root)
@@ -457,6 +494,9 @@ int dpt__shm_reduce(struct dpt__shm *s, struct dpt__cpu_watch *w,
 	const int shared = root < 0 || root != me;
 	int rc = 0;
 
+	if (count * es <= SMALL_BYTES && count * es <= s->slot)
+		return reduce_small(s, w, send, recv, count, dtype, divisor,
+				    root);
 	for (size_t at = 0; at < count; at += per_chunk) {
 		size_t m = count - at < per_chunk ? count - at : per_chunk;
 		uint64_t base = 3 * s->chunk;

@@ -17,22 +17,34 @@ bash contrib/setup/install-deps.sh
 step "build (warnings are errors)"
 bash contrib/setup/build.sh
 
-step "make check: unit and integration tests"
-if ! make -j"$jobs" check; then
-	# Show why: the harness keeps each test's log.
-	find . -name '*.log' -path '*tests*' -newer config.status -print0 |
+# Show why tests failed: the harness keeps each test's log.
+show_failures() { # DIR
+	find "$1" -name '*.log' -path '*tests*' -print0 |
 		xargs -0 grep -l -E '^(not ok|ERROR|FAIL)' 2>/dev/null |
 		while read -r f; do echo "--- $f"; tail -50 "$f"; done
+}
+
+step "make check: unit and integration tests"
+if ! make -j"$jobs" check; then
+	show_failures .
 	exit 1
 fi
 
 step "make distcheck"
-make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
+if ! make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror; then
+	show_failures "$(ls -d dptrain-*/ 2>/dev/null | head -1)"
+	exit 1
+fi
 
+# From the tarball that distcheck made: this tree is configured in place,
+# and a tree configured in place cannot host a second (VPATH) build.
 step "unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-rm -rf build-asan && mkdir build-asan && cd build-asan
+tarball=$(ls -t dptrain-*.tar.gz | head -1)
+rm -rf build-asan && mkdir build-asan
+tar -xzf "$tarball" -C build-asan --strip-components=1
+cd build-asan
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-../configure -q --enable-werror CFLAGS="-O1 -g $san" LDFLAGS="$san"
+./configure -q --enable-werror CFLAGS="-O1 -g $san" LDFLAGS="$san"
 make -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 make -j"$jobs" check-unit
 cd .. && rm -rf build-asan

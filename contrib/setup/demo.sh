@@ -16,7 +16,11 @@ trap '"$top/tests/cluster/down"' EXIT
 . "$DPTRAIN_CLUSTER_DIR/env.sh"
 
 echo
-echo "== demo: srun -N 2 -n 4 --dp-train=demo (one task per line: node, run, task)"
+echo "== srun -N 2 -n 4 --dp-train=demo: one line per task (node, rank, local rank, rendezvous)"
 timeout 120 srun -N 2 -n 4 --dp-train=demo \
-	sh -c 'echo "$SLURMD_NODENAME run=$DPTRAIN_RUN task=$SLURM_PROCID"' | sort -t= -k3 -n
+	sh -c 'echo "$SLURMD_NODENAME rank=$RANK local_rank=$LOCAL_RANK world=$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"' |
+	sort -t= -k2 -n
+echo
+echo "== srun -N 2 -n 4 --dp-train=demo python3 contrib/examples/train_ddp.py (PyTorch DDP, unchanged)"
+timeout 300 srun -N 2 -n 4 --dp-train=demo /usr/bin/python3 "$top/contrib/examples/train_ddp.py" 100
 echo "== demo finished"

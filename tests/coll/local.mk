@@ -26,3 +26,12 @@ tests_unit_test_cpu_reduce_LDADD = worker/libdptcpu.la worker/libdptrain.la \
 	common/libdptcommon.la $(CMOCKA_LIBS) -lm
 tests_unit_test_cpu_reduce_LDFLAGS = -no-install
 endif
+
+# The collectives through libdptrain's public API, between worker
+# processes that join a real dptrain-coordinator: tests/coll/api.sh starts
+# both, tests/coll/api is the worker.
+check_PROGRAMS += tests/coll/api
+tests_coll_api_SOURCES = tests/coll/api.c
+tests_coll_api_LDADD = worker/libdptrain.la common/libdptcommon.la
+TESTS += tests/coll/api.sh
+EXTRA_DIST += tests/coll/api.sh

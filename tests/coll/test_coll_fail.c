@@ -206,8 +206,11 @@ static int run_one(const struct scenario *sc, struct shared *sh, int n)
 				 "want %s within %.1f s",
 				 r, dpt_err_name(rc), late,
 				 dpt_err_name(expect), sc->limit_s);
+		/* The timeout runs from a rank's last progress, which may
+		 * come before the SIGSTOP by the time the victim was already
+		 * late (long on a loaded machine): half is the bound. */
 		else if (sc->kind == STOP &&
-			 late < sc->timeout_ms / 1000.0 * 0.9)
+			 late < sc->timeout_ms / 1000.0 * 0.5)
 			snprintf(why, sizeof(why),
 				 "rank %d gave up after %.2f s, before the "
 				 "%d ms timeout",

@@ -10,7 +10,12 @@ require_root
 cluster_up NODES=2 CPUS=8 GPUS=4
 plan 14
 
-coordinators() { pgrep -f "$top_builddir/coordinator/.*dptrain-coordinator" | tr '\n' ' '; }
+# srun's plugin makes its coordinator's run directory under TMPDIR: a
+# directory of this test's own tells its coordinators from those of tests
+# running at the same time.
+TMPDIR=$(mktemp -d /tmp/dptrain-env-tmp.XXXXXX) || bail_out "mktemp failed"
+export TMPDIR
+coordinators() { pgrep -f -- "dptrain-coordinator .*--endpoint-file $TMPDIR/" | tr '\n' ' '; }
 show='echo "node=$SLURMD_NODENAME rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK lws=$LOCAL_WORLD_SIZE noderank=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT coord=$DPTRAIN_COORDINATOR gpu=$CUDA_VISIBLE_DEVICES restart=$DPTRAIN_RESTART_COUNT"'
 
 out=$(srun_t -N 2 --ntasks-per-node=4 --gres=gpu:4 --dp-train=envtest sh -c "$show" 2>&1)
@@ -70,5 +75,6 @@ scancel --name=killed 2>/dev/null
 wait 2>/dev/null
 
 # Without --dp-train, nothing of ours is in the task's environment.
-is "$(srun_t -n 1 sh -c 'env | grep -c -E "^(DPTRAIN_|MASTER_|RANK=)"' 2>&1)" "0" \
+is "$(srun_t -n 1 sh -c 'env | grep -v "^DPTRAIN_CLUSTER_" | grep -c -E "^(DPTRAIN_|MASTER_|RANK=)"; true' 2>&1)" "0" \
 	"without --dp-train the task environment is untouched"
+rm -rf "$TMPDIR"

@@ -442,6 +442,86 @@ static void exit_report_gives_up_in_time(void **state)
 			 DPT_EINVAL);
 }
 
+static struct dpt__msg kv_msg(enum dpt__msg_type type, const char *key,
+			      const char *value, uint32_t wait_ms)
+{
+	struct dpt__msg m;
+	dpt__msg_init(&m, type, 0);
+	m.seq = 77;
+	m.u.kv.wait_ms = wait_ms;
+	strcpy(m.u.kv.key, key);
+	strcpy(m.u.kv.value, value);
+	return m;
+}
+
+static void kv_messages(void **state)
+{
+	struct dpt__msg in, out;
+	char long_key[DPT_KV_KEY_MAX + 2];
+	uint8_t buf[1024];
+	(void)state;
+
+	in = kv_msg(DPT_MSG_KV_PUT, "master", "10.0.0.1 29500", 0);
+	roundtrip(&in, &out);
+	assert_string_equal(out.u.kv.key, "master");
+	assert_string_equal(out.u.kv.value, "10.0.0.1 29500");
+	in = kv_msg(DPT_MSG_KV_GET, "master", "", 120000);
+	roundtrip(&in, &out);
+	assert_string_equal(out.u.kv.key, "master");
+	assert_int_equal(out.u.kv.wait_ms, 120000);
+	in = kv_msg(DPT_MSG_KV_VALUE, "master", "", 0);
+	roundtrip(&in, &out);
+	assert_string_equal(out.u.kv.value, "");
+	assert_true(dpt__msg_from_worker(DPT_MSG_KV_PUT));
+	assert_true(dpt__msg_from_worker(DPT_MSG_KV_GET));
+	assert_true(dpt__msg_from_coordinator(DPT_MSG_KV_VALUE));
+	assert_false(dpt__msg_from_worker(DPT_MSG_KV_VALUE));
+
+	/* The field rules: a key is a name, a GET carries no value and a
+	 * bounded wait, a PUT or VALUE no wait. */
+	in = kv_msg(DPT_MSG_KV_PUT, "", "x", 0);
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	in = kv_msg(DPT_MSG_KV_PUT, "bad key", "x", 0);
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	in = kv_msg(DPT_MSG_KV_PUT, "k", "tab\there", 0);
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	in = kv_msg(DPT_MSG_KV_PUT, "k", "v", 5);
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	in = kv_msg(DPT_MSG_KV_GET, "k", "v", 5);
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	in = kv_msg(DPT_MSG_KV_GET, "k", "", DPT_KV_WAIT_MAX + 1);
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	memset(long_key, 'k', sizeof(long_key) - 1);
+	long_key[sizeof(long_key) - 1] = '\0';
+	in = kv_msg(DPT_MSG_KV_GET, "k", "", 1);
+	memcpy(in.u.kv.key, long_key, sizeof(in.u.kv.key));
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+
+	/* A value whose length byte overruns the message is refused. */
+	in = kv_msg(DPT_MSG_KV_PUT, "k", "value", 0);
+	long n = dpt__wire_encode(&in, buf, sizeof(buf));
+	assert_true(n > 0);
+	buf[DPT_WIRE_HDR_SIZE + 2] = 200;
+	assert_int_equal(dpt__wire_decode(buf, (size_t)n, sizeof(buf), &out),
+			 DPT_EPROTO);
+}
+
+static void kv_client_gives_up_in_time(void **state)
+{
+	char value[64];
+	(void)state;
+
+	assert_int_equal(dpt__coord_kv_put("tcp://127.0.0.1:1", SECRET, "k",
+					   "v", 200),
+			 DPT_ETIMEDOUT);
+	assert_int_equal(dpt__coord_kv_get("tcp://127.0.0.1:1", SECRET, "k",
+					   value, sizeof(value), 300),
+			 DPT_ETIMEDOUT);
+	assert_int_equal(dpt__coord_kv_put("tcp://127.0.0.1:1", SECRET,
+					   "bad key", "v", 200),
+			 DPT_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -454,6 +534,8 @@ int main(void)
 		cmocka_unit_test(keys_derive_from_the_secret),
 		cmocka_unit_test(secret_files),
 		cmocka_unit_test(exit_report_gives_up_in_time),
+		cmocka_unit_test(kv_messages),
+		cmocka_unit_test(kv_client_gives_up_in_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,567 @@
+/*
+ * bench/ckpt: sharded checkpoints against the file system's own limits,
+ * measured in the same run on the same file system.
+ *
+ *   save   a state of --size bytes saved by --ranks worker processes
+ *          (a real coordinator, libdptrain's CPU backend) to file://DIR,
+ *          throughput against `dd oflag=direct conv=fsync` of as many bytes
+ *   stall  the time dpt_ckpt_save blocks training, against a memcpy of the
+ *          bytes the rank snapshots into a warm buffer
+ *   load   the newest step loaded by --load-ranks ranks (resharding), page
+ *          cache of the shards dropped first, throughput against
+ *          `dd iflag=direct` of the dd file
+ *   read amplification  bytes read by all ranks over bytes their boxes need
+ *
+ * The state is what data parallel training with Adam holds: parameters
+ * (--replicated, a fraction of the size, fp32, replicated), the rest
+ * split in two sharded fp32 tensors (moments m and v, ZeRO-1 style). The
+ * default is everything sharded (FSDP/ZeRO-3).
+ *
+ * Last line: ckpt save_ratio=A stall_ratio=B load_ratio=C read_amplification=D
+ *
+ * Usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] [--saves K]
+ *                   [--replicated F] [--dir DIR] [--buffered]
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include <dptrain/ckpt.h>
+#include <dptrain/dptrain.h>
+
+#include "bench/bench.h"
+
+#ifndef DPT_COORDINATOR_BIN
+#define DPT_COORDINATOR_BIN "coordinator/dptrain-coordinator"
+#endif
+
+#define MIB (1024.0 * 1024.0)
+
+struct config {
+	uint64_t size;
+	int ranks, load_ranks, saves;
+	double replicated;
+	char dir[4096];
+	bool buffered;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "bench/ckpt: %s\n", what);
+	exit(1);
+}
+
+/* ------------------------------------------------------------ the state */
+
+struct state {
+	float *params, *m, *v;
+	uint64_t np, nm;		/* elements: params, each moment */
+	uint64_t moff, mcnt;		/* this rank's box of m and v */
+};
+
+static void state_sizes(const struct config *c, uint64_t *np, uint64_t *nm)
+{
+	uint64_t elems = c->size / 4;
+
+	*np = (uint64_t)(c->replicated * (double)elems);
+	*nm = (elems - *np) / 2;
+}
+
+static int state_register(struct dpt_ckpt *ck, const struct config *c,
+			  struct state *s, int rank, int world)
+{
+	int rc = 0;
+
+	state_sizes(c, &s->np, &s->nm);
+	s->moff = s->nm * (uint64_t)rank / (uint64_t)world;
+	s->mcnt = s->nm * (uint64_t)(rank + 1) / (uint64_t)world - s->moff;
+	s->params = malloc(s->np * 4 + 4);
+	s->m = malloc(s->mcnt * 4 + 4);
+	s->v = malloc(s->mcnt * 4 + 4);
+	if (!s->params || !s->m || !s->v)
+		die("out of memory");
+	/* Touch everything: a state in use is mapped. */
+	for (uint64_t i = 0; i < s->np; i++)
+		s->params[i] = (float)i;
+	for (uint64_t i = 0; i < s->mcnt; i++)
+		s->m[i] = s->v[i] = (float)(s->moff + i);
+	if (s->np)
+		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
+			.name = "params", .dtype = DPT_FLOAT32,
+			.kind = DPT_CKPT_REPLICATED, .ndim = 1,
+			.shape = &s->np, .data = s->params});
+	if (!rc)
+		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
+			.name = "adam.m", .dtype = DPT_FLOAT32,
+			.kind = DPT_CKPT_SHARDED, .ndim = 1, .shape = &s->nm,
+			.offset = &s->moff, .count = &s->mcnt, .data = s->m});
+	if (!rc)
+		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
+			.name = "adam.v", .dtype = DPT_FLOAT32,
+			.kind = DPT_CKPT_SHARDED, .ndim = 1, .shape = &s->nm,
+			.offset = &s->moff, .count = &s->mcnt, .data = s->v});
+	return rc;
+}
+
+/* ------------------------------------------------------------ workers */
+
+/* What a worker reports, one line on the results pipe. */
+static void report(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(int fd, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n > 0 && write(fd, line, (size_t)n) != n)
+		_exit(3);
+}
+
+static int worker(const struct config *c, const char *endpoint,
+		  const char *secret, int task, int world, bool load, int fd)
+{
+	struct dpt_init_opts io;
+	struct dpt_ckpt_opts co;
+	struct dpt_ckpt *ck = NULL;
+	struct dpt_ctx *ctx = NULL;
+	struct state s;
+	int rc, rank;
+
+	dpt_init_opts_default(&io);
+	io.coordinator = endpoint;
+	io.secret = secret;
+	io.backend = "cpu";
+	io.node = 0;
+	io.local_rank = task;
+	io.task_id = task;
+	rc = dpt_init(&ctx, &io);
+	if (rc)
+		return 1;
+	rank = dpt_rank(ctx);
+	dpt_ckpt_opts_default(&co);
+	co.uri = c->dir;
+	co.run = "run";
+	co.keep_last = 2;
+	co.buffered_io = c->buffered;
+	rc = dpt_ckpt_new(&ck, ctx, &co);
+	if (!rc)
+		rc = state_register(ck, c, &s, rank, world);
+	if (rc)
+		return 1;
+	if (!load) {
+		/* The peer of the stall: a memcpy of the bytes this rank
+		 * snapshots (its box of the moments, its share of the
+		 * parameters) into a buffer already mapped, timed just before
+		 * each save under the same load (every rank copies at once). */
+		uint64_t mine = s.mcnt * 8, poff = 0, pcnt = 0;
+		char *warm;
+
+		if (s.np) {
+			poff = s.np * (uint64_t)rank / (uint64_t)world;
+			pcnt = s.np * (uint64_t)(rank + 1) / (uint64_t)world - poff;
+		}
+		mine += pcnt * 4;
+		warm = malloc(mine + 1);
+		if (!warm)
+			die("out of memory");
+		memset(warm, 1, mine + 1);
+		for (int k = 1; k <= c->saves && !rc; k++) {
+			struct dpt_ckpt_stats st;
+			double t0, t1, t2, m0, m1;
+
+			rc = dpt_barrier(ctx);
+			m0 = now_s();
+			memcpy(warm, s.params + poff, pcnt * 4);
+			memcpy(warm + pcnt * 4, s.m, s.mcnt * 4);
+			memcpy(warm + pcnt * 4 + s.mcnt * 4, s.v, s.mcnt * 4);
+			m1 = now_s();
+			rc = rc ? rc : dpt_barrier(ctx);
+			t0 = now_s();
+			rc = rc ? rc : dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){.step = (uint64_t)k});
+			t1 = now_s();
+			rc = rc ? rc : dpt_ckpt_wait(ck);
+			t2 = now_s();
+			dpt_ckpt_stats(ck, &st);
+			if (!rc)
+				report(fd, "save %d %d %.9f %.9f %.9f %" PRIu64 " %.9f\n",
+				       k, rank, t0, t1, t2, st.bytes_written, m1 - m0);
+		}
+		free(warm);
+	} else {
+		struct dpt_ckpt_stats st;
+		double t0, t1;
+
+		rc = dpt_barrier(ctx);
+		t0 = now_s();
+		rc = rc ? rc : dpt_ckpt_load(ck, DPT_CKPT_LATEST, NULL);
+		t1 = now_s();
+		dpt_ckpt_stats(ck, &st);
+		for (uint64_t i = 0; !rc && i < s.mcnt; i += 4099)
+			if (s.m[i] != (float)(s.moff + i))
+				rc = DPT_ECORRUPT;
+		if (!rc)
+			report(fd, "load %d %.9f %.9f %" PRIu64 " %" PRIu64 "\n", rank,
+			       t0, t1, st.bytes_read, st.bytes_needed);
+	}
+	dpt_ckpt_destroy(&ck);
+	dpt_finalize(&ctx);
+	return rc ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ the job */
+
+static pid_t start_coordinator(int world, const char *secret_file,
+			       const char *ep_file)
+{
+	char w[16];
+	pid_t pid;
+
+	snprintf(w, sizeof(w), "%d", world);
+	unlink(ep_file);
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0)
+			dup2(null, 1); /* it prints its endpoint: we read the file */
+		execl(DPT_COORDINATOR_BIN, DPT_COORDINATOR_BIN, "--world-size", w,
+		      "--bind", "tcp://127.0.0.1:*", "--advertise", "127.0.0.1",
+		      "--secret-file", secret_file, "--endpoint-file", ep_file,
+		      "--timeout-ms", "30000", "--log-level", "warn", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Runs a job of WORLD workers; their report lines land in OUT. */
+static void run_job(const struct config *c, int world, bool load, char *out,
+		    size_t outlen)
+{
+	char secret[65], secret_file[4200], ep_file[4200], endpoint[256] = "";
+	unsigned char b[32];
+	pid_t coord, pids[64];
+	int fds[2], failed = 0;
+	size_t len = 0;
+	FILE *f;
+
+	if (getrandom(b, sizeof(b), 0) != sizeof(b))
+		die("getrandom failed");
+	for (int i = 0; i < 32; i++)
+		snprintf(secret + 2 * i, 3, "%02x", b[i]);
+	snprintf(secret_file, sizeof(secret_file), "%s/secret", c->dir + 7);
+	snprintf(ep_file, sizeof(ep_file), "%s/endpoint", c->dir + 7);
+	f = fopen(secret_file, "w");
+	if (!f || fprintf(f, "%s\n", secret) < 0 || fclose(f))
+		die("cannot write the secret file");
+	chmod(secret_file, 0600);
+	coord = start_coordinator(world, secret_file, ep_file);
+	for (int i = 0; i < 100 && !endpoint[0]; i++) {
+		f = fopen(ep_file, "r");
+		if (f) {
+			if (!fgets(endpoint, sizeof(endpoint), f))
+				endpoint[0] = '\0';
+			fclose(f);
+		}
+		endpoint[strcspn(endpoint, "\n")] = '\0';
+		if (!endpoint[0])
+			usleep(50000);
+	}
+	if (!endpoint[0])
+		die("the coordinator did not start");
+	if (pipe(fds))
+		die("pipe failed");
+	for (int i = 0; i < world; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			close(fds[0]);
+			_exit(worker(c, endpoint, secret, i, world, load, fds[1]));
+		}
+	}
+	close(fds[1]);
+	for (;;) {
+		ssize_t n = read(fds[0], out + len, outlen - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	out[len] = '\0';
+	close(fds[0]);
+	for (int i = 0; i < world; i++) {
+		int st;
+		waitpid(pids[i], &st, 0);
+		failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	kill(coord, SIGTERM);
+	waitpid(coord, NULL, 0);
+	if (failed)
+		die("a worker failed (its messages are above)");
+}
+
+/* ------------------------------------------------------------ peers */
+
+/* Seconds that COMMAND (run by sh) takes. */
+static double timed_shell(const char *command)
+{
+	double t0 = now_s();
+	if (system(command) != 0) {
+		fprintf(stderr, "bench/ckpt: '%s' failed\n", command);
+		exit(1);
+	}
+	return now_s() - t0;
+}
+
+/* Drops the page cache of every file under PATH (after the fsync of
+ * the save, the pages are clean): the load reads from the disk. */
+static void drop_cache(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char p[8192];
+		struct stat st;
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
+		if (stat(p, &st))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			drop_cache(p);
+			continue;
+		}
+		fd = open(p, O_RDONLY);
+		if (fd >= 0) {
+			fdatasync(fd);
+			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+			close(fd);
+		}
+	}
+	closedir(d);
+}
+
+/* Seconds for STREAMS dd processes to write (files DIR/dd.I) or read
+ * (parts of DIR/dd.bin) SIZE bytes together, with O_DIRECT. */
+static double parallel_dd(const char *dir, uint64_t size, int streams,
+			  bool reading)
+{
+	uint64_t per = size / (4u << 20) / (uint64_t)streams;
+	char cmd[16384];
+	size_t n = 0;
+
+	n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "(");
+	for (int i = 0; i < streams && n < sizeof(cmd) - 512; i++) {
+		if (reading)
+			n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
+					      "dd if='%s/dd.bin' of=/dev/null bs=4M skip=%" PRIu64
+					      " count=%" PRIu64 " iflag=direct status=none & ",
+					      dir, per * (uint64_t)i, per);
+		else
+			n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
+					      "dd if=/dev/zero of='%s/dd.%d' bs=4M count=%" PRIu64
+					      " oflag=direct conv=fsync status=none & ",
+					      dir, i, per);
+	}
+	snprintf(cmd + n, sizeof(cmd) - n, "wait)");
+	return timed_shell(cmd) * (double)size /
+	       (double)(per * (uint64_t)streams * (4u << 20));
+}
+
+static double xxh3_gbps(void)
+{
+	size_t n = 256u << 20, block = 1u << 20;
+	unsigned char *buf = malloc(n);
+	double t[5];
+	uint64_t sink = 0;
+
+	if (!buf)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (unsigned char)(i * 131);
+	for (int r = 0; r < 5; r++) {
+		double t0 = now_s();
+		for (size_t off = 0; off < n; off += block)
+			sink ^= XXH3_64bits(buf + off, block);
+		t[r] = now_s() - t0;
+	}
+	free(buf);
+	if (sink == 42)
+		printf("(unlikely)\n");
+	return (double)n / bench_median(t, 5) / 1e9;
+}
+
+/* ------------------------------------------------------------ main */
+
+static void usage(void)
+{
+	fputs("usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] "
+	      "[--saves K]\n"
+	      "                  [--replicated FRACTION] [--dir DIR] [--buffered]\n",
+	      stderr);
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct config c = {.size = 2048ull << 20, .ranks = 4, .load_ranks = 3,
+			   .saves = 3, .replicated = 0};
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
+	char tmpl[4000], cmd[16384], out[65536], ddfile[4200];
+	double save_s[64], stall_r[64], dd_w, dd_r, dd_wp, dd_rp, xx;
+	double load_t0 = 1e300, load_t1 = 0;
+	uint64_t bytes_read = 0, needed = 0, blocks;
+	int nsave = 0;
+	char *p;
+
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(argv[i], "--size") && v)
+			c.size = strtoull(argv[++i], NULL, 10) << 20;
+		else if (!strcmp(argv[i], "--ranks") && v)
+			c.ranks = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--load-ranks") && v)
+			c.load_ranks = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--saves") && v)
+			c.saves = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--replicated") && v)
+			c.replicated = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--dir") && v)
+			base = argv[++i];
+		else if (!strcmp(argv[i], "--buffered"))
+			c.buffered = true;
+		else
+			usage();
+	}
+	if (c.size < (64u << 20) || c.ranks < 1 || c.ranks > 64 ||
+	    c.load_ranks < 1 || c.load_ranks > 64 || c.saves < 2 ||
+	    c.saves > 64 || c.replicated < 0 || c.replicated >= 1)
+		usage();
+	c.size = c.size / (64u << 20) * (64u << 20); /* whole dd blocks */
+	snprintf(tmpl, sizeof(tmpl), "%s/dptrain-bench-ckpt.XXXXXX", base);
+	if (!mkdtemp(tmpl))
+		die("cannot create the work directory (--dir)");
+	snprintf(c.dir, sizeof(c.dir), "file://%s", tmpl);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("# %" PRIu64 " MiB state (%.0f%% replicated), %d ranks save, %d "
+	       "load, %d saves, in %s%s\n",
+	       c.size >> 20, c.replicated * 100, c.ranks, c.load_ranks, c.saves,
+	       tmpl, c.buffered ? ", buffered writes" : "");
+
+	xx = xxh3_gbps();
+	printf("xxh3 %.1f GB/s (1 MiB blocks, one thread)\n", xx);
+
+	/* dd first, so that the save does not find the disk idle and warm
+	 * while dd would not. */
+	snprintf(ddfile, sizeof(ddfile), "%s/dd.bin", tmpl);
+	blocks = c.size / (64u << 20);
+	snprintf(cmd, sizeof(cmd),
+		 "dd if=/dev/zero of='%s' bs=64M count=%" PRIu64
+		 " oflag=direct conv=fsync status=none",
+		 ddfile, blocks);
+	dd_w = timed_shell(cmd);
+	/* dd with as many streams as ranks (4 MiB blocks): the disk of a
+	 * VM may do more with several writes in flight. The faster of the
+	 * two is the peer. */
+	dd_wp = parallel_dd(tmpl, c.size, c.ranks, false);
+	printf("dd write (oflag=direct, fsync) %.0f MiB/s, %d streams %.0f MiB/s\n",
+	       c.size / MIB / dd_w, c.ranks, c.size / MIB / dd_wp);
+	dd_w = dd_wp < dd_w ? dd_wp : dd_w;
+
+	run_job(&c, c.ranks, false, out, sizeof(out));
+	for (int k = 1; k <= c.saves; k++) {
+		double t0 = 1e300, t2 = 0, worst = 0;
+		p = out;
+		while ((p = strstr(p, "save "))) {
+			int step, rank;
+			double a, b, e, mc;
+			uint64_t bytes;
+			if (sscanf(p, "save %d %d %lf %lf %lf %" SCNu64 " %lf", &step,
+				   &rank, &a, &b, &e, &bytes, &mc) == 7 &&
+			    step == k) {
+				t0 = a < t0 ? a : t0;
+				t2 = e > t2 ? e : t2;
+				if ((b - a) / mc > worst)
+					worst = (b - a) / mc;
+			}
+			p++;
+		}
+		printf("save %d: %.3f s, %.0f MiB/s; stall/memcpy (worst rank) %.2f\n",
+		       k, t2 - t0, c.size / MIB / (t2 - t0), worst);
+		if (k > 1) { /* the first save allocates its buffers */
+			save_s[nsave] = t2 - t0;
+			stall_r[nsave++] = worst;
+		}
+	}
+
+	snprintf(cmd, sizeof(cmd), "%s/run", tmpl);
+	drop_cache(cmd);
+	snprintf(cmd, sizeof(cmd), "dd if='%s' of=/dev/null bs=64M iflag=direct status=none",
+		 ddfile);
+	dd_r = timed_shell(cmd);
+	dd_rp = parallel_dd(tmpl, c.size, c.load_ranks, true);
+	printf("dd read (iflag=direct) %.0f MiB/s, %d streams %.0f MiB/s\n",
+	       c.size / MIB / dd_r, c.load_ranks, c.size / MIB / dd_rp);
+	dd_r = dd_rp < dd_r ? dd_rp : dd_r;
+
+	run_job(&c, c.load_ranks, true, out, sizeof(out));
+	p = out;
+	while ((p = strstr(p, "load "))) {
+		int rank;
+		double a, b;
+		uint64_t r, n;
+		if (sscanf(p, "load %d %lf %lf %" SCNu64 " %" SCNu64, &rank, &a, &b,
+			   &r, &n) == 5) {
+			load_t0 = a < load_t0 ? a : load_t0;
+			load_t1 = b > load_t1 ? b : load_t1;
+			bytes_read += r;
+			needed += n;
+		}
+		p++;
+	}
+	printf("load %d -> %d: %.3f s, %.0f MiB read, %.0f MiB/s\n", c.ranks,
+	       c.load_ranks, load_t1 - load_t0, bytes_read / MIB,
+	       bytes_read / MIB / (load_t1 - load_t0));
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpl);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench/ckpt: cannot remove %s\n", tmpl);
+	{
+		double save = bench_median(save_s, nsave);
+		double stall = bench_median(stall_r, nsave);
+		double save_ratio = (c.size / save) / (c.size / dd_w);
+		double load_ratio = (bytes_read / (load_t1 - load_t0)) / (c.size / dd_r);
+		printf("ckpt save_ratio=%.2f stall_ratio=%.2f load_ratio=%.2f "
+		       "read_amplification=%.2f\n",
+		       save_ratio, stall, load_ratio, (double)bytes_read / (double)needed);
+	}
+	return 0;
+}

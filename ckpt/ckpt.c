@@ -1,0 +1,949 @@
+/*
+ * libdptrain's checkpoint API (include/dptrain/ckpt.h): registration,
+ * asynchronous save with a commit through the collectives of the
+ * context, resharding load with fallback to the previous committed step.
+ * The format and the commit protocol are doc/checkpoint-format.md's.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <dptrain/ckpt.h>
+#include <dptrain/dptrain.h>
+
+#include "ckpt/ckpt_int.h"
+#include "log.h"
+
+/* Leftovers of the storage (temporary files, multipart uploads) older
+ * than this are removed after a commit: no save takes an hour per file. */
+#define GC_AGE_S 3600
+#define DEFAULT_KEEP_LAST 3
+/* Threads of a load, each with a staging buffer of DPT__CKPT_READ_MAX. */
+#define DPT__CKPT_LOAD_THREADS 3
+
+struct reg {
+	char *name;
+	enum dpt_dtype dtype;
+	enum dpt_ckpt_kind kind;
+	int ndim;
+	uint64_t shape[DPT__CKPT_MAXDIM];
+	struct dpt__box local;
+	void *data;
+};
+
+struct dpt_ckpt {
+	struct dpt_ctx *ctx;
+	struct dpt__storage *st;
+	int keep_last;
+	uint64_t keep_every;
+	enum dpt_ckpt_busy busy;
+	uint64_t block;
+
+	struct reg *regs;
+	size_t nregs;
+
+	/* The save in flight: from dpt_ckpt_save to dpt_ckpt_wait. */
+	bool pending;
+	bool thread_started;
+	pthread_t thread;
+	int io_rc;
+	int rank, world;
+	struct dpt__manifest frag; /* this rank's part: one file or none */
+	unsigned char *snap;	   /* the snapshot, allocated once, reused */
+	uint64_t snap_cap;
+	uint64_t data_len;
+
+	struct dpt__manifest loaded; /* owns what dpt_ckpt_info points to */
+	struct dpt_ckpt_stats stats;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void dpt_ckpt_opts_default(struct dpt_ckpt_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+}
+
+static const char *env_or(const char *opt, const char *env)
+{
+	const char *v;
+
+	if (opt)
+		return opt;
+	v = getenv(env);
+	return v && *v ? v : NULL;
+}
+
+int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
+		 const struct dpt_ckpt_opts *opts)
+{
+	struct dpt_ckpt_opts def;
+	struct dpt__storage_opts so;
+	const char *uri, *run, *buffered;
+	struct dpt_ckpt *ck = NULL;
+	char full[4096];
+	int rc, n;
+
+	*out = NULL;
+	if (!opts) {
+		dpt_ckpt_opts_default(&def);
+		opts = &def;
+	}
+	uri = env_or(opts->uri, "DPTRAIN_CKPT_URI");
+	run = env_or(opts->run, "DPTRAIN_RUN");
+	if (!uri) {
+		dpt__error("no checkpoint URI: set DPTRAIN_CKPT_URI (or "
+			   "srun --dp-train=ckpt=URI) to file:///path or "
+			   "s3://bucket/prefix");
+		return DPT_ECONFIG;
+	}
+	if (run && (dpt__storage_key_check(run, false) || strchr(run, '/'))) {
+		dpt__error("run name '%s' must be one component of "
+			   "[A-Za-z0-9._~-]",
+			   run);
+		return DPT_EINVAL;
+	}
+	if (opts->keep_last < 0 || (opts->block_size && opts->block_size < 4096)) {
+		dpt__error("checkpoint options: keep_last must be >= 0 and "
+			   "block_size >= 4096");
+		return DPT_EINVAL;
+	}
+	n = snprintf(full, sizeof(full), "%s%s%s", uri,
+		     run && uri[strlen(uri) - 1] != '/' ? "/" : "", run ? run : "");
+	if (n < 0 || (size_t)n >= sizeof(full)) {
+		dpt__error("checkpoint URI '%s' is too long", uri);
+		return DPT_EINVAL;
+	}
+	ck = calloc(1, sizeof(*ck));
+	if (!ck)
+		return DPT_ENOMEM;
+	ck->ctx = ctx;
+	ck->keep_last = opts->keep_last ? opts->keep_last : DEFAULT_KEEP_LAST;
+	ck->keep_every = opts->keep_every;
+	ck->busy = opts->busy;
+	ck->block = opts->block_size ? opts->block_size : DPT__CKPT_DEFAULT_BLOCK;
+	dpt__storage_opts_init(&so);
+	so.part_size = opts->part_size;
+	so.max_inflight = opts->max_inflight;
+	buffered = getenv("DPTRAIN_CKPT_BUFFERED");
+	so.direct_io = !(opts->buffered_io || (buffered && strcmp(buffered, "1") == 0));
+	rc = dpt__storage_open(full, &so, &ck->st);
+	if (rc) {
+		free(ck);
+		return rc;
+	}
+	*out = ck;
+	return 0;
+}
+
+static void join_writer(struct dpt_ckpt *ck)
+{
+	if (ck->thread_started) {
+		pthread_join(ck->thread, NULL);
+		ck->thread_started = false;
+	}
+}
+
+void dpt_ckpt_destroy(struct dpt_ckpt **ckp)
+{
+	struct dpt_ckpt *ck = ckp ? *ckp : NULL;
+
+	if (!ck)
+		return;
+	join_writer(ck);
+	if (ck->pending)
+		dpt__warn("checkpoint of step %" PRIu64 " destroyed before "
+			  "dpt_ckpt_wait: it is not committed",
+			  ck->frag.step);
+	for (size_t i = 0; i < ck->nregs; i++)
+		free(ck->regs[i].name);
+	free(ck->regs);
+	dpt__manifest_release(&ck->frag);
+	dpt__manifest_release(&ck->loaded);
+	free(ck->snap);
+	dpt__storage_destroy(&ck->st);
+	free(ck);
+	*ckp = NULL;
+}
+
+int dpt_ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
+{
+	struct reg *r, *regs;
+
+	if (ck->pending)
+		return DPT_EBUSY;
+	if (!t->name || !*t->name || dpt__dtype_name(t->dtype) == NULL ||
+	    t->ndim < 0 || t->ndim > DPT__CKPT_MAXDIM ||
+	    (t->ndim > 0 && !t->shape) || (!t->offset != !t->count) ||
+	    (t->kind != DPT_CKPT_REPLICATED && t->kind != DPT_CKPT_SHARDED)) {
+		dpt__error("checkpoint tensor '%s': bad name, dtype, kind, "
+			   "dimensions or box",
+			   t->name ? t->name : "");
+		return DPT_EINVAL;
+	}
+	if (t->kind == DPT_CKPT_REPLICATED && t->offset) {
+		for (int d = 0; d < t->ndim; d++)
+			if (t->offset[d] != 0 || t->count[d] != t->shape[d]) {
+				dpt__error("checkpoint tensor '%s' is replicated: "
+					   "its box must be the whole tensor",
+					   t->name);
+				return DPT_EINVAL;
+			}
+	}
+	for (size_t i = 0; i < ck->nregs; i++)
+		if (strcmp(ck->regs[i].name, t->name) == 0) {
+			dpt__error("checkpoint tensor '%s' is registered twice",
+				   t->name);
+			return DPT_EINVAL;
+		}
+	regs = realloc(ck->regs, (ck->nregs + 1) * sizeof(*regs));
+	if (!regs)
+		return DPT_ENOMEM;
+	ck->regs = regs;
+	r = &regs[ck->nregs];
+	memset(r, 0, sizeof(*r));
+	r->name = strdup(t->name);
+	if (!r->name)
+		return DPT_ENOMEM;
+	r->dtype = t->dtype;
+	r->kind = t->kind;
+	r->ndim = t->ndim;
+	r->local.ndim = t->ndim;
+	for (int d = 0; d < t->ndim; d++) {
+		r->shape[d] = t->shape[d];
+		r->local.off[d] = t->offset ? t->offset[d] : 0;
+		r->local.len[d] = t->count ? t->count[d] : t->shape[d];
+		if (r->local.off[d] > r->shape[d] ||
+		    r->local.len[d] > r->shape[d] - r->local.off[d]) {
+			dpt__error("checkpoint tensor '%s': its box lies outside "
+				   "its shape in dimension %d",
+				   t->name, d);
+			free(r->name);
+			return DPT_EINVAL;
+		}
+	}
+	if (!t->data && dpt__box_volume(&r->local) > 0) {
+		dpt__error("checkpoint tensor '%s' has no data", t->name);
+		free(r->name);
+		return DPT_EINVAL;
+	}
+	r->data = t->data;
+	ck->nregs++;
+	return 0;
+}
+
+/* ------------------------------------------------------------ save */
+
+static int copy_run(void *ctx, const struct dpt__run *r)
+{
+	void **bufs = ctx; /* {src, dst} */
+	memcpy((char *)bufs[1] + r->dst, (const char *)bufs[0] + r->src, r->len);
+	return 0;
+}
+
+static int manifest_exists(struct dpt__storage *st, uint64_t step)
+{
+	char dir[32], key[64];
+	uint64_t size;
+
+	dpt__step_dir(step, dir, sizeof(dir));
+	snprintf(key, sizeof(key), "%s/%s", dir, DPT__CKPT_MANIFEST);
+	return dpt__storage_stat(st, key, &size);
+}
+
+/* The background part of a save: checksums, the shard file, durable. */
+static void *writer_main(void *arg)
+{
+	struct dpt_ckpt *ck = arg;
+	struct dpt__manifest *f = &ck->frag;
+	struct dpt__storage_writer *w = NULL;
+	char dir[32], key[DPT__STORAGE_KEY_MAX];
+	uint64_t data_start = 0, t0 = now_ns(), t1, t2;
+	char *hdr = NULL;
+	int rc;
+
+	rc = manifest_exists(ck->st, f->step);
+	if (rc == 0) {
+		dpt__error("step %" PRIu64 " is already committed in '%s': a "
+			   "committed step is never overwritten",
+			   f->step, dpt__storage_uri(ck->st));
+		rc = DPT_EEXIST;
+		goto out;
+	}
+	if (rc != DPT_ENOENT)
+		goto out;
+	rc = 0;
+	if (f->nfiles == 0)
+		goto out; /* this rank writes nothing */
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct dpt__chunk *c = &f->tensors[i].chunks[0];
+		dpt__ckpt_checksum(ck->snap + c->begin, c->length, f->block_size,
+				   c->xxh3);
+	}
+	t1 = now_ns();
+	rc = dpt__shard_header(f, 0, &hdr, &data_start);
+	if (rc)
+		goto out;
+	for (size_t i = 0; i < f->ntensors; i++)
+		f->tensors[i].chunks[0].begin += data_start;
+	f->files[0].size = data_start + ck->data_len;
+	dpt__step_dir(f->step, dir, sizeof(dir));
+	snprintf(key, sizeof(key), "%s/%s", dir, f->files[0].name);
+	rc = dpt__storage_writer_new(ck->st, key, &w);
+	if (!rc)
+		rc = dpt__storage_writer_write_at(w, hdr, data_start, 0);
+	if (!rc)
+		rc = dpt__storage_writer_write_at(w, ck->snap, ck->data_len,
+						  data_start);
+	t2 = now_ns();
+	if (rc)
+		dpt__storage_writer_abort(&w);
+	else
+		rc = dpt__storage_writer_finish(&w);
+	if (!rc)
+		dpt__debug("step %" PRIu64 ": rank %d: %" PRIu64 " bytes, "
+			   "checksums %.3f s, writes %.3f s, durable %.3f s",
+			   f->step, ck->rank, ck->data_len, (t1 - t0) / 1e9,
+			   (t2 - t1) / 1e9, (now_ns() - t2) / 1e9);
+out:
+	free(hdr);
+	ck->io_rc = rc;
+	return NULL;
+}
+
+/* This rank's part of the step: one chunk per tensor it writes, laid out
+ * back to back in the snapshot (offsets relative to the data section). */
+static int build_fragment(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
+{
+	struct dpt__manifest *f = &ck->frag;
+	uint64_t off = 0;
+	char name[64];
+
+	dpt__manifest_release(f);
+	f->version = DPT__CKPT_VERSION;
+	f->step = meta->step;
+	f->world_size = (uint32_t)ck->world;
+	f->sample_cursor = meta->sample_cursor;
+	f->block_size = ck->block;
+	f->rng = malloc(meta->rng_len + 1);
+	f->user = malloc(meta->user_len + 1);
+	if (!f->rng || !f->user)
+		return DPT_ENOMEM;
+	if (meta->rng_len)
+		memcpy(f->rng, meta->rng, meta->rng_len);
+	if (meta->user_len)
+		memcpy(f->user, meta->user, meta->user_len);
+	f->rng_len = meta->rng_len;
+	f->user_len = meta->user_len;
+	for (size_t i = 0; i < ck->nregs; i++) {
+		const struct reg *r = &ck->regs[i];
+		struct dpt__tensor_desc *t;
+		struct dpt__chunk *c;
+		struct dpt__box box;
+
+		if (r->kind == DPT_CKPT_REPLICATED) {
+			if (!dpt__box_split(r->ndim, r->shape, ck->world, ck->rank,
+					    &box))
+				continue;
+		} else {
+			box = r->local;
+			if (dpt__box_volume(&box) == 0)
+				continue;
+		}
+		t = dpt__manifest_add_tensor(f, r->name, r->dtype, r->kind,
+					     r->ndim, r->shape);
+		c = t ? dpt__tensor_add_chunk(t) : NULL;
+		if (!c)
+			return DPT_ENOMEM;
+		c->box = box;
+		c->file = 0;
+		c->begin = off;
+		c->length = dpt__box_volume(&box) * dpt_dtype_size(r->dtype);
+		c->nblocks = (c->length + ck->block - 1) / ck->block;
+		c->xxh3 = calloc(c->nblocks, sizeof(uint64_t));
+		if (!c->xxh3)
+			return DPT_ENOMEM;
+		off += c->length;
+	}
+	ck->data_len = off;
+	if (off > 0) {
+		f->files = calloc(1, sizeof(*f->files));
+		dpt__shard_name((uint32_t)ck->rank, (uint32_t)ck->world, name,
+				sizeof(name));
+		if (!f->files || !(f->files[0].name = strdup(name)))
+			return DPT_ENOMEM;
+		f->nfiles = 1;
+		f->files[0].rank = (uint32_t)ck->rank;
+	}
+	return 0;
+}
+
+int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
+{
+	uint64_t t0 = now_ns();
+	int rc;
+
+	if (ck->pending) {
+		if (ck->busy == DPT_CKPT_BUSY_REFUSE)
+			return DPT_EBUSY;
+		rc = dpt_ckpt_wait(ck);
+		if (rc)
+			return rc;
+		t0 = now_ns(); /* the wait is not the stall of this save */
+	}
+	if (ck->nregs == 0) {
+		dpt__error("dpt_ckpt_save: no tensor is registered");
+		return DPT_EINVAL;
+	}
+	/* From here on, a failure of this rank alone still leaves a save
+	 * pending, failed: the next dpt_ckpt_wait takes part in the commit's
+	 * collectives like every other rank's, and nobody commits. */
+	ck->pending = true;
+	ck->rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
+	ck->world = ck->ctx ? dpt_world_size(ck->ctx) : 1;
+	rc = build_fragment(ck, meta);
+	if (rc)
+		goto failed;
+	if (ck->data_len > ck->snap_cap) {
+		void *p = NULL;
+		free(ck->snap);
+		ck->snap = NULL;
+		ck->snap_cap = 0;
+		if (posix_memalign(&p, 4096, ck->data_len)) {
+			rc = DPT_ENOMEM;
+			goto failed;
+		}
+		/* Touch every page now: copying into freshly mapped memory is
+		 * ten times slower than into memory already mapped. */
+		memset(p, 0, ck->data_len);
+		ck->snap = p;
+		ck->snap_cap = ck->data_len;
+	}
+	for (size_t i = 0, k = 0; i < ck->nregs; i++) {
+		const struct reg *r = &ck->regs[i];
+		const struct dpt__chunk *c;
+		void *bufs[2];
+
+		if (k >= ck->frag.ntensors ||
+		    strcmp(ck->frag.tensors[k].name, r->name))
+			continue; /* this rank writes nothing of it */
+		c = &ck->frag.tensors[k++].chunks[0];
+		bufs[0] = r->data;
+		bufs[1] = ck->snap + c->begin;
+		dpt__box_runs(&r->local, &c->box, dpt_dtype_size(r->dtype),
+			      copy_run, bufs);
+	}
+	ck->io_rc = 0;
+	rc = pthread_create(&ck->thread, NULL, writer_main, ck);
+	if (rc) {
+		dpt__error("cannot start the checkpoint writer thread: %s",
+			   strerror(rc));
+		rc = DPT_ESYS;
+		goto failed;
+	}
+	ck->thread_started = true;
+	ck->stats.saves++;
+	ck->stats.bytes_written = ck->data_len;
+	ck->stats.stall_ns = now_ns() - t0;
+	return 0;
+failed:
+	if (rc == DPT_ENOMEM)
+		dpt__error("step %" PRIu64 ": out of memory for the snapshot of "
+			   "this rank's %" PRIu64 " bytes",
+			   meta->step, ck->data_len);
+	ck->io_rc = rc;
+	return rc;
+}
+
+/* ------------------------------------------------------------ commit */
+
+static int allreduce_count(struct dpt_ckpt *ck, int32_t mine, int32_t *sum)
+{
+	*sum = mine;
+	if (!ck->ctx)
+		return 0;
+	return dpt_allreduce(ck->ctx, sum, sum, 1, DPT_INT32, DPT_SUM);
+}
+
+/* Rank 0: the manifest of the step from every rank's fragment. */
+static int merge(struct dpt_ckpt *ck, const char *frags, uint64_t stride,
+		 const uint64_t *lens, struct dpt__manifest *m)
+{
+	char err[512];
+	int rc = DPT_ENOMEM;
+
+	memset(m, 0, sizeof(*m));
+	m->version = DPT__CKPT_VERSION;
+	m->step = ck->frag.step;
+	m->world_size = (uint32_t)ck->world;
+	m->sample_cursor = ck->frag.sample_cursor;
+	m->block_size = ck->block;
+	m->rng = malloc(ck->frag.rng_len + 1);
+	m->user = malloc(ck->frag.user_len + 1);
+	if (!m->rng || !m->user)
+		return rc;
+	memcpy(m->rng, ck->frag.rng, ck->frag.rng_len);
+	memcpy(m->user, ck->frag.user, ck->frag.user_len);
+	m->rng_len = ck->frag.rng_len;
+	m->user_len = ck->frag.user_len;
+	for (size_t i = 0; i < ck->nregs; i++) {
+		const struct reg *r = &ck->regs[i];
+		if (!dpt__manifest_add_tensor(m, r->name, r->dtype, r->kind, r->ndim,
+					      r->shape))
+			return rc;
+	}
+	for (int rank = 0; rank < ck->world; rank++) {
+		struct dpt__manifest f;
+		uint32_t file = (uint32_t)m->nfiles;
+
+		rc = dpt__manifest_decode(frags + (uint64_t)rank * stride,
+					  lens[rank], &f, err, sizeof(err));
+		if (rc) {
+			dpt__error("step %" PRIu64 ": the part of rank %d is "
+				   "unreadable: %s",
+				   m->step, rank, err);
+			dpt__manifest_release(&f);
+			return rc;
+		}
+		if (f.nfiles) {
+			struct dpt__shard_file *files =
+				realloc(m->files, (m->nfiles + 1) * sizeof(*files));
+			if (!files) {
+				dpt__manifest_release(&f);
+				return DPT_ENOMEM;
+			}
+			m->files = files;
+			m->files[m->nfiles++] = f.files[0];
+			f.files[0].name = NULL;
+		}
+		for (size_t i = 0; i < f.ntensors; i++) {
+			struct dpt__tensor_desc *ft = &f.tensors[i];
+			struct dpt__tensor_desc *t = dpt__manifest_find(m, ft->name);
+			bool same = t && t->dtype == ft->dtype &&
+				    t->ndim == ft->ndim && t->kind == ft->kind;
+
+			for (int d = 0; same && d < t->ndim; d++)
+				same = t->shape[d] == ft->shape[d];
+			if (!same) {
+				dpt__error("step %" PRIu64 ": rank %d registered "
+					   "tensor '%s' unlike rank 0 (name, "
+					   "dtype, kind or shape): every rank "
+					   "registers the same tensors",
+					   m->step, rank, ft->name);
+				dpt__manifest_release(&f);
+				return DPT_EINVAL;
+			}
+			for (size_t j = 0; j < ft->nchunks; j++) {
+				struct dpt__chunk *c = dpt__tensor_add_chunk(t);
+				if (!c) {
+					dpt__manifest_release(&f);
+					return DPT_ENOMEM;
+				}
+				*c = ft->chunks[j];
+				c->file = file;
+				ft->chunks[j].xxh3 = NULL;
+			}
+		}
+		dpt__manifest_release(&f);
+	}
+	rc = dpt__manifest_check(m, false, err, sizeof(err));
+	if (rc) {
+		dpt__error("step %" PRIu64 " cannot be committed: %s (sharded "
+			   "boxes must be disjoint and cover their tensor)",
+			   m->step, err);
+		return DPT_EINVAL;
+	}
+	return 0;
+}
+
+static int commit(struct dpt_ckpt *ck)
+{
+	char *mine = NULL, *all = NULL, *json = NULL, dir[32], key[64];
+	uint64_t len = 0, *lens = NULL, stride = 0;
+	struct dpt__manifest m = {0};
+	size_t jlen = 0;
+	int32_t result = 0;
+	int rc;
+
+	/* A rank that cannot encode its part still takes part in the
+	 * collectives, with an empty part: rank 0 then refuses the commit. */
+	if (dpt__manifest_encode(&ck->frag, &mine, &len))
+		len = 0;
+	lens = calloc((size_t)ck->world, sizeof(*lens));
+	if (!lens) {
+		rc = DPT_ENOMEM;
+		goto out;
+	}
+	lens[ck->rank] = len;
+	if (ck->ctx) {
+		rc = dpt_allgather(ck->ctx, &len, lens, sizeof(len), DPT_UINT8);
+		if (rc)
+			goto out;
+	}
+	for (int r = 0; r < ck->world; r++)
+		if (lens[r] > stride)
+			stride = lens[r];
+	all = calloc((size_t)ck->world, stride ? stride : 1);
+	if (!all) {
+		rc = DPT_ENOMEM;
+		goto out;
+	}
+	if (len)
+		memcpy(all + (uint64_t)ck->rank * stride, mine, len);
+	if (ck->ctx && stride) {
+		rc = dpt_allgather(ck->ctx, all + (uint64_t)ck->rank * stride, all,
+				   stride, DPT_UINT8);
+		if (rc)
+			goto out;
+	}
+	if (ck->rank == 0) {
+		result = merge(ck, all, stride, lens, &m);
+		if (!result)
+			result = dpt__manifest_encode(&m, &json, &jlen);
+		if (!result) {
+			dpt__step_dir(m.step, dir, sizeof(dir));
+			snprintf(key, sizeof(key), "%s/%s", dir, DPT__CKPT_MANIFEST);
+			result = dpt__storage_put_if_absent(ck->st, key, json, jlen);
+			if (result == DPT_EEXIST)
+				dpt__error("step %" PRIu64 " was committed by "
+					   "someone else meanwhile in '%s'",
+					   m.step, dpt__storage_uri(ck->st));
+		}
+	}
+	if (ck->ctx) {
+		rc = dpt_broadcast(ck->ctx, &result, 1, DPT_INT32, 0);
+		if (rc)
+			goto out;
+	}
+	rc = result;
+	if (!rc && ck->rank == 0) {
+		dpt__info("committed step %" PRIu64 " of %d ranks in '%s'",
+			  ck->frag.step, ck->world, dpt__storage_uri(ck->st));
+		if (dpt__ckpt_retain(ck->st, ck->keep_last, ck->keep_every,
+				     GC_AGE_S, NULL))
+			dpt__warn("retention in '%s' failed (see above): the "
+				  "new step is committed all the same",
+				  dpt__storage_uri(ck->st));
+	}
+out:
+	dpt__manifest_release(&m);
+	free(json);
+	free(all);
+	free(lens);
+	free(mine);
+	return rc;
+}
+
+int dpt_ckpt_wait(struct dpt_ckpt *ck)
+{
+	int32_t failed;
+	int rc;
+
+	if (!ck->pending)
+		return 0;
+	join_writer(ck);
+	ck->pending = false;
+	rc = allreduce_count(ck, ck->io_rc != 0, &failed);
+	if (rc) {
+		dpt__error("step %" PRIu64 " not committed: %s", ck->frag.step,
+			   dpt_strerror(rc));
+		return rc;
+	}
+	if (failed) {
+		if (ck->io_rc)
+			return ck->io_rc;
+		dpt__error("step %" PRIu64 " not committed: %d of %d ranks "
+			   "failed to write their shard (their logs say why)",
+			   ck->frag.step, failed, ck->world);
+		return DPT_EIO;
+	}
+	return commit(ck);
+}
+
+/* ------------------------------------------------------------ load */
+
+/* A piece of a load: blocks B0..B1 of one chunk, read in one request,
+ * verified, then copied to the runs RUNS[0..NRUNS) that overlap them. */
+struct piece {
+	const struct dpt__tensor_desc *t;
+	const struct dpt__chunk *c;
+	uint64_t b0, b1;
+	const struct dpt__plan_run *runs;
+	size_t nruns;
+	char *dst;
+};
+
+struct loader {
+	struct dpt_ckpt *ck;
+	const struct dpt__manifest *m;
+	struct piece *pieces;
+	size_t n, cap;
+	atomic_size_t next;
+	atomic_int error;
+	atomic_uint_fast64_t bytes_read;
+};
+
+static int add_piece(struct loader *l, const struct piece *p)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct piece *v = realloc(l->pieces, cap * sizeof(*v));
+		if (!v)
+			return DPT_ENOMEM;
+		l->pieces = v;
+		l->cap = cap;
+	}
+	l->pieces[l->n++] = *p;
+	return 0;
+}
+
+/* Cuts the runs PR[0..N) (one chunk, ascending source offsets) into
+ * pieces: contiguous block ranges, no block between two runs read for
+ * nothing, at most PER_READ blocks each. */
+static int plan_pieces(struct loader *l, const struct dpt__tensor_desc *t,
+		       const struct dpt__plan_run *pr, size_t n, char *dst,
+		       uint64_t per_read)
+{
+	const struct dpt__chunk *c = &t->chunks[pr[0].chunk];
+	const uint64_t bs = l->m->block_size;
+	size_t i = 0, sweep = 0;
+	int rc;
+
+	while (i < n) {
+		uint64_t b0 = pr[i].run.src / bs;
+		uint64_t b1 = (pr[i].run.src + pr[i].run.len - 1) / bs + 1;
+
+		while (i + 1 < n && pr[i + 1].run.src / bs <= b1) {
+			uint64_t e = (pr[i + 1].run.src + pr[i + 1].run.len - 1) / bs + 1;
+			if (e > b1)
+				b1 = e;
+			i++;
+		}
+		i++;
+		for (uint64_t p = b0; p < b1; p += per_read) {
+			uint64_t q = p + per_read < b1 ? p + per_read : b1;
+			uint64_t lo = p * bs, hi = q * bs;
+			struct piece pc = {.t = t, .c = c, .b0 = p, .b1 = q, .dst = dst};
+			size_t k;
+
+			while (sweep < n && pr[sweep].run.src + pr[sweep].run.len <= lo)
+				sweep++;
+			for (k = sweep; k < n && pr[k].run.src < hi; k++)
+				;
+			pc.runs = &pr[sweep];
+			pc.nruns = k - sweep;
+			rc = add_piece(l, &pc);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static void *load_main(void *arg)
+{
+	struct loader *l = arg;
+	const uint64_t bs = l->m->block_size;
+	uint64_t per_read = DPT__CKPT_READ_MAX / bs ? DPT__CKPT_READ_MAX / bs : 1;
+	char *staging = malloc(per_read * bs);
+	size_t i;
+
+	if (!staging) {
+		atomic_store(&l->error, DPT_ENOMEM);
+		return NULL;
+	}
+	while ((i = atomic_fetch_add(&l->next, 1)) < l->n &&
+	       atomic_load(&l->error) == 0) {
+		const struct piece *p = &l->pieces[i];
+		uint64_t lo = p->b0 * bs;
+		uint64_t hi = p->b1 * bs < p->c->length ? p->b1 * bs : p->c->length;
+		int rc = dpt__ckpt_read_blocks(l->ck->st, l->m, p->t, p->c, p->b0,
+					       p->b1, staging);
+		int zero = 0;
+
+		if (rc) {
+			atomic_compare_exchange_strong(&l->error, &zero, rc);
+			break;
+		}
+		atomic_fetch_add(&l->bytes_read, hi - lo);
+		for (size_t k = 0; k < p->nruns; k++) {
+			const struct dpt__run *r = &p->runs[k].run;
+			uint64_t a = r->src > lo ? r->src : lo;
+			uint64_t b = r->src + r->len < hi ? r->src + r->len : hi;
+			if (a < b)
+				memcpy(p->dst + r->dst + (a - r->src),
+				       staging + (a - lo), b - a);
+		}
+	}
+	free(staging);
+	return NULL;
+}
+
+static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m)
+{
+	struct dpt__plan *plans = NULL;
+	struct loader l = {.ck = ck, .m = m};
+	pthread_t threads[DPT__CKPT_LOAD_THREADS];
+	uint64_t per_read;
+	int nthreads = 0, rc;
+
+	rc = dpt__ckpt_read_manifest(ck->st, step, m);
+	if (rc) {
+		if (rc == DPT_ENOENT)
+			dpt__error("step %" PRIu64 ": manifest of '%s' vanished",
+				   step, dpt__storage_uri(ck->st));
+		return rc;
+	}
+	per_read = DPT__CKPT_READ_MAX / m->block_size;
+	if (per_read == 0)
+		per_read = 1;
+	plans = calloc(ck->nregs + 1, sizeof(*plans));
+	if (!plans)
+		return DPT_ENOMEM;
+	for (size_t i = 0; i < ck->nregs && !rc; i++) {
+		const struct reg *r = &ck->regs[i];
+		const struct dpt__tensor_desc *t = dpt__manifest_find(m, r->name);
+		bool same = t && t->dtype == r->dtype && t->ndim == r->ndim;
+
+		for (int d = 0; same && d < r->ndim; d++)
+			same = t->shape[d] == r->shape[d];
+		if (!same) {
+			dpt__error("step %" PRIu64 " of '%s' has no tensor '%s' of "
+				   "this dtype and shape: the registration "
+				   "does not match the checkpoint",
+				   step, dpt__storage_uri(ck->st), r->name);
+			rc = DPT_EINVAL;
+			break;
+		}
+		rc = dpt__plan_tensor(t, &r->local, &plans[i]);
+		for (size_t a = 0, b; !rc && a < plans[i].n; a = b) {
+			const struct dpt__plan_run *pr = plans[i].runs;
+			for (b = a; b < plans[i].n && pr[b].chunk == pr[a].chunk; b++)
+				ck->stats.bytes_needed += pr[b].run.len;
+			rc = plan_pieces(&l, t, &pr[a], b - a, r->data, per_read);
+		}
+	}
+	/* Pieces are read, verified and copied by a few threads at once:
+	 * the reads of one overlap the checksums and copies of another, and
+	 * every piece writes bytes of the tensors that no other piece
+	 * writes. */
+	for (; !rc && nthreads < DPT__CKPT_LOAD_THREADS &&
+	       (size_t)nthreads < l.n;
+	     nthreads++)
+		if (pthread_create(&threads[nthreads], NULL, load_main, &l)) {
+			dpt__error("cannot start a checkpoint reader thread");
+			atomic_store(&l.error, DPT_ESYS);
+			break;
+		}
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(threads[i], NULL);
+	if (!rc)
+		rc = atomic_load(&l.error);
+	ck->stats.bytes_read += atomic_load(&l.bytes_read);
+	for (size_t i = 0; i < ck->nregs; i++)
+		dpt__plan_release(&plans[i]);
+	free(plans);
+	free(l.pieces);
+	return rc;
+}
+
+int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info)
+{
+	struct dpt__step_list l = {0};
+	int64_t pick[2] = {-1, 0}; /* the step to try, the listing's error */
+	size_t next = 0;
+	int rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
+	int first = 0, rc;
+
+	if (ck->pending) {
+		dpt__error("dpt_ckpt_load while a save is in flight: call "
+			   "dpt_ckpt_wait first");
+		return DPT_EBUSY;
+	}
+	ck->stats.loads++;
+	if (rank == 0) {
+		rc = dpt__ckpt_list(ck->st, "", &l);
+		if (rc)
+			pick[1] = rc;
+		next = l.ncommitted;
+		while (next > 0 && l.committed[next - 1] > step)
+			next--;
+	}
+	for (;;) {
+		int32_t failed;
+
+		if (rank == 0) {
+			pick[0] = next > 0 && !pick[1] ? (int64_t)l.committed[--next] : -1;
+		}
+		if (ck->ctx) {
+			rc = dpt_broadcast(ck->ctx, pick, sizeof(pick), DPT_UINT8, 0);
+			if (rc)
+				break;
+		}
+		if (pick[0] < 0) {
+			rc = first ? first : pick[1] ? (int)pick[1] : DPT_ENOENT;
+			if (!first && !pick[1])
+				dpt__error("no committed step%s in '%s'",
+					   step == DPT_CKPT_LATEST ? "" : " at or below the one asked",
+					   dpt__storage_uri(ck->st));
+			else
+				dpt__error("no usable committed step in '%s'",
+					   dpt__storage_uri(ck->st));
+			break;
+		}
+		dpt__manifest_release(&ck->loaded);
+		ck->stats.bytes_needed = ck->stats.bytes_read = 0;
+		rc = load_step(ck, (uint64_t)pick[0], &ck->loaded);
+		{
+			int rc2 = allreduce_count(ck, rc != 0, &failed);
+			if (rc2) {
+				rc = rc2;
+				break;
+			}
+		}
+		if (failed == 0) {
+			if (info) {
+				info->step = ck->loaded.step;
+				info->sample_cursor = ck->loaded.sample_cursor;
+				info->world_size = ck->loaded.world_size;
+				info->rng = ck->loaded.rng;
+				info->rng_len = ck->loaded.rng_len;
+				info->user = ck->loaded.user;
+				info->user_len = ck->loaded.user_len;
+			}
+			if (rank == 0)
+				dpt__info("loaded step %" PRIu64 " (written by %u "
+					  "ranks) from '%s'",
+					  ck->loaded.step, ck->loaded.world_size,
+					  dpt__storage_uri(ck->st));
+			rc = 0;
+			break;
+		}
+		if (!first)
+			first = rc ? rc : DPT_ECORRUPT;
+		if (rank == 0)
+			dpt__warn("step %" PRId64 " is unusable on %d rank(s) (see "
+				  "above): trying the previous committed step",
+				  pick[0], failed);
+	}
+	if (rc)
+		dpt__manifest_release(&ck->loaded);
+	dpt__step_list_release(&l);
+	return rc;
+}
+
+void dpt_ckpt_stats(const struct dpt_ckpt *ck, struct dpt_ckpt_stats *out)
+{
+	*out = ck->stats;
+}

@@ -1,0 +1,271 @@
+/*
+ * Internals of the checkpoint format (doc/checkpoint-format.md): the
+ * manifest in memory and its JSON codec, boxes and the resharding planner,
+ * the safetensors header of shard files, and the operations on a run's
+ * storage that need no collectives (listing committed steps, reading and
+ * verifying chunks, retention). Shared by libdptrain's dpt_ckpt_* API and
+ * the `dptrain ckpt` tool.
+ */
+#ifndef DPT_CKPT_CKPT_INT_H
+#define DPT_CKPT_CKPT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dptrain/ckpt.h>
+#include <dptrain/dptrain.h>
+
+#include "storage/storage.h"
+
+#define DPT__CKPT_FORMAT "dptrain-ckpt"
+#define DPT__CKPT_VERSION 1
+#define DPT__CKPT_MAXDIM DPT_CKPT_MAX_DIMS
+#define DPT__CKPT_HEADER_ALIGN 4096
+#define DPT__CKPT_DEFAULT_BLOCK (1u << 20)
+/* The largest read (and staging buffer) of a load. */
+#define DPT__CKPT_READ_MAX (32u << 20)
+#define DPT__CKPT_MANIFEST "manifest.json"
+
+/* A box of a tensor: off[d] .. off[d] + len[d] for each dimension. A
+ * 0-dimensional box is a scalar (one element). */
+struct dpt__box {
+	int ndim;
+	uint64_t off[DPT__CKPT_MAXDIM];
+	uint64_t len[DPT__CKPT_MAXDIM];
+};
+
+struct dpt__chunk {
+	struct dpt__box box;
+	uint32_t file;	 /* index into the manifest's files */
+	uint64_t begin;	 /* byte offset in the file */
+	uint64_t length; /* bytes */
+	uint64_t *xxh3;	 /* one per block; owned */
+	size_t nblocks;
+};
+
+struct dpt__tensor_desc {
+	char *name; /* owned */
+	enum dpt_dtype dtype;
+	enum dpt_ckpt_kind kind;
+	int ndim;
+	uint64_t shape[DPT__CKPT_MAXDIM];
+	struct dpt__chunk *chunks; /* owned */
+	size_t nchunks;
+};
+
+struct dpt__shard_file {
+	char *name; /* "rank-00000-of-00004.safetensors"; owned */
+	uint32_t rank;
+	uint64_t size;
+};
+
+struct dpt__manifest {
+	int version;
+	uint64_t step;
+	uint32_t world_size;
+	uint64_t sample_cursor;
+	unsigned char *rng; /* owned */
+	size_t rng_len;
+	unsigned char *user; /* owned */
+	size_t user_len;
+	uint64_t block_size;
+	struct dpt__shard_file *files; /* owned */
+	size_t nfiles;
+	struct dpt__tensor_desc *tensors; /* owned */
+	size_t ntensors;
+};
+
+/* ------------------------------------------------------------ dtypes */
+
+/* "float32" etc. (manifest) and "F32" etc. (safetensors); NULL if unknown. */
+const char *dpt__dtype_name(enum dpt_dtype dt);
+const char *dpt__dtype_safetensors(enum dpt_dtype dt);
+/* 0 and *OUT, or DPT_EINVAL for an unknown name. */
+int dpt__dtype_parse(const char *name, enum dpt_dtype *out);
+
+/* ------------------------------------------------------------ manifest */
+
+/* Releases everything M owns and zeroes it; accepts a zeroed manifest. */
+void dpt__manifest_release(struct dpt__manifest *m);
+
+/* Appends a tensor (name copied, no chunks) and returns it, or NULL on
+ * allocation failure. */
+struct dpt__tensor_desc *dpt__manifest_add_tensor(struct dpt__manifest *m,
+						  const char *name,
+						  enum dpt_dtype dtype,
+						  enum dpt_ckpt_kind kind,
+						  int ndim,
+						  const uint64_t *shape);
+/* Appends a chunk to T (checksums not set) and returns it, or NULL. */
+struct dpt__chunk *dpt__tensor_add_chunk(struct dpt__tensor_desc *t);
+/* The tensor named NAME, or NULL. */
+struct dpt__tensor_desc *dpt__manifest_find(const struct dpt__manifest *m,
+					    const char *name);
+
+/*
+ * dpt__manifest_encode - M as JSON (keys sorted, compact). *OUT is a
+ * NUL-terminated string the caller frees, *LEN its length.
+ * Returns 0 or DPT_ENOMEM.
+ */
+int dpt__manifest_encode(const struct dpt__manifest *m, char **out,
+			 size_t *len);
+
+/*
+ * dpt__manifest_decode - parse LEN bytes of JSON into *M (which the caller
+ * releases with dpt__manifest_release, also on error). Checks the format
+ * name, the version and the types and ranges of every field, not the
+ * cross-field rules (dpt__manifest_check). ERR (ERRLEN bytes) receives a
+ * message on failure. Returns 0, DPT_EVERSION for a newer format version,
+ * or DPT_ECORRUPT.
+ */
+int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
+			 char *err, size_t errlen);
+
+/*
+ * dpt__manifest_check - the rules of doc/checkpoint-format.md: unique
+ * names, chunks inside their tensor and file, disjoint and covering, the
+ * right length and number of checksums. With PARTIAL (a rank's fragment
+ * before the merge) coverage and file sizes are not checked.
+ * Returns 0 or DPT_ECORRUPT with a message in ERR.
+ */
+int dpt__manifest_check(const struct dpt__manifest *m, bool partial, char *err,
+			size_t errlen);
+
+/* ------------------------------------------------------------ boxes */
+
+uint64_t dpt__box_volume(const struct dpt__box *b);
+/* True and *OUT when A and B share at least one element. */
+bool dpt__box_intersect(const struct dpt__box *a, const struct dpt__box *b,
+			struct dpt__box *out);
+
+/*
+ * dpt__box_split - the part of a replicated tensor of shape SHAPE that
+ * RANK writes in a world of WORLD (doc: "Replicated and sharded
+ * tensors"). Returns false when RANK writes nothing of it.
+ */
+bool dpt__box_split(int ndim, const uint64_t *shape, int world, int rank,
+		    struct dpt__box *out);
+
+/* A run of contiguous bytes: SRC in the source box's row-major buffer,
+ * DST in the destination's. */
+struct dpt__run {
+	uint64_t src;
+	uint64_t dst;
+	uint64_t len;
+};
+
+typedef int (*dpt__run_fn)(void *ctx, const struct dpt__run *run);
+
+/*
+ * dpt__box_runs - calls FN for each run of bytes (elements of ESIZE bytes)
+ * that copies the intersection of SRC and DST from a row-major buffer of
+ * box SRC to one of box DST, in increasing SRC order, trailing dimensions
+ * that both span fully merged into one run. Returns FN's first non-zero
+ * return, or 0.
+ */
+int dpt__box_runs(const struct dpt__box *src, const struct dpt__box *dst,
+		  size_t esize, dpt__run_fn fn, void *ctx);
+
+/* A step of a load plan: bytes of chunk CHUNK of a tensor to a local
+ * slice. */
+struct dpt__plan_run {
+	size_t chunk;
+	struct dpt__run run;
+};
+
+struct dpt__plan {
+	struct dpt__plan_run *runs;
+	size_t n, cap;
+};
+
+/*
+ * dpt__plan_tensor - appends to PLAN the runs that fill LOCAL (a box of T,
+ * stored row-major) from T's chunks, by chunk then source offset.
+ * Returns 0, DPT_ENOMEM, or DPT_EINVAL if LOCAL is not inside T.
+ */
+int dpt__plan_tensor(const struct dpt__tensor_desc *t,
+		     const struct dpt__box *local, struct dpt__plan *plan);
+void dpt__plan_release(struct dpt__plan *plan);
+
+/* ------------------------------------------------------------ shard files */
+
+/*
+ * dpt__shard_header - the safetensors header of the shard file FILE of M,
+ * whose chunks' begin offsets are, at the time of the call, relative to
+ * the data section (back to back from 0). *OUT (freed by the caller)
+ * receives the 8-byte length and the JSON padded with spaces to
+ * *DATA_START bytes, a multiple of DPT__CKPT_HEADER_ALIGN; the caller
+ * then adds *DATA_START to those begin offsets.
+ * Returns 0 or DPT_ENOMEM.
+ */
+int dpt__shard_header(const struct dpt__manifest *m, uint32_t file,
+		      char **out, uint64_t *data_start);
+
+/* ------------------------------------------------------------ run storage */
+
+/* "step-0000001200" into BUF (at least 32 bytes). */
+void dpt__step_dir(uint64_t step, char *buf, size_t size);
+/* "rank-00001-of-00004.safetensors" into BUF. */
+void dpt__shard_name(uint32_t rank, uint32_t world, char *buf, size_t size);
+
+/* What a listing found: committed steps (with a manifest) and step
+ * directories without one, both ascending. */
+struct dpt__step_list {
+	uint64_t *committed;
+	size_t ncommitted;
+	uint64_t *uncommitted;
+	size_t nuncommitted;
+};
+void dpt__step_list_release(struct dpt__step_list *l);
+
+/* Lists the steps under PREFIX ("" or "run/"). */
+int dpt__ckpt_list(struct dpt__storage *s, const char *prefix,
+		   struct dpt__step_list *out);
+
+/*
+ * dpt__ckpt_read_manifest - read, decode and check the manifest of STEP.
+ * Logs what is wrong, naming the manifest's URI. Returns 0, DPT_ENOENT
+ * (not committed), DPT_ECORRUPT, DPT_EVERSION or the storage's error.
+ */
+int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
+			    struct dpt__manifest *m);
+
+/* "NAME" or "NAME@o0,o1" for chunk C of T, into BUF. */
+void dpt__chunk_label(const struct dpt__tensor_desc *t,
+		      const struct dpt__chunk *c, char *buf, size_t size);
+
+/*
+ * dpt__ckpt_read_blocks - read blocks B0..B1 (excluded) of chunk C of
+ * tensor T of M (step STEP) into BUF and verify their checksums. Logs a
+ * message naming the step, the shard's URI, the chunk and the block.
+ * Returns 0, DPT_ECORRUPT (mismatch, or the shard is shorter than the
+ * manifest says), DPT_ENOENT (missing shard) or the storage's error.
+ */
+int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
+			  const struct dpt__tensor_desc *t,
+			  const struct dpt__chunk *c, uint64_t b0, uint64_t b1,
+			  void *buf);
+
+/*
+ * dpt__ckpt_verify - read every chunk of STEP and check every checksum.
+ * *BAD (may be NULL) receives the number of damaged chunks. Returns 0 or
+ * the first error (DPT_ECORRUPT, ...), after trying every chunk.
+ */
+int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad);
+
+/*
+ * dpt__ckpt_retain - retention and garbage collection (doc: "Retention and
+ * garbage collection"): keep the KEEP_LAST newest committed steps and the
+ * multiples of KEEP_EVERY (0: none), delete uncommitted step directories
+ * older than the newest commit and the storage's leftovers older than
+ * GC_AGE_S. *DELETED (may be NULL) counts the steps removed.
+ */
+int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
+		     uint64_t keep_every, long gc_age_s, size_t *deleted);
+
+/* XXH3_64bits of each BLOCK-byte block of BUF (LEN bytes) into OUT. */
+void dpt__ckpt_checksum(const void *buf, uint64_t len, uint64_t block,
+			uint64_t *out);
+
+#endif

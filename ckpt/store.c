@@ -1,0 +1,441 @@
+/*
+ * Operations on a run's storage that need no collectives: listing the
+ * committed steps, reading a manifest, reading and verifying chunks,
+ * retention and garbage collection. Used by the dpt_ckpt_* API (from rank
+ * 0, or from every rank for reads) and by `dptrain ckpt`.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "ckpt/ckpt_int.h"
+#include "log.h"
+
+void dpt__step_dir(uint64_t step, char *buf, size_t size)
+{
+	snprintf(buf, size, "step-%010" PRIu64, step);
+}
+
+void dpt__shard_name(uint32_t rank, uint32_t world, char *buf, size_t size)
+{
+	snprintf(buf, size, "rank-%05" PRIu32 "-of-%05" PRIu32 ".safetensors",
+		 rank, world);
+}
+
+void dpt__ckpt_checksum(const void *buf, uint64_t len, uint64_t block,
+			uint64_t *out)
+{
+	const unsigned char *p = buf;
+
+	for (uint64_t off = 0, b = 0; off < len; off += block, b++)
+		out[b] = XXH3_64bits(p + off, len - off < block ? len - off : block);
+}
+
+/* ------------------------------------------------------------ listing */
+
+struct u64_set {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int set_add(struct u64_set *s, uint64_t x)
+{
+	if (s->n > 0 && s->v[s->n - 1] == x)
+		return 0; /* keys come in order: a step's objects are together */
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		uint64_t *v = realloc(s->v, cap * sizeof(*v));
+		if (!v)
+			return DPT_ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = x;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void set_sort_unique(struct u64_set *s)
+{
+	size_t n = 0;
+
+	qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
+	for (size_t i = 0; i < s->n; i++)
+		if (n == 0 || s->v[n - 1] != s->v[i])
+			s->v[n++] = s->v[i];
+	s->n = n;
+}
+
+struct list_ctx {
+	size_t skip; /* length of the prefix */
+	struct u64_set all, committed;
+};
+
+/* "step-0000000012/REST": 0 and the step, or -1 for other names. */
+static int parse_step_key(const char *key, uint64_t *step, const char **rest)
+{
+	char *end, canon[32];
+	unsigned long long v;
+
+	if (strncmp(key, "step-", 5) || key[5] < '0' || key[5] > '9')
+		return -1;
+	v = strtoull(key + 5, &end, 10);
+	if (*end != '/')
+		return -1;
+	dpt__step_dir(v, canon, sizeof(canon));
+	if ((size_t)(end - key) != strlen(canon) ||
+	    strncmp(key, canon, strlen(canon)))
+		return -1;
+	*step = v;
+	*rest = end + 1;
+	return 0;
+}
+
+static int list_one(void *ctx_p, const char *key, uint64_t size)
+{
+	struct list_ctx *ctx = ctx_p;
+	const char *rest;
+	uint64_t step;
+	int rc;
+
+	(void)size;
+	if (parse_step_key(key + ctx->skip, &step, &rest))
+		return 0;
+	rc = set_add(&ctx->all, step);
+	if (!rc && strcmp(rest, DPT__CKPT_MANIFEST) == 0)
+		rc = set_add(&ctx->committed, step);
+	return rc;
+}
+
+void dpt__step_list_release(struct dpt__step_list *l)
+{
+	free(l->committed);
+	free(l->uncommitted);
+	memset(l, 0, sizeof(*l));
+}
+
+int dpt__ckpt_list(struct dpt__storage *s, const char *prefix,
+		   struct dpt__step_list *out)
+{
+	struct list_ctx ctx = {.skip = strlen(prefix)};
+	char full[DPT__STORAGE_KEY_MAX];
+	size_t n = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(full, sizeof(full), "%sstep-", prefix);
+	rc = dpt__storage_list(s, full, list_one, &ctx);
+	if (rc)
+		goto out;
+	set_sort_unique(&ctx.all);
+	set_sort_unique(&ctx.committed);
+	/* uncommitted = all - committed, both sorted */
+	for (size_t i = 0, j = 0; i < ctx.all.n; i++) {
+		while (j < ctx.committed.n && ctx.committed.v[j] < ctx.all.v[i])
+			j++;
+		if (j < ctx.committed.n && ctx.committed.v[j] == ctx.all.v[i])
+			continue;
+		ctx.all.v[n++] = ctx.all.v[i];
+	}
+	out->committed = ctx.committed.v;
+	out->ncommitted = ctx.committed.n;
+	out->uncommitted = ctx.all.v;
+	out->nuncommitted = n;
+	return 0;
+out:
+	free(ctx.all.v);
+	free(ctx.committed.v);
+	return rc;
+}
+
+/* ------------------------------------------------------------ reading */
+
+int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
+			    struct dpt__manifest *m)
+{
+	char key[DPT__STORAGE_KEY_MAX], dir[32], err[512];
+	uint64_t size;
+	char *buf = NULL;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	dpt__step_dir(step, dir, sizeof(dir));
+	snprintf(key, sizeof(key), "%s/%s", dir, DPT__CKPT_MANIFEST);
+	rc = dpt__storage_stat(s, key, &size);
+	if (rc)
+		return rc;
+	if (size > (256u << 20)) {
+		dpt__error("manifest '%s/%s' is %" PRIu64 " bytes: not a "
+			   "manifest",
+			   dpt__storage_uri(s), key, size);
+		return DPT_ECORRUPT;
+	}
+	buf = malloc(size + 1);
+	if (!buf)
+		return DPT_ENOMEM;
+	rc = dpt__storage_read(s, key, 0, size, buf);
+	if (rc) {
+		if (rc == DPT_ENOENT)
+			dpt__error("manifest '%s/%s' vanished while being read",
+				   dpt__storage_uri(s), key);
+		goto out;
+	}
+	rc = dpt__manifest_decode(buf, size, m, err, sizeof(err));
+	if (!rc)
+		rc = dpt__manifest_check(m, false, err, sizeof(err));
+	if (!rc && m->step != step) {
+		snprintf(err, sizeof(err), "it says step %" PRIu64, m->step);
+		rc = DPT_ECORRUPT;
+	}
+	if (rc && rc != DPT_ENOMEM)
+		dpt__error("step %" PRIu64 ": manifest '%s/%s' is unusable: %s",
+			   step, dpt__storage_uri(s), key, err);
+out:
+	free(buf);
+	if (rc)
+		dpt__manifest_release(m);
+	return rc;
+}
+
+int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
+			  const struct dpt__tensor_desc *t,
+			  const struct dpt__chunk *c, uint64_t b0, uint64_t b1,
+			  void *buf)
+{
+	const uint64_t bs = m->block_size;
+	uint64_t lo = b0 * bs, hi = b1 * bs < c->length ? b1 * bs : c->length;
+	char key[DPT__STORAGE_KEY_MAX], dir[32], label[512];
+	const char *file = m->files[c->file].name;
+	int rc;
+
+	dpt__step_dir(m->step, dir, sizeof(dir));
+	snprintf(key, sizeof(key), "%s/%s", dir, file);
+	dpt__chunk_label(t, c, label, sizeof(label));
+	rc = dpt__storage_read(s, key, c->begin + lo, hi - lo, buf);
+	if (rc == DPT_ENOENT) {
+		dpt__error("step %" PRIu64 ": shard '%s/%s' is missing (chunk "
+			   "'%s')",
+			   m->step, dpt__storage_uri(s), key, label);
+		return rc;
+	}
+	if (rc == DPT_ERANGE) {
+		dpt__error("step %" PRIu64 ": shard '%s/%s' is shorter than its "
+			   "manifest says (chunk '%s')",
+			   m->step, dpt__storage_uri(s), key, label);
+		return DPT_ECORRUPT;
+	}
+	if (rc) {
+		dpt__error("step %" PRIu64 ": cannot read shard '%s/%s' (chunk "
+			   "'%s'): %s",
+			   m->step, dpt__storage_uri(s), key, label,
+			   dpt_strerror(rc));
+		return rc;
+	}
+	for (uint64_t b = b0; b < b1; b++) {
+		uint64_t off = b * bs - lo;
+		uint64_t len = hi - b * bs < bs ? hi - b * bs : bs;
+
+		if (XXH3_64bits((char *)buf + off, len) != c->xxh3[b]) {
+			dpt__error("step %" PRIu64 ": shard '%s/%s' chunk '%s' "
+				   "block %" PRIu64 " (bytes %" PRIu64 "..%" PRIu64
+				   "): checksum mismatch",
+				   m->step, dpt__storage_uri(s), key, label, b,
+				   c->begin + b * bs, c->begin + b * bs + len);
+			return DPT_ECORRUPT;
+		}
+	}
+	return 0;
+}
+
+int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad)
+{
+	struct dpt__manifest m;
+	uint64_t per_read;
+	size_t nbad = 0;
+	void *buf = NULL;
+	int *file_bad = NULL;
+	int rc, first = 0;
+
+	if (bad)
+		*bad = 0;
+	rc = dpt__ckpt_read_manifest(s, step, &m);
+	if (rc)
+		return rc;
+	per_read = DPT__CKPT_READ_MAX / m.block_size;
+	if (per_read == 0)
+		per_read = 1;
+	buf = malloc(per_read * m.block_size);
+	file_bad = calloc(m.nfiles + 1, sizeof(*file_bad));
+	if (!buf || !file_bad) {
+		rc = DPT_ENOMEM;
+		goto out;
+	}
+	/* A missing or cut shard is one message, not one per chunk. */
+	for (size_t f = 0; f < m.nfiles; f++) {
+		char dir[32], key[DPT__STORAGE_KEY_MAX];
+		uint64_t size;
+
+		dpt__step_dir(step, dir, sizeof(dir));
+		snprintf(key, sizeof(key), "%s/%s", dir, m.files[f].name);
+		rc = dpt__storage_stat(s, key, &size);
+		if (rc == DPT_ENOENT)
+			dpt__error("step %" PRIu64 ": shard '%s/%s' is missing",
+				   step, dpt__storage_uri(s), key);
+		else if (!rc && size != m.files[f].size)
+			dpt__error("step %" PRIu64 ": shard '%s/%s' has %" PRIu64
+				   " bytes, its manifest says %" PRIu64,
+				   step, dpt__storage_uri(s), key, size,
+				   m.files[f].size);
+		if (rc || size != m.files[f].size) {
+			file_bad[f] = rc ? rc : DPT_ECORRUPT;
+			if (!first)
+				first = file_bad[f];
+		}
+	}
+	for (size_t i = 0; i < m.ntensors; i++) {
+		const struct dpt__tensor_desc *t = &m.tensors[i];
+		for (size_t j = 0; j < t->nchunks; j++) {
+			const struct dpt__chunk *c = &t->chunks[j];
+			if (file_bad[c->file]) {
+				nbad++;
+				continue;
+			}
+			for (uint64_t b = 0; b < c->nblocks; b += per_read) {
+				uint64_t e = b + per_read < c->nblocks ?
+						     b + per_read : c->nblocks;
+				rc = dpt__ckpt_read_blocks(s, &m, t, c, b, e, buf);
+				if (rc) {
+					nbad++;
+					if (!first)
+						first = rc;
+					break; /* one message per chunk */
+				}
+			}
+		}
+	}
+	rc = first;
+	if (bad)
+		*bad = nbad;
+out:
+	free(file_bad);
+	free(buf);
+	dpt__manifest_release(&m);
+	return rc;
+}
+
+/* ------------------------------------------------------------ retention */
+
+struct key_list {
+	char **keys;
+	size_t n, cap;
+};
+
+static int collect_key(void *ctx_p, const char *key, uint64_t size)
+{
+	struct key_list *l = ctx_p;
+
+	(void)size;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		char **k = realloc(l->keys, cap * sizeof(*k));
+		if (!k)
+			return DPT_ENOMEM;
+		l->keys = k;
+		l->cap = cap;
+	}
+	l->keys[l->n] = strdup(key);
+	if (!l->keys[l->n])
+		return DPT_ENOMEM;
+	l->n++;
+	return 0;
+}
+
+/* Deletes every object of STEP, its manifest first when COMMITTED: the
+ * step stops being committed before any of its shards goes. */
+static int delete_step(struct dpt__storage *s, uint64_t step, bool committed)
+{
+	char dir[32], prefix[40], manifest[64];
+	const char *mkey = manifest;
+	struct key_list l = {0};
+	int rc = 0;
+
+	dpt__step_dir(step, dir, sizeof(dir));
+	snprintf(prefix, sizeof(prefix), "%s/", dir);
+	snprintf(manifest, sizeof(manifest), "%s/%s", dir, DPT__CKPT_MANIFEST);
+	if (committed) {
+		rc = dpt__storage_delete(s, &mkey, 1);
+		if (rc)
+			return rc;
+	}
+	rc = dpt__storage_list(s, prefix, collect_key, &l);
+	if (!rc && l.n)
+		rc = dpt__storage_delete(s, (const char *const *)l.keys, l.n);
+	for (size_t i = 0; i < l.n; i++)
+		free(l.keys[i]);
+	free(l.keys);
+	return rc;
+}
+
+int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
+		     uint64_t keep_every, long gc_age_s, size_t *deleted)
+{
+	struct dpt__step_list l;
+	size_t n = 0;
+	uint64_t newest;
+	int rc, first = 0;
+
+	if (deleted)
+		*deleted = 0;
+	if (keep_last < 1)
+		keep_last = 1; /* the newest committed step is never deleted */
+	rc = dpt__ckpt_list(s, "", &l);
+	if (rc)
+		return rc;
+	if (l.ncommitted == 0)
+		goto gc; /* nothing committed: nothing is known to be garbage */
+	newest = l.committed[l.ncommitted - 1];
+	for (size_t i = 0; i + (size_t)keep_last < l.ncommitted; i++) {
+		uint64_t st = l.committed[i];
+		if (keep_every && st % keep_every == 0)
+			continue;
+		rc = delete_step(s, st, true);
+		if (rc && !first)
+			first = rc;
+		if (!rc) {
+			dpt__info("retention: deleted step %" PRIu64 " of '%s'",
+				  st, dpt__storage_uri(s));
+			n++;
+		}
+	}
+	for (size_t i = 0; i < l.nuncommitted; i++) {
+		uint64_t st = l.uncommitted[i];
+		if (st >= newest)
+			continue; /* may be a save in progress */
+		rc = delete_step(s, st, false);
+		if (rc && !first)
+			first = rc;
+		if (!rc) {
+			dpt__info("gc: deleted uncommitted step %" PRIu64 " of '%s'",
+				  st, dpt__storage_uri(s));
+			n++;
+		}
+	}
+gc:
+	rc = dpt__storage_gc(s, "", gc_age_s, NULL);
+	if (rc && !first)
+		first = rc;
+	dpt__step_list_release(&l);
+	if (deleted)
+		*deleted = n;
+	return first;
+}

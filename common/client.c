@@ -1,0 +1,180 @@
+/*
+ * One request, one reply: the coordinator client of short-lived callers
+ * that are not members of a generation (the SPANK plugin's task-exit
+ * report and its MASTER_ADDR/MASTER_PORT exchange). doc/protocol.md has
+ * the messages. Workers use worker/agent.c instead.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include <dptrain/error.h>
+
+#include "log.h"
+#include "wire.h"
+
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Send REQ to the coordinator at ENDPOINT and wait up to TIMEOUT_MS for the
+ * reply that echoes its seq: an ACK or KV_VALUE (returned in REPLY, 0) or
+ * an ERROR (its code, after logging its text). DPT_ETIMEDOUT when none
+ * came: the coordinator is gone, or the secret is wrong (CURVE drops the
+ * connection without a word).
+ */
+static int request(const char *endpoint, const char *secret_hex,
+		   struct dpt__msg *req, int timeout_ms, struct dpt__msg *reply)
+{
+	struct dpt__curve_keys keys;
+	uint8_t out[DPT_WIRE_IN_MAX];
+	void *ctx = NULL, *sock = NULL;
+	long len, deadline;
+	int rc, zero = 0;
+
+	if (!endpoint || timeout_ms < 0)
+		return DPT_EINVAL;
+	rc = dpt__wire_derive_keys(secret_hex, &keys);
+	if (rc)
+		return rc;
+	ctx = zmq_ctx_new();
+	sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+	if (!sock) {
+		rc = DPT_ESYS;
+		goto out;
+	}
+	if (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero)) ||
+	    zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, keys.coord_public,
+			   DPT_Z85_KEY_LEN) ||
+	    zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, keys.worker_public,
+			   DPT_Z85_KEY_LEN) ||
+	    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, keys.worker_secret,
+			   DPT_Z85_KEY_LEN)) {
+		rc = errno == EINVAL ? DPT_ENOTSUP : DPT_ESYS;
+		goto out;
+	}
+	if (zmq_connect(sock, endpoint) != 0) {
+		dpt__error("cannot connect to '%s': %s", endpoint,
+			   zmq_strerror(errno));
+		rc = DPT_EINVAL;
+		goto out;
+	}
+	/* The reply echoes SEQ; any value tells this request from another. */
+	req->seq = (uint32_t)getpid() ^ (uint32_t)now_ms();
+	len = dpt__wire_encode(req, out, sizeof(out));
+	if (len < 0) {
+		rc = (int)len;
+		goto out;
+	}
+	if (zmq_send(sock, out, (size_t)len, ZMQ_DONTWAIT) < 0) {
+		rc = DPT_ESYS;
+		goto out;
+	}
+	deadline = now_ms() + timeout_ms;
+	rc = DPT_ETIMEDOUT;
+	for (;;) {
+		zmq_pollitem_t item = {.socket = sock, .events = ZMQ_POLLIN};
+		long left = deadline - now_ms();
+		uint8_t in[DPT_WIRE_IN_MAX];
+		int n;
+
+		if (left <= 0)
+			break;
+		if (zmq_poll(&item, 1, left) <= 0)
+			continue;
+		n = zmq_recv(sock, in, sizeof(in), ZMQ_DONTWAIT);
+		if (n < 0 || (size_t)n > sizeof(in))
+			continue;
+		if (dpt__wire_decode(in, (size_t)n, sizeof(in), reply))
+			continue;
+		if (reply->seq != req->seq) {
+			dpt__msg_release(reply);
+			continue;
+		}
+		if (reply->type == DPT_MSG_ERROR) {
+			dpt__error("the coordinator refused %s: %s",
+				   dpt__msg_type_name(req->type),
+				   reply->u.text.text);
+			rc = reply->u.text.code;
+		} else {
+			rc = 0;
+		}
+		break;
+	}
+out:
+	if (sock)
+		zmq_close(sock);
+	if (ctx)
+		zmq_ctx_term(ctx);
+	explicit_bzero(&keys, sizeof(keys));
+	return rc;
+}
+
+int dpt__coord_report_exit(const char *endpoint, const char *secret_hex,
+			   uint32_t task_id, int32_t status, int timeout_ms)
+{
+	struct dpt__msg m, reply;
+
+	dpt__msg_init(&m, DPT_MSG_TASK_EXIT, 0);
+	m.u.task_exit.task_id = task_id;
+	m.u.task_exit.status = status;
+	return request(endpoint, secret_hex, &m, timeout_ms, &reply);
+}
+
+static int kv_msg(struct dpt__msg *m, enum dpt__msg_type type,
+		  const char *key, const char *value)
+{
+	dpt__msg_init(m, type, 0);
+	if (!key || strlen(key) > DPT_KV_KEY_MAX ||
+	    (value && strlen(value) > DPT_KV_VALUE_MAX))
+		return DPT_EINVAL;
+	strcpy(m->u.kv.key, key);
+	if (value)
+		strcpy(m->u.kv.value, value);
+	return 0;
+}
+
+int dpt__coord_kv_put(const char *endpoint, const char *secret_hex,
+		      const char *key, const char *value, int timeout_ms)
+{
+	struct dpt__msg m, reply;
+	int rc = kv_msg(&m, DPT_MSG_KV_PUT, key, value);
+
+	return rc ? rc : request(endpoint, secret_hex, &m, timeout_ms, &reply);
+}
+
+int dpt__coord_kv_get(const char *endpoint, const char *secret_hex,
+		      const char *key, char *value, size_t size,
+		      int timeout_ms)
+{
+	struct dpt__msg m, reply;
+	int rc = kv_msg(&m, DPT_MSG_KV_GET, key, NULL);
+
+	if (rc || timeout_ms < 0)
+		return rc ? rc : DPT_EINVAL;
+	/* The coordinator answers a little before our own deadline, so that
+	 * a timeout is its clear ERROR rather than our silence. */
+	m.u.kv.wait_ms = timeout_ms > 500 ? (uint32_t)timeout_ms - 250 :
+					    (uint32_t)timeout_ms;
+	if (m.u.kv.wait_ms > DPT_KV_WAIT_MAX)
+		m.u.kv.wait_ms = DPT_KV_WAIT_MAX;
+	rc = request(endpoint, secret_hex, &m, timeout_ms, &reply);
+	if (rc)
+		return rc;
+	if (reply.type != DPT_MSG_KV_VALUE || strcmp(reply.u.kv.key, key))
+		return DPT_EPROTO;
+	if (strlen(reply.u.kv.value) >= size)
+		return DPT_ETOOBIG;
+	strcpy(value, reply.u.kv.value);
+	return 0;
+}

@@ -1,0 +1,218 @@
+/*
+ * libdptrain: sharded checkpoints (doc/checkpoint-format.md).
+ *
+ * Every rank registers the tensors of the training state (host memory),
+ * then saves asynchronously and waits for the commit, or loads the newest
+ * committed step on any world size:
+ *
+ *   struct dpt_ckpt *ck;
+ *   dpt_ckpt_new(&ck, ctx, NULL);               // $DPTRAIN_CKPT_URI, $DPTRAIN_RUN
+ *   dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){...});
+ *   if (dpt_ckpt_load(ck, DPT_CKPT_LATEST, &info) == 0) step = info.step;
+ *   for (;;) {
+ *       train_step();
+ *       if (step % 1000 == 0) {
+ *           dpt_ckpt_wait(ck);                  // commits the previous save
+ *           dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){.step = step, ...});
+ *       }
+ *   }
+ *
+ * The functions of a checkpoint object are called from one thread at a
+ * time, the one that calls the collectives of its context: saving and
+ * loading run collectives (the commit, the choice of the step to load) on
+ * the context given to dpt_ckpt_new, in the same order on every rank.
+ */
+#ifndef DPTRAIN_CKPT_H
+#define DPTRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dptrain/dptrain.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DPT_CKPT_MAX_DIMS 8
+/* dpt_ckpt_load: the newest committed step. */
+#define DPT_CKPT_LATEST UINT64_MAX
+
+/* How a tensor is held by the ranks. */
+enum dpt_ckpt_kind {
+	/* Every rank holds the whole tensor (plain data parallel): it is
+	 * written once, split across the ranks. */
+	DPT_CKPT_REPLICATED = 0,
+	/* Each rank holds a disjoint box of it (optimizer state split across
+	 * ranks): each rank writes its box. */
+	DPT_CKPT_SHARDED = 1,
+};
+
+/* What dpt_ckpt_save does while an earlier save has not been waited for. */
+enum dpt_ckpt_busy {
+	DPT_CKPT_BUSY_WAIT = 0,	  /* dpt_ckpt_wait() for it first */
+	DPT_CKPT_BUSY_REFUSE = 1, /* return DPT_EBUSY, touch nothing */
+};
+
+struct dpt_ckpt_opts {
+	/* The root of the runs, "file:///path" or "s3://bucket/prefix";
+	 * default $DPTRAIN_CKPT_URI. */
+	const char *uri;
+	/* The run's name, a directory under the root; default $DPTRAIN_RUN;
+	 * "" (or unset) uses the root itself. */
+	const char *run;
+	/* Retention: keep the newest KEEP_LAST committed steps (default 3,
+	 * at least 1) and every step that is a multiple of KEEP_EVERY (0:
+	 * none). */
+	int keep_last;
+	uint64_t keep_every;
+	enum dpt_ckpt_busy busy;
+	/* Bytes per checksum block (default 1 MiB). */
+	size_t block_size;
+	/* Storage tuning (storage/storage.h): 0 for the defaults. */
+	size_t part_size;
+	int max_inflight;
+	/* posix: write shards through the page cache instead of with
+	 * O_DIRECT (the default: a checkpoint is not read back soon, and
+	 * buffered writes of hundreds of MiB stall in dirty-page throttling;
+	 * measured 2 to 10 times slower here). Default: 1 when
+	 * $DPTRAIN_CKPT_BUFFERED is "1". */
+	int buffered_io;
+};
+
+/* Sets every field of OPTS to its default (NULL, 0). */
+DPT_EXPORT void dpt_ckpt_opts_default(struct dpt_ckpt_opts *opts);
+
+struct dpt_ckpt;
+
+/*
+ * dpt_ckpt_new - a checkpoint object for the run, on the ranks of CTX
+ * (NULL: a single process, rank 0 of 1). CTX must outlive it. OPTS may be
+ * NULL. Opens the storage (no I/O on S3). Returns 0 and *OUT (released by
+ * dpt_ckpt_destroy), DPT_ECONFIG (no URI), DPT_EINVAL, DPT_EAUTH or
+ * DPT_ENOMEM.
+ */
+DPT_EXPORT int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
+			    const struct dpt_ckpt_opts *opts);
+
+/*
+ * dpt_ckpt_destroy - waits for the background writes of a save in flight
+ * (without committing it: that needs every rank, in dpt_ckpt_wait), frees
+ * the buffers. Nulls *CK; accepts NULL.
+ */
+DPT_EXPORT void dpt_ckpt_destroy(struct dpt_ckpt **ck);
+
+struct dpt_ckpt_tensor {
+	const char *name; /* unique; copied */
+	enum dpt_dtype dtype;
+	enum dpt_ckpt_kind kind;
+	int ndim; /* 0 (a scalar) to DPT_CKPT_MAX_DIMS */
+	const uint64_t *shape;	/* the global shape, NDIM extents; copied */
+	/* The box this rank holds: OFFSET[d] .. OFFSET[d] + COUNT[d] of the
+	 * global tensor, stored row-major (C order) at DATA. NULL for both:
+	 * the whole tensor (required for DPT_CKPT_REPLICATED). A sharded
+	 * box may be empty (a COUNT of 0). Copied. */
+	const uint64_t *offset;
+	const uint64_t *count;
+	/* Host memory, owned by the caller, read by dpt_ckpt_save (during
+	 * the call only) and written by dpt_ckpt_load; it must stay valid
+	 * while the object lives. */
+	void *data;
+};
+
+/*
+ * dpt_ckpt_register - add a tensor to the state. Every rank registers the
+ * same tensors (names, dtypes, shapes, kinds) in the same order; sharded
+ * boxes of all ranks must be disjoint and cover the tensor. Not while a
+ * save is in flight (DPT_EBUSY). Returns 0, DPT_EINVAL (bad shape, box,
+ * dtype; a name registered twice) or DPT_ENOMEM.
+ */
+DPT_EXPORT int dpt_ckpt_register(struct dpt_ckpt *ck,
+				 const struct dpt_ckpt_tensor *t);
+
+/* What is saved with the tensors. The blobs are copied (those of rank 0
+ * are the ones kept). */
+struct dpt_ckpt_meta {
+	uint64_t step;
+	uint64_t sample_cursor; /* global: samples consumed by all ranks */
+	const void *rng;	/* RNG state, RNG_LEN bytes (may be NULL) */
+	size_t rng_len;
+	const void *user; /* anything, USER_LEN bytes (may be NULL) */
+	size_t user_len;
+};
+
+/*
+ * dpt_ckpt_save - start saving META->step: copies the bytes this rank
+ * writes into host buffers allocated on the first save and reused (the
+ * only time training stalls), then returns while a background thread
+ * checksums and writes the shard file. The step is committed by
+ * dpt_ckpt_wait. Every rank calls it with the same step.
+ *
+ * With a save not yet waited for: policy DPT_CKPT_BUSY_WAIT waits for it
+ * (and returns its error, if it failed, without starting this one);
+ * DPT_CKPT_BUSY_REFUSE returns DPT_EBUSY. Returns 0, DPT_EINVAL (nothing
+ * registered), or DPT_ENOMEM / DPT_ESYS (no memory for the snapshot, no
+ * thread): the save then stays pending as failed, so that this rank
+ * still meets the others in the commit: call dpt_ckpt_wait on every rank
+ * as usual, it returns the error and nothing is committed. That a step
+ * is already committed (a committed step is never overwritten) is found
+ * by the background thread and returned by dpt_ckpt_wait as DPT_EEXIST.
+ */
+DPT_EXPORT int dpt_ckpt_save(struct dpt_ckpt *ck,
+			     const struct dpt_ckpt_meta *meta);
+
+/*
+ * dpt_ckpt_wait - wait until this rank's shard is durable, then commit
+ * the step with every rank (collectives: call it on every rank): rank 0
+ * writes the manifest once every rank's part is durable, then applies
+ * retention. Returns 0 when the step is committed (or no save was in
+ * flight); otherwise the step is not committed, the previous committed
+ * step stays the newest, and the error is this rank's (DPT_ENOSPC,
+ * DPT_EIO, ...), DPT_EIO when another rank failed, or the collective's
+ * (DPT_EPEERLOST: a rank died).
+ */
+DPT_EXPORT int dpt_ckpt_wait(struct dpt_ckpt *ck);
+
+/* What dpt_ckpt_load found. Pointers are owned by the checkpoint object
+ * and valid until the next load or its destruction. */
+struct dpt_ckpt_info {
+	uint64_t step;
+	uint64_t sample_cursor;
+	uint32_t world_size; /* the world size the step was written with */
+	const void *rng;
+	size_t rng_len;
+	const void *user;
+	size_t user_len;
+};
+
+/*
+ * dpt_ckpt_load - fill every registered tensor (this rank's box) from the
+ * committed step STEP, or the newest (DPT_CKPT_LATEST); the world size
+ * may differ from the one that wrote it. Each rank reads only the byte
+ * ranges its boxes need (rounded to checksum blocks) and verifies their
+ * checksums. A damaged or missing shard is logged, naming the shard, the
+ * chunk and the step, and the previous committed step is used (for every
+ * rank). INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
+ * or below STEP), or the error of the newest step tried when none was
+ * usable (DPT_ECORRUPT, DPT_EINVAL: the registration does not match).
+ */
+DPT_EXPORT int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step,
+			     struct dpt_ckpt_info *info);
+
+/* Counters of this rank, for benchmarks and logs. */
+struct dpt_ckpt_stats {
+	uint64_t saves, loads;
+	uint64_t bytes_written; /* shard bytes of the last save */
+	uint64_t stall_ns;	/* time in dpt_ckpt_save of the last save */
+	uint64_t bytes_needed;	/* bytes the last load had to fill */
+	uint64_t bytes_read;	/* bytes the last load read */
+};
+
+/* Copies the counters into *OUT. */
+DPT_EXPORT void dpt_ckpt_stats(const struct dpt_ckpt *ck,
+			       struct dpt_ckpt_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,291 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dptrain/error.h>
+
+#include "backend.h"
+#include "log.h"
+#include "storage.h"
+#include "uri.h"
+
+#define MIB (1024 * 1024UL)
+
+struct dpt__storage {
+	struct dpt__storage_backend *backend;
+	char *uri;
+};
+
+void dpt__storage_opts_init(struct dpt__storage_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->path_style = -1;
+}
+
+int dpt__storage_errno(int e)
+{
+	switch (e) {
+	case ENOSPC:
+	case EDQUOT:
+		return DPT_ENOSPC;
+	case ENOENT:
+	case ENOTDIR:
+		return DPT_ENOENT;
+	case EEXIST:
+		return DPT_EEXIST;
+	case ENOMEM:
+		return DPT_ENOMEM;
+	case ENAMETOOLONG:
+		return DPT_EINVAL;
+	default:
+		return DPT_EIO;
+	}
+}
+
+int dpt__storage_key_check(const char *key, bool empty_ok)
+{
+	size_t n, comp = 0;
+
+	if (!key)
+		return DPT_EINVAL;
+	n = strlen(key);
+	if (n == 0)
+		return empty_ok ? 0 : DPT_EINVAL;
+	if (n > DPT__STORAGE_KEY_MAX || key[0] == '/')
+		return DPT_EINVAL;
+	/* The posix backend names its temporary files so. */
+	if (strstr(key, ".dpt-tmp."))
+		return DPT_EINVAL;
+	for (size_t i = 0; i <= n; i++) {
+		char c = key[i];
+		if (c == '/' || c == '\0') {
+			const char *s = key + i - comp;
+			/* A prefix may end in '/', a key may not. */
+			if (comp == 0 && !(c == '\0' && empty_ok))
+				return DPT_EINVAL;
+			if ((comp == 1 && s[0] == '.') ||
+			    (comp == 2 && s[0] == '.' && s[1] == '.'))
+				return DPT_EINVAL;
+			comp = 0;
+			continue;
+		}
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		      c == '-' || c == '~'))
+			return DPT_EINVAL;
+		comp++;
+	}
+	return 0;
+}
+
+static int fill_conf(const struct dpt__storage_opts *o,
+		     struct dpt__storage_conf *c)
+{
+	c->part_size = o->part_size ? o->part_size : 8 * MIB;
+	c->max_inflight = o->max_inflight ? o->max_inflight : 4;
+	c->retries = o->retries < 0 ? 0 : o->retries ? o->retries : 5;
+	c->retry_base_ms = o->retry_base_ms > 0 ? o->retry_base_ms : 200;
+	c->retry_max_ms = o->retry_max_ms > 0 ? o->retry_max_ms : 5000;
+	c->connect_timeout_ms =
+		o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000;
+	c->stall_timeout_ms =
+		o->stall_timeout_ms > 0 ? o->stall_timeout_ms : 60000;
+	c->unsigned_payload = o->unsigned_payload;
+	c->list_page_size = o->list_page_size ? o->list_page_size : 1000;
+	c->direct_io = o->direct_io;
+	if (c->max_inflight < 1 || c->max_inflight > 64) {
+		dpt__error("invalid storage option max_inflight %d: it must be "
+			   "between 1 and 64",
+			   c->max_inflight);
+		return DPT_EINVAL;
+	}
+	if (c->list_page_size < 1 || c->list_page_size > 1000) {
+		dpt__error("invalid storage option list_page_size %d: it must "
+			   "be between 1 and 1000",
+			   c->list_page_size);
+		return DPT_EINVAL;
+	}
+	if (c->retry_max_ms < c->retry_base_ms)
+		c->retry_max_ms = c->retry_base_ms;
+	return 0;
+}
+
+int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
+		      struct dpt__storage **out)
+{
+	struct dpt__storage_opts defaults;
+	struct dpt__storage_conf conf;
+	struct dpt__storage_uri u;
+	struct dpt__storage *s = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!opts) {
+		dpt__storage_opts_init(&defaults);
+		opts = &defaults;
+	}
+	rc = dpt__storage_uri_parse(uri, &u);
+	if (rc) {
+		if (rc == DPT_EINVAL)
+			dpt__error("invalid storage URI '%s': expected "
+				   "file:///absolute/path or "
+				   "s3://bucket/prefix",
+				   uri ? uri : "(null)");
+		return rc;
+	}
+	rc = fill_conf(opts, &conf);
+	if (rc)
+		goto out;
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->uri = strdup(uri))) {
+		rc = DPT_ENOMEM;
+		goto out;
+	}
+	if (u.scheme == DPT__STORAGE_FILE)
+		rc = dpt__posix_open(&u, &conf, &s->backend);
+	else
+		rc = dpt__s3_open(&u, opts, &conf, &s->backend);
+	if (rc)
+		goto out;
+	*out = s;
+	s = NULL;
+out:
+	if (s)
+		free(s->uri);
+	free(s);
+	dpt__storage_uri_release(&u);
+	return rc;
+}
+
+void dpt__storage_destroy(struct dpt__storage **sp)
+{
+	struct dpt__storage *s = sp ? *sp : NULL;
+
+	if (!s)
+		return;
+	s->backend->ops->destroy(s->backend);
+	free(s->uri);
+	free(s);
+	*sp = NULL;
+}
+
+const char *dpt__storage_uri(const struct dpt__storage *s)
+{
+	return s->uri;
+}
+
+static int check_key(const struct dpt__storage *s, const char *key,
+		     bool empty_ok)
+{
+	int rc = dpt__storage_key_check(key, empty_ok);
+	if (rc)
+		dpt__error("invalid key '%s' in '%s': keys are '/'-separated "
+			   "names of letters, digits, '.', '_', '-' and '~'",
+			   key ? key : "(null)", s->uri);
+	return rc;
+}
+
+int dpt__storage_writer_new(struct dpt__storage *s, const char *key,
+			    struct dpt__storage_writer **out)
+{
+	int rc;
+
+	*out = NULL;
+	rc = check_key(s, key, false);
+	if (rc)
+		return rc;
+	return s->backend->ops->writer_new(s->backend, key, out);
+}
+
+int dpt__storage_writer_write_at(struct dpt__storage_writer *w,
+				 const void *buf, size_t len, uint64_t offset)
+{
+	if (len == 0)
+		return 0;
+	if (offset + len < offset)
+		return DPT_ERANGE;
+	return w->ops->write_at(w, buf, len, offset);
+}
+
+int dpt__storage_writer_finish(struct dpt__storage_writer **wp)
+{
+	struct dpt__storage_writer *w = *wp;
+
+	*wp = NULL;
+	return w->ops->finish(w);
+}
+
+void dpt__storage_writer_abort(struct dpt__storage_writer **wp)
+{
+	struct dpt__storage_writer *w = wp ? *wp : NULL;
+
+	if (!w)
+		return;
+	*wp = NULL;
+	w->ops->abort(w);
+}
+
+int dpt__storage_put_if_absent(struct dpt__storage *s, const char *key,
+			       const void *buf, size_t len)
+{
+	int rc = check_key(s, key, false);
+	if (rc)
+		return rc;
+	return s->backend->ops->put_if_absent(s->backend, key, buf, len);
+}
+
+int dpt__storage_read(struct dpt__storage *s, const char *key,
+		      uint64_t offset, size_t len, void *buf)
+{
+	int rc = check_key(s, key, false);
+	if (rc)
+		return rc;
+	if (len == 0)
+		return 0;
+	if (offset + len < offset)
+		return DPT_ERANGE;
+	return s->backend->ops->read(s->backend, key, offset, len, buf);
+}
+
+int dpt__storage_stat(struct dpt__storage *s, const char *key, uint64_t *size)
+{
+	int rc = check_key(s, key, false);
+	if (rc)
+		return rc;
+	return s->backend->ops->stat(s->backend, key, size);
+}
+
+int dpt__storage_list(struct dpt__storage *s, const char *prefix,
+		      dpt__storage_list_fn fn, void *ctx)
+{
+	int rc = check_key(s, prefix, true);
+	if (rc)
+		return rc;
+	return s->backend->ops->list(s->backend, prefix, fn, ctx);
+}
+
+int dpt__storage_delete(struct dpt__storage *s, const char *const *keys,
+			size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = check_key(s, keys[i], false);
+		if (rc)
+			return rc;
+	}
+	if (n == 0)
+		return 0;
+	return s->backend->ops->delete(s->backend, keys, n);
+}
+
+int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
+		    long older_than_s, size_t *removed)
+{
+	size_t dummy;
+	int rc = check_key(s, prefix, true);
+	if (rc)
+		return rc;
+	return s->backend->ops->gc(s->backend, prefix, older_than_s,
+			  removed ? removed : &dummy);
+}

@@ -1,0 +1,77 @@
+# tests/ckpt/lib.sh: jobs of real worker processes on loopback for the
+# checkpoint tests. A job is a real dptrain-coordinator and N real
+# tests/ckpt/ckpt_worker processes (the CPU backend), as srun --dp-train
+# would start them, without Slurm.
+#
+#   ckpt_job N OUT ARGS...   run a job of N workers with ARGS; worker I's
+#                            output (stdout and stderr) goes to OUT.I; the
+#                            status is the number of workers that failed
+#   ckpt_job_start N OUT ARGS...   the same, in the background: the pids
+#                            are in ckpt_pids, then ckpt_job_wait
+# shellcheck shell=bash
+
+ckpt_worker=$top_builddir/tests/ckpt/ckpt_worker
+ckpt_coordinator=$top_builddir/coordinator/dptrain-coordinator
+ckpt_tool=$top_builddir/dptrain
+[ -x "$ckpt_worker" ] || bail_out "$ckpt_worker is not built (make check builds it)"
+[ -x "$ckpt_coordinator" ] || bail_out "$ckpt_coordinator is not built"
+require_prog timeout xxd
+
+ckpt_dir=$(dpt_state_dir ckpt) || exit 1
+ckpt_coord_pids=()
+ckpt_pids=()
+ckpt_cleanup() {
+	local p
+	for p in "${ckpt_pids[@]}" "${ckpt_coord_pids[@]}"; do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	if [ "$tap_failed" = 0 ] && [ "${DPT_KEEP:-0}" != 1 ]; then
+		rm -rf "$ckpt_dir"
+	else
+		diag "checkpoint test state kept in $ckpt_dir"
+	fi
+}
+# Runs before the library's teardown (which exits).
+trap 'ckpt_cleanup; dpt_teardown' EXIT
+
+ckpt_job_start() { # N OUT ARGS...
+	local n=$1 out=$2 i secret ep
+	shift 2
+	secret=$(head -c 32 /dev/urandom | xxd -p -c 64)
+	(umask 077 && echo "$secret" >"$out.secret")
+	rm -f "$out.endpoint"
+	"$ckpt_coordinator" --world-size "$n" --bind 'tcp://127.0.0.1:*' \
+		--advertise 127.0.0.1 --secret-file "$out.secret" \
+		--endpoint-file "$out.endpoint" --timeout-ms 1500 \
+		--join-timeout-ms 20000 --parent-pid $$ --log-level warn \
+		>"$out.coord" 2>&1 &
+	ckpt_coord_pids+=($!)
+	for i in $(seq 50); do
+		[ -s "$out.endpoint" ] && break
+		sleep 0.1
+	done
+	ep=$(cat "$out.endpoint" 2>/dev/null) || bail_out "the coordinator did not start: $(cat "$out.coord")"
+	ckpt_pids=()
+	for ((i = 0; i < n; i++)); do
+		DPTRAIN_COORDINATOR=$ep DPTRAIN_SECRET=$secret DPTRAIN_BACKEND=cpu \
+			SLURM_NODEID=0 SLURM_LOCALID=$i SLURM_PROCID=$i \
+			timeout -k 5 "${DPT_TIMEOUT:-60}" "$ckpt_worker" "$@" >"$out.$i" 2>&1 &
+		ckpt_pids+=($!)
+	done
+}
+ckpt_job_wait() { # prints nothing; status: workers that failed
+	local p failed=0
+	for p in "${ckpt_pids[@]}"; do
+		wait "$p" || failed=$((failed + 1))
+	done
+	ckpt_pids=()
+	return $failed
+}
+ckpt_job() { # N OUT ARGS...
+	ckpt_job_start "$@"
+	ckpt_job_wait
+}
+# The lines of every worker's output matching PATTERN, sorted.
+ckpt_grep() { # OUT PATTERN
+	cat "$1".[0-9]* | grep -E -- "$2" | sort
+}

@@ -1,0 +1,32 @@
+# Checkpoint tests: cmocka unit tests of the manifest codec and the
+# resharding planner; integration tests that run a real coordinator and
+# real workers (tests/ckpt/ckpt_worker, linked with libdptrain) saving and
+# loading through the public API, and the `dptrain ckpt` tool.
+check_PROGRAMS += tests/ckpt/ckpt_worker
+tests_ckpt_ckpt_worker_SOURCES = tests/ckpt/ckpt_worker.c
+tests_ckpt_ckpt_worker_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS)
+tests_ckpt_ckpt_worker_LDADD = worker/libdptrain.la $(XXHASH_LIBS)
+
+CKPT_TESTS = \
+	tests/ckpt/reshard.sh \
+	tests/ckpt/damage.sh \
+	tests/ckpt/crash.sh \
+	tests/ckpt/enospc.sh \
+	tests/ckpt/s3.sh
+TESTS += $(CKPT_TESTS)
+EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
+
+if HAVE_CMOCKA
+CKPT_UNIT_TESTS = tests/unit/test_ckpt_manifest tests/unit/test_ckpt_plan
+UNIT_TESTS += $(CKPT_UNIT_TESTS)
+CKPT_UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
+CKPT_UNIT_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
+	common/libdptcommon.la worker/libdptrain.la $(JANSSON_LIBS) \
+	$(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_ckpt_manifest_SOURCES = tests/unit/test_ckpt_manifest.c
+tests_unit_test_ckpt_manifest_CFLAGS = $(CKPT_UNIT_CFLAGS)
+tests_unit_test_ckpt_manifest_LDADD = $(CKPT_UNIT_LDADD)
+tests_unit_test_ckpt_plan_SOURCES = tests/unit/test_ckpt_plan.c
+tests_unit_test_ckpt_plan_CFLAGS = $(CKPT_UNIT_CFLAGS)
+tests_unit_test_ckpt_plan_LDADD = $(CKPT_UNIT_LDADD)
+endif

@@ -1,0 +1,301 @@
+/*
+ * The checkpoint manifest (doc/checkpoint-format.md): JSON round trip,
+ * what a reader refuses (newer versions, broken fields), the cross-field
+ * rules, and the safetensors header of a shard file.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "ckpt/ckpt_int.h"
+#include "log.h"
+
+/* A manifest of two ranks: a replicated [10, 3] float32 split in rows
+ * 0..5 and 5..10, a sharded int64 scalar held by rank 1, block 64. */
+static void sample(struct dpt__manifest *m)
+{
+	static const uint64_t shape[] = {10, 3};
+	struct dpt__tensor_desc *t;
+	struct dpt__chunk *c;
+
+	memset(m, 0, sizeof(*m));
+	m->version = 1;
+	m->step = 1200;
+	m->world_size = 2;
+	m->sample_cursor = (uint64_t)1 << 40;
+	m->block_size = 64;
+	m->rng = malloc(3);
+	memcpy(m->rng, "\x00\xff\x10", 3);
+	m->rng_len = 3;
+	m->user = malloc(1);
+	m->user_len = 0;
+	m->files = calloc(2, sizeof(*m->files));
+	m->nfiles = 2;
+	for (int f = 0; f < 2; f++) {
+		char name[64];
+		dpt__shard_name((uint32_t)f, 2, name, sizeof(name));
+		m->files[f].name = strdup(name);
+		m->files[f].rank = (uint32_t)f;
+		m->files[f].size = 4096 + 60 + 8;
+	}
+	t = dpt__manifest_add_tensor(m, "w", DPT_FLOAT32, DPT_CKPT_REPLICATED, 2,
+				     shape);
+	for (int r = 0; r < 2; r++) {
+		c = dpt__tensor_add_chunk(t);
+		c->box.ndim = 2;
+		c->box.off[0] = 5 * (uint64_t)r;
+		c->box.len[0] = 5;
+		c->box.len[1] = 3;
+		c->file = (uint32_t)r;
+		c->begin = 4096;
+		c->length = 60;
+		c->nblocks = 1;
+		c->xxh3 = calloc(1, sizeof(uint64_t));
+		c->xxh3[0] = r ? 0xffffffffffffffffull : 0x0123456789abcdefull;
+	}
+	t = dpt__manifest_add_tensor(m, "count", DPT_INT64, DPT_CKPT_SHARDED, 0,
+				     NULL);
+	c = dpt__tensor_add_chunk(t);
+	c->box.ndim = 0;
+	c->file = 1;
+	c->begin = 4096 + 60;
+	c->length = 8;
+	c->nblocks = 1;
+	c->xxh3 = calloc(1, sizeof(uint64_t));
+	c->xxh3[0] = 42;
+}
+
+static void round_trip(void **state)
+{
+	struct dpt__manifest m, d;
+	char *json, *again, err[256];
+	size_t len, len2;
+	(void)state;
+
+	sample(&m);
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)), 0);
+	assert_int_equal(dpt__manifest_encode(&m, &json, &len), 0);
+	assert_int_equal(dpt__manifest_decode(json, len, &d, err, sizeof(err)), 0);
+	assert_int_equal(dpt__manifest_check(&d, false, err, sizeof(err)), 0);
+	assert_int_equal(d.version, 1);
+	assert_int_equal(d.step, 1200);
+	assert_int_equal(d.world_size, 2);
+	assert_int_equal(d.sample_cursor, (uint64_t)1 << 40);
+	assert_int_equal(d.rng_len, 3);
+	assert_memory_equal(d.rng, "\x00\xff\x10", 3);
+	assert_int_equal(d.user_len, 0);
+	assert_int_equal(d.block_size, 64);
+	assert_int_equal(d.nfiles, 2);
+	assert_string_equal(d.files[1].name, "rank-00001-of-00002.safetensors");
+	assert_int_equal(d.ntensors, 2);
+	assert_string_equal(d.tensors[0].name, "w");
+	assert_int_equal(d.tensors[0].dtype, DPT_FLOAT32);
+	assert_int_equal(d.tensors[0].kind, DPT_CKPT_REPLICATED);
+	assert_int_equal(d.tensors[0].nchunks, 2);
+	assert_int_equal(d.tensors[0].chunks[1].box.off[0], 5);
+	assert_int_equal(d.tensors[0].chunks[1].xxh3[0], 0xffffffffffffffffull);
+	assert_int_equal(d.tensors[0].chunks[0].xxh3[0], 0x0123456789abcdefull);
+	assert_int_equal(d.tensors[1].ndim, 0);
+	assert_int_equal(d.tensors[1].kind, DPT_CKPT_SHARDED);
+	assert_int_equal(d.tensors[1].chunks[0].begin, 4096 + 60);
+	/* Deterministic: the same manifest encodes to the same bytes. */
+	assert_int_equal(dpt__manifest_encode(&d, &again, &len2), 0);
+	assert_int_equal(len, len2);
+	assert_memory_equal(json, again, len);
+	free(json);
+	free(again);
+	dpt__manifest_release(&m);
+	dpt__manifest_release(&d);
+}
+
+/* Decodes JSON after replacing FROM by TO in the sample's encoding. */
+static int decode_edited(const char *from, const char *to, char *err,
+			 size_t errlen)
+{
+	struct dpt__manifest m, d;
+	char *json, *p, *edited;
+	size_t len;
+	int rc;
+
+	sample(&m);
+	assert_int_equal(dpt__manifest_encode(&m, &json, &len), 0);
+	p = strstr(json, from);
+	assert_non_null(p);
+	edited = malloc(len + strlen(to) + 1);
+	memcpy(edited, json, (size_t)(p - json));
+	strcpy(edited + (p - json), to);
+	strcat(edited, p + strlen(from));
+	rc = dpt__manifest_decode(edited, strlen(edited), &d, err, errlen);
+	if (rc == 0)
+		rc = dpt__manifest_check(&d, false, err, errlen);
+	free(edited);
+	free(json);
+	dpt__manifest_release(&m);
+	dpt__manifest_release(&d);
+	return rc;
+}
+
+static void refuses(void **state)
+{
+	struct dpt__manifest d;
+	char err[256];
+	(void)state;
+
+	assert_int_equal(decode_edited("\"version\":1", "\"version\":2", err,
+				       sizeof(err)),
+			 DPT_EVERSION);
+	assert_non_null(strstr(err, "version 2"));
+	assert_int_equal(decode_edited("dptrain-ckpt", "other", err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_int_equal(decode_edited("\"float32\"", "\"float128\"", err,
+				       sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "float128"));
+	assert_int_equal(decode_edited("0123456789abcdef", "0123456789abcdeg",
+				       err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_int_equal(decode_edited("\"step\":1200", "\"step\":-1", err,
+				       sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_int_equal(decode_edited("\"rng\":\"00ff10\"", "\"rng\":\"0ff10\"",
+				       err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_int_equal(decode_edited("\"sample_cursor\"", "\"sample_cursor\":1,\"sample_cursor\"",
+				       err, sizeof(err)),
+			 DPT_ECORRUPT); /* duplicate keys */
+	assert_int_equal(decode_edited("rank-00001-of-00002.safetensors",
+				       "../x", err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_int_equal(dpt__manifest_decode("{\"format\":", 11, &d, err,
+					      sizeof(err)),
+			 DPT_ECORRUPT);
+	dpt__manifest_release(&d);
+}
+
+static void rules(void **state)
+{
+	struct dpt__manifest m;
+	char err[256];
+	(void)state;
+
+	/* Overlapping rows. */
+	sample(&m);
+	m.tensors[0].chunks[1].box.off[0] = 4;
+	m.tensors[0].chunks[1].box.len[0] = 5;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "overlap"));
+	dpt__manifest_release(&m);
+	/* A gap: rows 0..5 and 6..10 (length adjusted). */
+	sample(&m);
+	m.tensors[0].chunks[1].box.off[0] = 6;
+	m.tensors[0].chunks[1].box.len[0] = 4;
+	m.tensors[0].chunks[1].length = 48;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "cover"));
+	/* ...which a rank's fragment may have. */
+	assert_int_equal(dpt__manifest_check(&m, true, err, sizeof(err)), 0);
+	dpt__manifest_release(&m);
+	/* Outside the tensor. */
+	sample(&m);
+	m.tensors[0].chunks[1].box.off[0] = 6;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "outside"));
+	dpt__manifest_release(&m);
+	/* Length unlike the box, too few checksums, past the file's end. */
+	sample(&m);
+	m.tensors[0].chunks[0].length = 64;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	dpt__manifest_release(&m);
+	sample(&m);
+	m.block_size = 32;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "checksums"));
+	dpt__manifest_release(&m);
+	sample(&m);
+	m.files[1].size = 4096 + 60;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "past the end"));
+	dpt__manifest_release(&m);
+	sample(&m);
+	m.tensors[1].chunks[0].file = 2;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	dpt__manifest_release(&m);
+	/* The same name twice. */
+	sample(&m);
+	free(m.tensors[1].name);
+	m.tensors[1].name = strdup("w");
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "twice"));
+	dpt__manifest_release(&m);
+}
+
+static void safetensors_header(void **state)
+{
+	struct dpt__manifest m;
+	uint64_t start, n = 0;
+	json_error_t jerr;
+	json_t *h, *e;
+	char *hdr;
+	(void)state;
+
+	sample(&m);
+	/* Offsets relative to the data section, as the writer has them. */
+	m.tensors[0].chunks[1].begin = 0;
+	m.tensors[1].chunks[0].begin = 60;
+	assert_int_equal(dpt__shard_header(&m, 1, &hdr, &start), 0);
+	assert_int_equal(start % 4096, 0);
+	for (int b = 7; b >= 0; b--)
+		n = n << 8 | (unsigned char)hdr[b];
+	assert_int_equal(n, start - 8);
+	assert_int_equal(hdr[start - 1], ' ');
+	h = json_loadb(hdr + 8, n, 0, &jerr);
+	assert_non_null(h);
+	e = json_object_get(h, "w@5,0");
+	assert_non_null(e);
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "F32");
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "data_offsets"), 1)), 60);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "shape"), 0)), 5);
+	e = json_object_get(h, "count");
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "I64");
+	assert_int_equal(json_array_size(json_object_get(e, "shape")), 0);
+	assert_string_equal(json_string_value(json_object_get(
+				    json_object_get(h, "__metadata__"), "step")),
+			    "1200");
+	assert_null(json_object_get(h, "w@0,0")); /* rank 0's chunk */
+	json_decref(h);
+	free(hdr);
+	dpt__manifest_release(&m);
+}
+
+static void quiet(enum dpt__log_level level, const char *msg)
+{
+	(void)level;
+	(void)msg;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(round_trip),
+		cmocka_unit_test(refuses),
+		cmocka_unit_test(rules),
+		cmocka_unit_test(safetensors_header),
+	};
+	dpt__log_set_sink(quiet);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

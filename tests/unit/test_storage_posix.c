@@ -1,0 +1,476 @@
+/*
+ * The posix backend on a temporary directory: what a checkpoint writer and
+ * reader see (bytes back, visibility only after finish, the commit
+ * primitive, listings, deletes, gc), with writes split over the thread
+ * pool, concurrent writers and O_DIRECT.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <dptrain/error.h>
+
+#include "buf.h"
+#include "log.h"
+#include "storage/storage.h"
+
+#define MIB (1024 * 1024)
+
+struct fixture {
+	char dir[64];
+	char uri[96];
+	struct dpt__storage *s;
+};
+
+static struct dpt__buf logged;
+
+static void capture(enum dpt__log_level level, const char *msg)
+{
+	(void)level;
+	dpt__buf_printf(&logged, "%s\n", msg);
+}
+
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+	/* Position-dependent bytes: a misplaced range shows. */
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)((i + seed) * 2654435761u >> 13);
+}
+
+static int open_with(struct fixture *f, bool direct, size_t part_size)
+{
+	struct dpt__storage_opts o;
+	dpt__storage_destroy(&f->s);
+	dpt__storage_opts_init(&o);
+	o.direct_io = direct;
+	o.part_size = part_size;
+	return dpt__storage_open(f->uri, &o, &f->s);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	snprintf(f->dir, sizeof(f->dir), "/tmp/dpt-test-posix-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	/* The root does not exist yet: open creates it. */
+	snprintf(f->uri, sizeof(f->uri), "file://%s/root", f->dir);
+	if (open_with(f, false, 0))
+		return -1;
+	dpt__buf_reset(&logged);
+	*state = f;
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	dpt__storage_destroy(&f->s);
+	nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+struct listing {
+	struct dpt__buf text;
+};
+
+static int collect(void *ctx, const char *key, uint64_t size)
+{
+	struct listing *l = ctx;
+	return dpt__buf_printf(&l->text, "%s=%llu ", key,
+			       (unsigned long long)size);
+}
+
+static char *list(struct dpt__storage *s, const char *prefix)
+{
+	struct listing l;
+	dpt__buf_init(&l.text, 1 << 20);
+	assert_int_equal(dpt__storage_list(s, prefix, collect, &l), 0);
+	return dpt__buf_steal(&l.text);
+}
+
+static int count_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static void round_trip_and_ranges(void **state)
+{
+	struct fixture *f = *state;
+	struct dpt__storage_writer *w;
+	size_t n = 3 * MIB + 12345;
+	unsigned char *src = malloc(n), *dst = malloc(n);
+	uint64_t size;
+	char *l;
+
+	fill(src, n, 1);
+	assert_int_equal(open_with(f, false, MIB), 0);
+	assert_int_equal(dpt__storage_writer_new(f->s, "step-1/shard-0.bin", &w),
+			 0);
+	/* Out of order, one range spanning several pool jobs. */
+	assert_int_equal(dpt__storage_writer_write_at(w, src + 2 * MIB, n - 2 * MIB,
+						      2 * MIB),
+			 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, src + 100, 2 * MIB - 100,
+						      100),
+			 0);
+	/* Not visible while being written. */
+	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size),
+			 DPT_ENOENT);
+	l = list(f->s, "");
+	assert_string_equal(l, "");
+	free(l);
+	assert_int_equal(dpt__storage_writer_write_at(w, src, 100, 0), 0);
+	assert_int_equal(dpt__storage_writer_finish(&w), 0);
+	assert_null(w);
+
+	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size), 0);
+	assert_int_equal(size, n);
+	memset(dst, 0, n);
+	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", 0, n, dst),
+			 0);
+	assert_memory_equal(dst, src, n);
+	/* Ranged reads, one of them across pool jobs. */
+	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", 777, 10,
+					   dst),
+			 0);
+	assert_memory_equal(dst, src + 777, 10);
+	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", MIB - 5,
+					   2 * MIB + 7, dst),
+			 0);
+	assert_memory_equal(dst, src + MIB - 5, 2 * MIB + 7);
+	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", n - 1, 1,
+					   dst),
+			 0);
+	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", n - 1, 2,
+					   dst),
+			 DPT_ERANGE);
+	assert_non_null(strstr(logged.data, "past its end"));
+	assert_int_equal(dpt__storage_read(f->s, "step-1/none", 0, 1, dst),
+			 DPT_ENOENT);
+	assert_int_equal(dpt__storage_read(f->s, "step-1", 0, 1, dst),
+			 DPT_ENOENT); /* a directory is not an object */
+	assert_int_equal(dpt__storage_read(f->s, "../x", 0, 1, dst), DPT_EINVAL);
+
+	/* Finishing over an existing key replaces it. */
+	assert_int_equal(dpt__storage_writer_new(f->s, "step-1/shard-0.bin", &w),
+			 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, "new", 3, 0), 0);
+	assert_int_equal(dpt__storage_writer_finish(&w), 0);
+	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size), 0);
+	assert_int_equal(size, 3);
+	free(src);
+	free(dst);
+}
+
+static void abort_and_holes_leave_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct dpt__storage_writer *w;
+	char path[160], buf[64] = {0};
+	uint64_t size;
+
+	assert_int_equal(dpt__storage_writer_new(f->s, "a/b/x", &w), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, buf, sizeof(buf), 0), 0);
+	snprintf(path, sizeof(path), "%s/root/a/b", f->dir);
+	assert_int_equal(count_files(path), 1); /* the temporary file */
+	dpt__storage_writer_abort(&w);
+	assert_null(w);
+	dpt__storage_writer_abort(&w);
+	assert_int_equal(count_files(path), 0);
+
+	/* A hole: bytes 64..127 never written. */
+	assert_int_equal(dpt__storage_writer_new(f->s, "a/b/x", &w), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, buf, sizeof(buf), 0), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, buf, sizeof(buf), 128),
+			 0);
+	assert_int_equal(dpt__storage_writer_finish(&w), DPT_EINVAL);
+	assert_non_null(strstr(logged.data, "holes or overlapping"));
+	assert_int_equal(dpt__storage_stat(f->s, "a/b/x", &size), DPT_ENOENT);
+	assert_int_equal(count_files(path), 0);
+
+	/* An empty object is an object. */
+	assert_int_equal(dpt__storage_writer_new(f->s, "a/empty", &w), 0);
+	assert_int_equal(dpt__storage_writer_finish(&w), 0);
+	assert_int_equal(dpt__storage_stat(f->s, "a/empty", &size), 0);
+	assert_int_equal(size, 0);
+}
+
+struct stripe_arg {
+	struct dpt__storage_writer *w;
+	const unsigned char *src;
+	int id, nthreads;
+	size_t piece, total;
+	int rc;
+};
+
+static void *write_stripes(void *p)
+{
+	struct stripe_arg *a = p;
+	/* Thread i writes pieces i, i + n, i + 2n, ...: ranks writing
+	 * their parts of one shard file. */
+	for (size_t off = (size_t)a->id * a->piece; off < a->total && !a->rc;
+	     off += a->piece * (size_t)a->nthreads) {
+		size_t len = a->total - off < a->piece ? a->total - off : a->piece;
+		a->rc = dpt__storage_writer_write_at(a->w, a->src + off, len, off);
+	}
+	return NULL;
+}
+
+static void concurrent_writes(struct fixture *f, bool direct, size_t piece,
+			      size_t total)
+{
+	struct dpt__storage_writer *w;
+	unsigned char *src = malloc(total), *dst = malloc(total);
+	struct stripe_arg args[6];
+	pthread_t t[6];
+
+	fill(src, total, 7);
+	assert_int_equal(open_with(f, direct, MIB), 0);
+	assert_int_equal(dpt__storage_writer_new(f->s, "c/shard", &w), 0);
+	for (int i = 0; i < 6; i++) {
+		args[i] = (struct stripe_arg){w, src, i, 6, piece, total, 0};
+		assert_int_equal(pthread_create(&t[i], NULL, write_stripes,
+						&args[i]),
+				 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(args[i].rc, 0);
+	}
+	assert_int_equal(dpt__storage_writer_finish(&w), 0);
+	memset(dst, 0, total);
+	assert_int_equal(dpt__storage_read(f->s, "c/shard", 0, total, dst), 0);
+	assert_memory_equal(dst, src, total);
+	free(src);
+	free(dst);
+}
+
+static void concurrent_positional_writes(void **state)
+{
+	/* Pieces larger than the 1 MiB I/O size, and not aligned. */
+	concurrent_writes(*state, false, 3 * MIB / 2 + 3, 40 * MIB + 17);
+}
+
+static void direct_io(void **state)
+{
+	struct fixture *f = *state;
+	struct dpt__storage_writer *w;
+	size_t n = 5 * MIB + 333;
+	/* Memory not aligned to 4 KiB: goes through the bounce buffers. */
+	unsigned char *mem = malloc(n + 1), *src = mem + 1, *dst = malloc(n);
+
+	concurrent_writes(f, true, 2 * MIB + 4096, 24 * MIB); /* aligned */
+	concurrent_writes(f, true, 1000003, 20 * MIB + 5);    /* unaligned */
+	fill(src, n, 3);
+	assert_int_equal(open_with(f, true, MIB), 0);
+	assert_int_equal(dpt__storage_writer_new(f->s, "d/x", &w), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, src + 10, n - 10, 10), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, src, 10, 0), 0);
+	assert_int_equal(dpt__storage_writer_finish(&w), 0);
+	assert_int_equal(dpt__storage_read(f->s, "d/x", 0, n, dst), 0);
+	assert_memory_equal(dst, src, n);
+	free(mem);
+	free(dst);
+}
+
+static void put_if_absent_commits_once(void **state)
+{
+	struct fixture *f = *state;
+	char buf[16] = {0};
+	char path[160];
+
+	assert_int_equal(dpt__storage_put_if_absent(f->s, "step-2/manifest.json",
+						    "{\"step\":2}", 10),
+			 0);
+	dpt__buf_reset(&logged);
+	assert_int_equal(dpt__storage_put_if_absent(f->s, "step-2/manifest.json",
+						    "{\"step\":3}", 10),
+			 DPT_EEXIST);
+	assert_null(logged.data ? strstr(logged.data, "manifest") : NULL);
+	assert_int_equal(dpt__storage_read(f->s, "step-2/manifest.json", 0, 10,
+					   buf),
+			 0);
+	assert_string_equal(buf, "{\"step\":2}");
+	snprintf(path, sizeof(path), "%s/root/step-2", f->dir);
+	assert_int_equal(count_files(path), 1); /* no temporary file left */
+}
+
+struct race {
+	struct dpt__storage *s;
+	int rc;
+	char body[8];
+};
+
+static void *commit(void *p)
+{
+	struct race *r = p;
+	r->rc = dpt__storage_put_if_absent(r->s, "race/manifest", r->body, 8);
+	return NULL;
+}
+
+static void put_if_absent_race_has_one_winner(void **state)
+{
+	struct fixture *f = *state;
+	struct race r[8];
+	pthread_t t[8];
+	char got[8];
+	int winners = 0;
+
+	for (int i = 0; i < 8; i++) {
+		r[i].s = f->s;
+		snprintf(r[i].body, sizeof(r[i].body), "body-%02d", i);
+		pthread_create(&t[i], NULL, commit, &r[i]);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(dpt__storage_read(f->s, "race/manifest", 0, 8, got), 0);
+	for (int i = 0; i < 8; i++) {
+		if (r[i].rc == 0) {
+			winners++;
+			assert_memory_equal(got, r[i].body, 8);
+		} else {
+			assert_int_equal(r[i].rc, DPT_EEXIST);
+		}
+	}
+	assert_int_equal(winners, 1);
+}
+
+static void list_delete_gc(void **state)
+{
+	struct fixture *f = *state;
+	const char *keys[] = {"step-10/b", "step-1/a", "step-1/sub/c",
+			      "step-2/a", "top"};
+	char path[200], *l;
+	struct dpt__storage_writer *w;
+	size_t removed = 99;
+	int fd;
+
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(dpt__storage_put_if_absent(f->s, keys[i], "xy",
+							    i % 3),
+				 0);
+	/* A writer in progress and a file no key can name: not listed. */
+	assert_int_equal(dpt__storage_writer_new(f->s, "step-1/pending", &w), 0);
+	snprintf(path, sizeof(path), "%s/root/step-1/bad name", f->dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0644);
+	close(fd);
+
+	l = list(f->s, "");
+	assert_string_equal(l, "step-1/a=1 step-1/sub/c=2 step-10/b=0 "
+			       "step-2/a=0 top=1 ");
+	free(l);
+	l = list(f->s, "step-1");
+	assert_string_equal(l, "step-1/a=1 step-1/sub/c=2 step-10/b=0 ");
+	free(l);
+	l = list(f->s, "step-1/");
+	assert_string_equal(l, "step-1/a=1 step-1/sub/c=2 ");
+	free(l);
+	l = list(f->s, "step-1/s");
+	assert_string_equal(l, "step-1/sub/c=2 ");
+	free(l);
+	l = list(f->s, "nothing/here");
+	assert_string_equal(l, "");
+	free(l);
+
+	/* gc keeps a recent temporary file, removes an old one. */
+	assert_int_equal(dpt__storage_gc(f->s, "", 3600, &removed), 0);
+	assert_int_equal(removed, 0);
+	snprintf(path, sizeof(path), "%s/root/step-2/.a.dpt-tmp.0123456789abcdef",
+		 f->dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0644);
+	struct timespec old[2] = {{.tv_sec = 1000}, {.tv_sec = 1000}};
+	futimens(fd, old);
+	close(fd);
+	assert_int_equal(dpt__storage_gc(f->s, "step-2", 3600, &removed), 0);
+	assert_int_equal(removed, 1);
+	assert_int_equal(access(path, F_OK), -1);
+	dpt__storage_writer_abort(&w);
+
+	/* Delete: missing keys are fine; emptied directories go. */
+	const char *del[] = {"step-1/sub/c", "step-10/b", "missing/key"};
+	assert_int_equal(dpt__storage_delete(f->s, del, 3), 0);
+	l = list(f->s, "");
+	assert_string_equal(l, "step-1/a=1 step-2/a=0 top=1 ");
+	free(l);
+	snprintf(path, sizeof(path), "%s/root/step-10", f->dir);
+	assert_int_equal(access(path, F_OK), -1);
+	snprintf(path, sizeof(path), "%s/root/step-1/sub", f->dir);
+	assert_int_equal(access(path, F_OK), -1);
+	const char *bad[] = {"ok", "../escape"};
+	assert_int_equal(dpt__storage_delete(f->s, bad, 2), DPT_EINVAL);
+	assert_non_null(strstr(logged.data, "invalid key '../escape'"));
+}
+
+static void open_errors(void **state)
+{
+	struct fixture *f = *state;
+	struct dpt__storage *s = NULL;
+	char uri[160];
+	int fd;
+	(void)state;
+
+	snprintf(uri, sizeof(uri), "%s/file", f->dir);
+	fd = open(uri, O_CREAT | O_WRONLY, 0644);
+	close(fd);
+	snprintf(uri, sizeof(uri), "file://%s/file/below", f->dir);
+	assert_int_equal(dpt__storage_open(uri, NULL, &s), DPT_ENOENT);
+	assert_non_null(strstr(logged.data, "cannot create directory"));
+	assert_null(s);
+	assert_int_equal(dpt__storage_open("relative/dir", NULL, &s), DPT_EINVAL);
+	assert_non_null(strstr(logged.data, "invalid storage URI"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(round_trip_and_ranges, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(abort_and_holes_leave_nothing,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(concurrent_positional_writes,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(direct_io, setup, teardown),
+		cmocka_unit_test_setup_teardown(put_if_absent_commits_once, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(put_if_absent_race_has_one_winner,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(list_delete_gc, setup, teardown),
+		cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
+	};
+	dpt__buf_init(&logged, 1 << 20);
+	dpt__log_set_sink(capture);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
