@@ -8,8 +8,10 @@
 noinst_PROGRAMS += bench/rendezvous
 bench_rendezvous_SOURCES = bench/rendezvous.c coordinator/sodium_alloc.c
 bench_rendezvous_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS) \
-	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"'
+	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"' \
+	-DDPT_TCPSTORE_SCRIPT='"$(abs_top_srcdir)/bench/rendezvous_tcpstore.py"'
 bench_rendezvous_LDADD = worker/libdptrain.la common/libdptcommon.la $(ZMQ_LIBS)
+EXTRA_DIST += bench/rendezvous_tcpstore.py
 
 # Benchmarks. bench/allreduce: dptrain's CPU backend next to Open MPI's
 # MPI_Allreduce in the same run (doc/PERFORMANCE.md has the figures and

@@ -2,18 +2,24 @@
  * Rendezvous and failure-detection benchmark of dptrain-coordinator.
  *
  *   bench/rendezvous --workers 64,512,4096 [--runs R] [--verify]
+ *                    [--peer-timeout S]
  *     For each N: start the real coordinator (the built binary) and N
  *     simulated workers (one DEALER socket each, CURVE and all, driven by
  *     one thread per process), and time until the last worker has its
  *     rank and the NCCL unique ID of generation 1. Prints one line per N,
  *     the last being "rendezvous workers=N seconds=S" (median of R runs).
  *     --verify checks dense unique ranks and one identical ID everywhere.
+ *     The peer, measured in the same run: the same rendezvous over
+ *     PyTorch's TCPStore (bench/rendezvous_tcpstore.py, one run per N,
+ *     given up after S seconds, default 60); ratio = its time / ours.
  *
- *   bench/rendezvous --failover [--workers 4] [--runs 5]
- *     N real libdptrain worker processes train (allreduce + barrier, or
- *     barriers only); one is killed with SIGKILL; prints the time until
- *     every survivor got an error and until they formed the next
- *     generation. Median of R runs per mode.
+ *   bench/rendezvous --failure-detection [--workers 4] [--runs 5]
+ *     (also --failover) N real libdptrain worker processes train
+ *     (allreduce + barrier, or barriers only); one is killed with
+ *     SIGKILL; prints the time until every survivor got an error and
+ *     until they formed the next generation. Median of R runs per mode;
+ *     last line "failure_detection workers=N seconds=S" (barrier loop:
+ *     the coordinator's heartbeat timeout is what tells).
  *
  * The simulated workers share this process and its cores with the
  * coordinator; on a cluster each worker's CURVE handshake runs on its own
@@ -49,6 +55,9 @@
 #ifndef DPT_COORDINATOR_BIN
 #define DPT_COORDINATOR_BIN "coordinator/dptrain-coordinator"
 #endif
+#ifndef DPT_TCPSTORE_SCRIPT
+#define DPT_TCPSTORE_SCRIPT "bench/rendezvous_tcpstore.py"
+#endif
 
 static int64_t now_ns(void)
 {
@@ -74,10 +83,18 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Thousands of sockets here and in the peer (torch 1.13's TCPStore holds
+ * about four descriptors per client): 2^17 where allowed (root), else
+ * the hard limit. */
 static void raise_fd_limit(void)
 {
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+	struct rlimit rl, big = {1 << 17, 1 << 17};
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_max < big.rlim_max && setrlimit(RLIMIT_NOFILE, &big) == 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
@@ -335,11 +352,29 @@ static int swarm_run(struct swarm *sw, const char *endpoint,
 		sim_send(s, &m);
 		zmq_getsockopt(s->sock, ZMQ_FD, &fd, &sz);
 		epoll_ctl(sw->epfd, EPOLL_CTL_ADD, fd, &ev);
+		/* A send may consume the signal on ZMQ_FD: look now, or a
+		 * reply that arrived meanwhile waits for the next heartbeat. */
+		sim_drain(sw, s);
 		if (i % 64 == 63)
 			swarm_serve(sw, i + 1, 0, &next_hb);
 	}
-	while (sw->done < n && !sw->failed && seconds_since(t0) < timeout_s)
+	/* DPT_BENCH_TRACE=1: progress on stderr, to see where time goes. */
+	if (getenv("DPT_BENCH_TRACE"))
+		fprintf(stderr, "%.3f s: %d sockets made\n", seconds_since(t0), n);
+	while (sw->done < n && !sw->failed && seconds_since(t0) < timeout_s) {
 		swarm_serve(sw, n, 20, &next_hb);
+		if (getenv("DPT_BENCH_TRACE")) {
+			static int64_t last;
+			if (now_ns() - last > 200000000) {
+				int wel = 0;
+				for (int i = 0; i < n; i++)
+					wel += sw->w[i].welcomed;
+				fprintf(stderr, "%.3f s: %d welcomed, %d done\n",
+					seconds_since(t0), wel, sw->done);
+				last = now_ns();
+			}
+		}
+	}
 	return sw->done == n ? 0 : -1;
 }
 
@@ -390,8 +425,72 @@ static void swarm_leave(struct swarm *sw)
 	free(sw->w);
 }
 
+/* The peer: bench/rendezvous_tcpstore.py for N clients, killed after
+ * TIMEOUT_S. Returns its seconds, or -1 with *WHY set (timeout, no
+ * torch, failure). */
+static double peer_tcpstore(int n, int timeout_s, char *why, size_t why_len)
+{
+	const char *script = getenv("DPT_TCPSTORE_SCRIPT");
+	char n_s[16], t_s[16], out[256];
+	int fd[2], status = 0, len = 0;
+	int64_t deadline = now_ns() + (int64_t)timeout_s * 1000000000;
+	double sec = -1;
+	const char *p;
+	pid_t pid;
+
+	if (!script)
+		script = DPT_TCPSTORE_SCRIPT;
+	snprintf(why, why_len, "failed");
+	if (access(script, R_OK) != 0 || access("/usr/bin/python3", X_OK) != 0) {
+		snprintf(why, why_len, "no-python3-or-script");
+		return -1;
+	}
+	snprintf(n_s, sizeof(n_s), "%d", n);
+	snprintf(t_s, sizeof(t_s), "%d", timeout_s);
+	if (pipe(fd) != 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		close(fd[1]);
+		execl("/usr/bin/python3", "python3", script, n_s, t_s,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	while (len < (int)sizeof(out) - 1) {
+		struct pollfd pf = {.fd = fd[0], .events = POLLIN};
+		int64_t left = (deadline - now_ns()) / 1000000;
+		ssize_t k;
+		if (left <= 0) {
+			snprintf(why, why_len, "timeout(>%ds)", timeout_s);
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&pf, 1, (int)(left > 1000 ? 1000 : left)) <= 0)
+			continue;
+		k = read(fd[0], out + len, sizeof(out) - 1 - (size_t)len);
+		if (k <= 0)
+			break;
+		len += (int)k;
+	}
+	out[len] = '\0';
+	close(fd[0]);
+	waitpid(pid, &status, 0);
+	if ((p = strstr(out, "seconds=")) != NULL && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0)
+		sec = strtod(p + 8, NULL);
+	else if ((p = strstr(out, "skip=")) != NULL ||
+		 (p = strstr(out, "error=")) != NULL)
+		snprintf(why, why_len, "%.*s", (int)strcspn(p, "\n"), p);
+	return sec;
+}
+
 static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
-			    int runs, bool verify)
+			    int runs, bool verify, int peer_timeout)
 {
 	double last = 0;
 	int last_n = 0;
@@ -399,7 +498,15 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 	for (int k = 0; k < nsizes; k++) {
 		int n = sizes[k];
 		double wall[64], cpu[64];
-		const char *extra[] = {"--log-level", "warn", NULL};
+		/* All N simulated workers share this machine's cores with
+		 * the coordinator, and each one's CURVE handshake costs as
+		 * much CPU here as the coordinator's side of it: a joined
+		 * worker's heartbeat can wait longer than the default 2 s
+		 * timeout, which is then not what is measured. */
+		const char *extra[] = {"--log-level", "warn", "--timeout-ms",
+				       "10000", NULL};
+		double peer;
+		char why[64], peer_s[96];
 
 		for (int r = 0; r < runs; r++) {
 			struct coordinator c;
@@ -431,10 +538,21 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 		}
 		last = median(wall, runs);
 		last_n = n;
+		peer = peer_timeout ? peer_tcpstore(n, peer_timeout, why,
+						    sizeof(why)) :
+				      -1;
+		if (!peer_timeout)
+			peer_s[0] = '\0';
+		else if (peer >= 0)
+			snprintf(peer_s, sizeof(peer_s),
+				 " tcpstore_seconds=%.3f ratio=%.2f", peer,
+				 peer / last);
+		else
+			snprintf(peer_s, sizeof(peer_s), " tcpstore=%s", why);
 		printf("workers=%d seconds=%.3f coordinator_cpu_seconds=%.3f "
-		       "runs=%d%s\n",
+		       "runs=%d%s%s\n",
 		       n, last, median(cpu, runs), runs,
-		       verify ? " verified" : "");
+		       verify ? " verified" : "", peer_s);
 		fflush(stdout);
 	}
 	printf("rendezvous workers=%d seconds=%.3f\n", last_n, last);
@@ -559,6 +677,7 @@ static int failover_run(const char *bin, int n, bool barriers_only,
 static int bench_failover(const char *bin, int n, int runs)
 {
 	static const char *const modes[] = {"allreduce+barrier", "barrier"};
+	double last = 0;
 
 	for (int m = 0; m < 2; m++) {
 		double told[64], formed[64];
@@ -568,12 +687,13 @@ static int bench_failover(const char *bin, int n, int runs)
 				fprintf(stderr, "failover run %d failed\n", r);
 				return 1;
 			}
+		last = median(told, runs);
 		printf("failover workers=%d loop=%s survivors_told_seconds=%.3f "
 		       "next_generation_seconds=%.3f runs=%d (median)\n",
-		       n, modes[m], median(told, runs), median(formed, runs),
-		       runs);
+		       n, modes[m], last, median(formed, runs), runs);
 		fflush(stdout);
 	}
+	printf("failure_detection workers=%d seconds=%.3f\n", n, last);
 	return 0;
 }
 
@@ -582,7 +702,10 @@ static int bench_failover(const char *bin, int n, int runs)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: rendezvous [--workers N[,N...]] [--runs R] "
-		   "[--verify] [--failover] [--coordinator PATH]\n");
+		   "[--verify] [--peer-timeout S (0: no peer)]\n"
+		   "       rendezvous --failure-detection [--workers N] "
+		   "[--runs R]\n"
+		   "       (both: [--coordinator PATH])\n");
 }
 
 int main(int argc, char **argv)
@@ -592,12 +715,15 @@ int main(int argc, char **argv)
 		{"runs", required_argument, NULL, 'r'},
 		{"verify", no_argument, NULL, 'v'},
 		{"failover", no_argument, NULL, 'f'},
+		{"failure-detection", no_argument, NULL, 'f'},
+		{"peer-timeout", required_argument, NULL, 'p'},
 		{"coordinator", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *bin = getenv("DPTRAIN_COORDINATOR_BIN");
 	int sizes[16] = {64, 512, 4096}, nsizes = 3, runs = 0, c;
+	int peer_timeout = 60;
 	bool verify = false, failover = false, sizes_given = false;
 	long v;
 
@@ -630,12 +756,23 @@ int main(int argc, char **argv)
 			sizes_given = true;
 			break;
 		case 'r':
-			if (dpt__parse_long(optarg, 1, 64, &v) != 0)
+			if (dpt__parse_long(optarg, 1, 64, &v) != 0) {
+				fprintf(stderr, "bad --runs '%s' (1..64)\n",
+					optarg);
 				return 2;
+			}
 			runs = (int)v;
 			break;
 		case 'v':
 			verify = true;
+			break;
+		case 'p':
+			if (dpt__parse_long(optarg, 0, 3600, &v) != 0) {
+				fprintf(stderr, "bad --peer-timeout '%s'\n",
+					optarg);
+				return 2;
+			}
+			peer_timeout = (int)v;
 			break;
 		case 'f':
 			failover = true;
@@ -662,5 +799,6 @@ int main(int argc, char **argv)
 	if (failover)
 		return bench_failover(bin, sizes_given ? sizes[0] : 4,
 				      runs ? runs : 5);
-	return bench_rendezvous(bin, sizes, nsizes, runs ? runs : 3, verify);
+	return bench_rendezvous(bin, sizes, nsizes, runs ? runs : 3, verify,
+				peer_timeout);
 }

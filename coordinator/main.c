@@ -51,6 +51,7 @@ struct options {
 	long timeout_ms;
 	long min_workers;
 	long join_timeout_ms;
+	long io_threads;
 };
 
 static void usage(FILE *f)
@@ -89,6 +90,10 @@ static void usage(FILE *f)
 		"none\n"
 		"                         (DPTRAIN_JOIN_TIMEOUT_MS; default "
 		"300000)\n"
+		"  --io-threads N         threads for connections and CURVE "
+		"handshakes\n"
+		"                         (DPTRAIN_IO_THREADS; default: the "
+		"CPUs, at most 4)\n"
 		"  --log-level LEVEL      error, warn, info or debug "
 		"(DPTRAIN_LOG_LEVEL; default info)\n"
 		"  --help, --version\n"
@@ -119,6 +124,17 @@ static int number(const char *opt, const char *s, long min, long max,
 	return rc;
 }
 
+/* Each CURVE handshake costs the coordinator about 0.3 ms of elliptic
+ * curve arithmetic, done by ZeroMQ's I/O threads: with one, thousands of
+ * workers joining at once queue behind a single core (doc/PERFORMANCE.md,
+ * "Rendezvous"). Connections are spread over the threads. */
+static long default_io_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 4 ? 4 : n;
+}
+
 /* Command-line options override the environment, which overrides the
  * defaults. */
 static int parse_options(int argc, char **argv, struct options *o)
@@ -134,6 +150,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		OPT_TIMEOUT,
 		OPT_MIN,
 		OPT_JOIN_TIMEOUT,
+		OPT_IO_THREADS,
 		OPT_LOG,
 		OPT_HELP,
 		OPT_VERSION,
@@ -149,6 +166,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
 		{"min-workers", required_argument, NULL, OPT_MIN},
 		{"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
+		{"io-threads", required_argument, NULL, OPT_IO_THREADS},
 		{"log-level", required_argument, NULL, OPT_LOG},
 		{"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -161,7 +179,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		"DPTRAIN_ENDPOINT_FILE",  "DPTRAIN_PARENT_PID",
 		"DPTRAIN_HEARTBEAT_MS",	  "DPTRAIN_TIMEOUT_MS",
 		"DPTRAIN_MIN_WORKERS",	  "DPTRAIN_JOIN_TIMEOUT_MS",
-		"DPTRAIN_LOG_LEVEL",
+		"DPTRAIN_IO_THREADS",	  "DPTRAIN_LOG_LEVEL",
 	};
 	const char *val[OPT_LOG - OPT_WORLD + 1] = {NULL};
 	const char *name[OPT_LOG - OPT_WORLD + 1];
@@ -217,6 +235,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		.timeout_ms = 2000,
 		.min_workers = 1,
 		.join_timeout_ms = 300000,
+		.io_threads = default_io_threads(),
 	};
 	if (!V(OPT_WORLD)) {
 		fprintf(stderr, PROG ": --world-size is required (see --help)\n");
@@ -239,6 +258,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 	if (!rc && V(OPT_JOIN_TIMEOUT))
 		rc = number(N(OPT_JOIN_TIMEOUT), V(OPT_JOIN_TIMEOUT), 0,
 			    INT32_MAX, &o->join_timeout_ms);
+	if (!rc && V(OPT_IO_THREADS))
+		rc = number(N(OPT_IO_THREADS), V(OPT_IO_THREADS), 1, 64,
+			    &o->io_threads);
 	if (!rc && V(OPT_LOG)) {
 		rc = dpt__log_parse_level(V(OPT_LOG), &level);
 		if (rc)
@@ -685,7 +707,7 @@ int main(int argc, char **argv)
 	raise_fd_limit(o.world_size);
 
 	ctx = zmq_ctx_new();
-	if (!ctx) {
+	if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, (int)o.io_threads) != 0) {
 		dpt__error("cannot create a zeromq context: %s",
 			   zmq_strerror(errno));
 		goto out;
@@ -745,9 +767,9 @@ int main(int argc, char **argv)
 	printf("%s\n", endpoint);
 	fflush(stdout);
 	dpt__info("listening on %s for %ld workers (min %ld, heartbeat %ld "
-		  "ms, timeout %ld ms)",
+		  "ms, timeout %ld ms, %ld i/o threads)",
 		  endpoint, o.world_size, o.min_workers, o.heartbeat_ms,
-		  o.timeout_ms);
+		  o.timeout_ms, o.io_threads);
 
 	while (!dpt__coord_done(coord, &exit_code)) {
 		zmq_pollitem_t items[5] = {

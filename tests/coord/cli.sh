@@ -32,6 +32,7 @@ bad=(
 	"--world-size 4 --bind nonsense://x|cannot bind 'nonsense://x'"
 	"--world-size 4 --secret-file /nonexistent/secret|/nonexistent/secret"
 	"--world-size 4 --parent-pid -3|--parent-pid: '-3' is not a number"
+	"--world-size 4 --io-threads 0|--io-threads: '0' is not a number in [1, 64]"
 )
 plan $((3 + ${#opts[@]} + ${#bad[@]} + 6))
 

@@ -8,10 +8,12 @@
  *                                 join, train until an error, print it
  *                                 (and with --rejoin: rejoin, check, leave);
  *                                 --barriers: barriers only, no data plane
- *   coord_worker nccl-id ENDPOINT NODE LOCAL_RANK TASK
+ *   coord_worker nccl-id ENDPOINT NODE LOCAL_RANK TASK [ROUNDS [reuse]]
  *                                 join as an NCCL-capable worker (raw
  *                                 protocol, no GPU), create the unique ID
- *                                 when told to, print the ID received
+ *                                 when told to, print the ID received;
+ *                                 ROUNDS generations in a row; "reuse":
+ *                                 rank 0 offers the old ID again
  *   coord_worker garbage HOST PORT      raw junk at the coordinator's port
  *   coord_worker hostile ENDPOINT       authenticated but malformed input
  *   coord_worker report-exit ENDPOINT TASK STATUS
@@ -517,19 +519,25 @@ static int cmd_hostile(const char *endpoint)
 
 /* An NCCL worker as the coordinator sees it, without NCCL or a GPU: the
  * unique ID is opaque to the coordinator, so random bytes stand for
- * ncclGetUniqueId. Prints the membership and the ID as relayed, then
- * leaves. Heartbeats while it waits, as libdptrain's agent would. */
+ * ncclGetUniqueId. Prints the membership and the ID as relayed ("joined
+ * ... id=HEX"), then leaves; with ROUNDS > 1 it re-joins after each ID
+ * instead (which ends the generation for all), and with REUSE rank 0
+ * offers the previous generation's ID again. Heartbeats while it waits,
+ * as libdptrain's agent would. */
 static int cmd_nccl_id(const char *endpoint, const char *node_s,
-		       const char *local_s, const char *task_s)
+		       const char *local_s, const char *task_s, int rounds,
+		       bool reuse)
 {
 	struct dpt__curve_keys k;
 	struct client c;
 	struct dpt__msg m, r;
 	struct dpt__msg_welcome w = {0};
 	long node, local, task;
-	uint32_t gen = 0;
+	uint32_t gen = 0, done_gen = 0;
 	bool welcomed = false;
 	long long deadline = wall_ns() + 20000000000LL;
+	uint8_t prev[DPT_NCCL_ID_SIZE];
+	bool have_prev = false;
 	char hex[2 * DPT_NCCL_ID_SIZE + 1];
 
 	if (dpt__parse_long(node_s, 0, UINT32_MAX, &node) ||
@@ -549,8 +557,9 @@ static int cmd_nccl_id(const char *endpoint, const char *node_s,
 	client_send(&c, &m);
 	while (wall_ns() < deadline) {
 		if (client_reply(&c, &r, 300) != 0) {
-			dpt__msg_init(&m, DPT_MSG_HEARTBEAT, gen);
-			client_send(&c, &m);
+			struct dpt__msg hb;
+			dpt__msg_init(&hb, DPT_MSG_HEARTBEAT, gen);
+			client_send(&c, &hb);
 			continue;
 		}
 		if (r.type == DPT_MSG_WELCOME) {
@@ -558,11 +567,16 @@ static int cmd_nccl_id(const char *endpoint, const char *node_s,
 			gen = r.generation;
 			welcomed = true;
 			if (w.flags & DPT_WELCOME_CREATE_ID) {
-				dpt__msg_init(&m, DPT_MSG_UNIQUE_ID, gen);
-				if (getrandom(m.u.unique_id, DPT_NCCL_ID_SIZE,
-					      0) != DPT_NCCL_ID_SIZE)
+				struct dpt__msg id;
+				dpt__msg_init(&id, DPT_MSG_UNIQUE_ID, gen);
+				if (reuse && have_prev)
+					memcpy(id.u.unique_id, prev,
+					       DPT_NCCL_ID_SIZE);
+				else if (getrandom(id.u.unique_id,
+						   DPT_NCCL_ID_SIZE,
+						   0) != DPT_NCCL_ID_SIZE)
 					return fail("getrandom", DPT_ESYS);
-				client_send(&c, &m);
+				client_send(&c, &id);
 			}
 		} else if (r.type == DPT_MSG_UNIQUE_ID && welcomed &&
 			   r.generation == gen) {
@@ -575,13 +589,28 @@ static int cmd_nccl_id(const char *endpoint, const char *node_s,
 			       w.rank, w.world, w.local_rank, w.local_world,
 			       gen, w.backend,
 			       (w.flags & DPT_WELCOME_CREATE_ID) ? 1 : 0, hex);
-			dpt__msg_init(&m, DPT_MSG_LEAVE, gen);
-			client_send(&c, &m);
-			usleep(100000); /* LINGER is 0: let LEAVE go out */
-			client_close(&c);
-			return 0;
+			done_gen = gen;
+			welcomed = false;
+			if (--rounds > 0) {
+				/* Re-join: JOIN from a member. */
+				memcpy(prev, r.u.unique_id, DPT_NCCL_ID_SIZE);
+				have_prev = true;
+				m.generation = gen;
+				client_send(&c, &m);
+			} else {
+				dpt__msg_init(&m, DPT_MSG_LEAVE, gen);
+				client_send(&c, &m);
+				usleep(100000); /* LINGER is 0: let it go */
+				client_close(&c);
+				return 0;
+			}
+		} else if (r.type == DPT_MSG_GEN_END && done_gen &&
+			   r.generation == done_gen) {
+			/* Another member's re-join ended the generation
+			 * whose ID we have: expected, we re-join too. */
 		} else if (r.type == DPT_MSG_ERROR || r.type == DPT_MSG_GEN_END) {
-			printf("FAIL %s: %s\n", dpt__msg_type_name(r.type),
+			printf("FAIL %s gen=%u: %s\n",
+			       dpt__msg_type_name(r.type), r.generation,
 			       r.u.text.text);
 			dpt__msg_release(&r);
 			client_close(&c);
@@ -627,8 +656,10 @@ int main(int argc, char **argv)
 				return fail(argv[i], DPT_EINVAL);
 		return cmd_loop(rejoin, barriers);
 	}
-	if (argc == 6 && !strcmp(argv[1], "nccl-id"))
-		return cmd_nccl_id(argv[2], argv[3], argv[4], argv[5]);
+	if (argc >= 6 && argc <= 8 && !strcmp(argv[1], "nccl-id"))
+		return cmd_nccl_id(argv[2], argv[3], argv[4], argv[5],
+				   argc >= 7 ? atoi(argv[6]) : 1,
+				   argc == 8 && !strcmp(argv[7], "reuse"));
 	if (argc == 4 && !strcmp(argv[1], "garbage"))
 		return cmd_garbage(argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[1], "hostile"))
@@ -636,7 +667,8 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "report-exit"))
 		return cmd_report_exit(argv[2], argv[3], argv[4]);
 	fprintf(stderr, "usage: coord_worker run|loop [--rejoin] [--barriers]|"
-			"nccl-id ENDPOINT NODE LOCAL TASK|garbage HOST PORT|"
+			"nccl-id ENDPOINT NODE LOCAL TASK [ROUNDS [reuse]]|"
+			"garbage HOST PORT|"
 			"hostile ENDPOINT|report-exit ENDPOINT TASK STATUS\n");
 	return 2;
 }

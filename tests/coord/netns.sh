@@ -18,6 +18,7 @@ plan 5
 host=$(ip -4 -o addr show dev "$DPTRAIN_CLUSTER_BRIDGE" | awk '{ split($4, a, "/"); print a[1]; exit }')
 [ -n "$host" ] || bail_out "bridge $DPTRAIN_CLUSTER_BRIDGE has no IPv4 address"
 coord_start 4 --bind "tcp://$host:*"
+# shellcheck disable=SC2016 # expanded by the task's shell
 out=$(DPTRAIN_BACKEND=cpu srun_t -N 2 -n 4 --ntasks-per-node 2 \
 	sh -c 'echo "node=$SLURM_NODEID local=$SLURM_LOCALID host=$(hostname) $("$0" run | tr "\n" " ")"' \
 	"$coord_worker" 2>&1)

@@ -2,13 +2,14 @@
 # Rendezvous on loopback: a real coordinator and 2..16 real workers started
 # in a shuffled order get dense unique ranks ordered by (node, local rank),
 # the local ranks of their node, one NCCL unique ID relayed unchanged to
-# all, and the coordinator exits 0 once every worker has left.
+# all, a fresh ID for the next generation (an old one is refused), and
+# the coordinator exits 0 once every worker has left.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/coord/lib.sh"
 
 sizes=(2 5 16)
-plan $((${#sizes[@]} * 6 + 5))
+plan $((${#sizes[@]} * 6 + 9))
 
 # layout N: "node local task" lines for N workers on nodes of 1..4 tasks,
 # in a random order; node indices have gaps, as a sparse SLURM_NODEID set.
@@ -106,3 +107,33 @@ kill -0 "${worker_pid[a]}" 2>/dev/null && kill -0 "${worker_pid[b]}" 2>/dev/null
 ok $? "the two members go on training undisturbed"
 grep -q "refused a join: the job already has its 2 workers" "$coord_log"
 ok $? "the coordinator logs the refusal"
+
+# 5. NCCL unique IDs across generations: after a re-join, generation 2 gets
+# a new ID (again one for all); a rank 0 that offers generation 1's ID
+# again is refused and the generation ends.
+coord_start 3
+for t in 0 1 2; do
+	worker_start "g$t" 0 "$t" "$t" nccl-id "$DPTRAIN_COORDINATOR" 0 "$t" "$t" 2
+done
+r=0
+for t in 0 1 2; do worker_wait "g$t" 30 || r=$((r + 1)); done
+lines=$(cat "$coord_dir"/g?.out | grep '^joined' | while read -r line; do
+	echo "$(field gen "$line") $(field world "$line") $(field id "$line")"
+done | sort)
+is "$r $(awk '$1 == 1' <<<"$lines" | wc -l) $(awk '$1 == 2 && $2 == 3' <<<"$lines" | wc -l) $(awk '{ print $3 }' <<<"$lines" | sort -u | wc -l) $(awk '$1 == 1 { print $3 }' <<<"$lines" | sort -u | wc -l)" \
+	"0 3 3 2 1" "3 NCCL workers, 2 generations: each generation one ID for all, generation 2's differs from 1's" ||
+	diag "$(cat "$coord_dir"/g?.out)"
+grep -q "generation 1 ended: .* re-joined" "$coord_log"
+ok $? "the coordinator logs that a member's re-join ended generation 1"
+
+coord_start 2
+for t in 0 1; do
+	worker_start "u$t" 0 "$t" "$t" nccl-id "$DPTRAIN_COORDINATOR" 0 "$t" "$t" 2 reuse
+done
+for t in 0 1; do worker_wait "u$t" 30; done
+refused=$(cat "$coord_dir"/u?.out | grep -c "^FAIL GEN_END gen=2: rank 0 sent the previous generation's nccl unique id")
+gen2=$(cat "$coord_dir"/u?.out | grep -c '^joined.* gen=2 ')
+is "$refused $gen2" "2 0" "a reused ID is never relayed: generation 2 ends for both members" ||
+	diag "$(cat "$coord_dir"/u?.out)"
+grep -q "generation 2 ended: rank 0 sent the previous generation's nccl unique id" "$coord_log"
+ok $? "the coordinator logs the refused ID" || diag "$(cat "$coord_log")"

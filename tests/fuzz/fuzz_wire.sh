@@ -28,6 +28,7 @@ if "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined \
 	-I"$top_builddir" -I"$top_srcdir/include" -I"$top_srcdir/common" \
 	"$top_srcdir/tests/fuzz/fuzz_wire.c" "$top_srcdir/common/wire.c" \
 	"$top_srcdir/common/error.c" "$top_srcdir/common/log.c" \
+	"$top_srcdir/common/parse.c" \
 	$libs -o "$work/fuzz_wire" >"$work/build.log" 2>&1; then
 	echo "ok 1 - fuzz_wire builds with libFuzzer"
 else
