@@ -7,9 +7,12 @@
  * through shared memory; --tcp puts each on a node of its own), then runs
  * bench/allreduce_mpi under mpirun with the same sizes and iterations.
  * float32 sum, out of place; per iteration a barrier then one timed
- * allreduce; an iteration takes the slowest rank's time; the figure is
- * the median over the timed iterations. Bus bandwidth as nccl-tests
- * defines it: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n.
+ * allreduce; an iteration takes the slowest rank's time; a round's
+ * figure is the median over the timed iterations. Rounds (-r) alternate
+ * the two sides and the figure is the median over rounds: on a machine
+ * shared with other work, a burst of load then spoils one round of one
+ * side rather than the comparison. Bus bandwidth as nccl-tests defines
+ * it: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n.
  *
  * The last line is the summary for 2 ranks at 64 MiB (or the last ranks
  * and largest size measured):
@@ -37,6 +40,7 @@
 
 #define MAX_RANKS     64
 #define MAX_SIZES     40
+#define MAX_ROUNDS    15
 #define SUMMARY_BYTES ((size_t)64 << 20)
 
 struct options {
@@ -44,6 +48,7 @@ struct options {
 	int nranks;
 	size_t lo, hi, factor;
 	int warmup, iters;
+	int rounds;
 	int tcp;
 	int bind;
 	int mpi_malloc;	 /* leave Open MPI with glibc's default malloc */
@@ -289,11 +294,14 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: allreduce [-n RANKS[,RANKS...]] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR]\n"
-		"                 [-w WARMUP] [-i ITERS] [--tcp] [--no-bind] "
-		"[--mpi PROGRAM | --no-mpi]\n"
+		"                 [-w WARMUP] [-i ITERS] [-r ROUNDS] [--tcp] "
+		"[--no-bind]\n"
+		"                 [--mpi PROGRAM | --no-mpi]\n"
 		"                 [--mpi-default-malloc]\n"
-		"defaults: -n 4,2 -b 1K -e 256M -f 4 -w 3 -i 20, "
+		"defaults: -n 4,2 -b 1K -e 256M -f 4 -w 3 -i 20 -r 3, "
 		"--mpi allreduce_mpi beside this program\n"
+		"-r: rounds, dptrain then MPI in each; the figures are "
+		"the medians over them\n"
 		"--tcp: one rank per node (TCP ring) instead of shared "
 		"memory\n"
 		"--no-bind: bind neither dptrain's nor Open MPI's ranks to "
@@ -342,6 +350,7 @@ int main(int argc, char **argv)
 	    .factor = 4,
 	    .warmup = 3,
 	    .iters = 20,
+	    .rounds = 3,
 	    .bind = 1,
 	    .mpi = default_mpi(),
 	};
@@ -379,6 +388,8 @@ int main(int argc, char **argv)
 			o.factor = (size_t)f;
 		} else if (!strcmp(a, "-w")) {
 			bad = parse_int(v, 0, 100, &o.warmup);
+		} else if (!strcmp(a, "-r")) {
+			bad = parse_int(v, 1, MAX_ROUNDS, &o.rounds);
 		} else if (!strcmp(a, "-i")) {
 			bad = parse_int(v, 1, 1000 - 100, &o.iters);
 		} else {
@@ -405,12 +416,13 @@ int main(int argc, char **argv)
 	       o.tcp ? "TCP ring, one rank per node"
 		     : "shared memory, all ranks on one node");
 	printf("# ranks %s\n", o.bind ? "bound to CPUs when there are enough "
-				       "(Open MPI's default)"
-				     : "not bound (--no-bind; mpirun "
-				       "--bind-to none)");
-	printf("# %ld CPUs; median of up to %d iterations after %d warm-up; "
+					"(Open MPI's default)"
+				      : "not bound (--no-bind; mpirun "
+					"--bind-to none)");
+	printf("# %ld CPUs; median of up to %d iterations after %d warm-up, "
+	       "then median of %d rounds (dptrain and MPI alternating); "
 	       "busbw = bytes/time * 2(n-1)/n, GB/s\n",
-	       ncpu, o.iters, o.warmup);
+	       ncpu, o.iters, o.warmup, o.rounds);
 	if (!o.mpi)
 		printf("# no MPI side (--no-mpi, or bench/allreduce_mpi not "
 		       "built)\n");
@@ -422,18 +434,34 @@ int main(int argc, char **argv)
 	for (int k = 0; k < o.nranks; k++) {
 		int world = o.ranks[k];
 		double dt[MAX_SIZES], mt[MAX_SIZES];
+		double dr[MAX_SIZES][MAX_ROUNDS], mr[MAX_SIZES][MAX_ROUNDS];
 		size_t b = o.lo;
 		struct options ok = o;
 
 		/* Open MPI binds ranks to cores only when there are enough
 		 * cores: do the same. */
 		ok.bind = o.bind && world <= ncpu;
-		if (run_dptrain(&ok, world, nsizes, dt)) {
-			fprintf(stderr,
-				"allreduce: the dptrain ranks failed\n");
-			return 1;
+		/* Alternate the two sides, so that a burst of load from
+		 * elsewhere on the machine hits one round of one side, which
+		 * the median over rounds then discards. */
+		for (int r = 0; r < o.rounds; r++) {
+			if (run_dptrain(&ok, world, nsizes, dt)) {
+				fprintf(
+				    stderr,
+				    "allreduce: the dptrain ranks failed\n");
+				return 1;
+			}
+			run_mpi(&o, world, nsizes, mt);
+			for (int s = 0; s < nsizes; s++) {
+				dr[s][r] = dt[s];
+				mr[s][r] = mt[s];
+			}
 		}
-		run_mpi(&o, world, nsizes, mt);
+		for (int s = 0; s < nsizes; s++) {
+			dt[s] = bench_median(dr[s], o.rounds);
+			mt[s] = isnan(mr[s][0]) ? NAN
+						: bench_median(mr[s], o.rounds);
+		}
 		printf("#%13s %5s %12s %10s %12s %10s %7s\n", "bytes", "ranks",
 		       "dptrain_us", "dptrain", "mpi_us", "mpi", "ratio");
 		for (int s = 0; s < nsizes; s++, b *= o.factor) {

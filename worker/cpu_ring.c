@@ -14,6 +14,10 @@
 /* Large enough that a reduction runs on a good share of a socket buffer
  * per call, small enough to stay in L2 with the operand it is added to. */
 #define STAGE_BYTES (256u * 1024u)
+/* How long a stuck ring keeps retrying its sockets before it sleeps in
+ * poll(): a wake-up from poll() costs tens of microseconds here, about
+ * what a whole small collective should. */
+#define SPIN_NS 20000u
 
 /*
  * A contiguous part of a stream. Sent: LEN bytes at SRC. Received: LEN
@@ -89,6 +93,7 @@ static int run(struct dpt__ring *r, struct dpt__cpu_watch *w, int nsend,
 	const size_t recv_total = stream_bytes(r->recv, nrecv);
 	size_t sent = 0, done = 0, staged = 0, soff = 0, roff = 0;
 	int si = 0, ri = 0, rc = 0;
+	uint64_t stuck = 0; /* when the streams last stopped moving */
 
 	while (sent < send_total || done < recv_total) {
 		struct pollfd fds[2];
@@ -179,7 +184,13 @@ static int run(struct dpt__ring *r, struct dpt__cpu_watch *w, int nsend,
 			}
 			moved = 1;
 		}
-		if (moved)
+		if (moved) {
+			stuck = 0;
+			continue;
+		}
+		if (!stuck)
+			stuck = dpt__cpu_now_ns();
+		if (dpt__cpu_now_ns() - stuck < SPIN_NS)
 			continue;
 		/* Stuck: sleep until a socket is ready. The next node never
 		 * sends anything back, so its socket becoming readable
