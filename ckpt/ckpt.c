@@ -795,7 +795,7 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	struct dpt__plan *plans = NULL;
 	struct loader l = {.ck = ck, .m = m};
 	pthread_t threads[DPT__CKPT_LOAD_THREADS];
-	uint64_t per_read;
+	uint64_t per_read, t0 = now_ns(), t1;
 	int nthreads = 0, rc;
 
 	rc = dpt__ckpt_read_manifest(ck->st, step, m);
@@ -834,6 +834,7 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 			rc = plan_pieces(&l, t, &pr[a], b - a, r->data, per_read);
 		}
 	}
+	t1 = now_ns();
 	/* Pieces are read, verified and copied by a few threads at once:
 	 * the reads of one overlap the checksums and copies of another, and
 	 * every piece writes bytes of the tensors that no other piece
@@ -851,6 +852,10 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	if (!rc)
 		rc = atomic_load(&l.error);
 	ck->stats.bytes_read += atomic_load(&l.bytes_read);
+	dpt__debug("step %" PRIu64 ": manifest and plan %.3f s, %zu pieces "
+		   "(%" PRIu64 " bytes) read and verified in %.3f s",
+		   step, (t1 - t0) / 1e9, l.n, (uint64_t)atomic_load(&l.bytes_read),
+		   (now_ns() - t1) / 1e9);
 	for (size_t i = 0; i < ck->nregs; i++)
 		dpt__plan_release(&plans[i]);
 	free(plans);
