@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <dptrain/ckpt.h>
 #include <dptrain/dptrain.h>
@@ -24,6 +27,8 @@
  * than this are removed after a commit: no save takes an hour per file. */
 #define GC_AGE_S 3600
 #define DEFAULT_KEEP_LAST 3
+/* The nice value of the background writer thread. */
+#define WRITER_NICE 10
 /* Threads of a load, each with a staging buffer of DPT__CKPT_READ_MAX. */
 #define DPT__CKPT_LOAD_THREADS 3
 
@@ -272,6 +277,12 @@ static void *writer_main(void *arg)
 	uint64_t data_start = 0, t0 = now_ns(), t1, t2;
 	char *hdr = NULL;
 	int rc;
+
+	/* Training goes first: where ranks share cores, the checksums of
+	 * one rank's writer must not slow another rank's snapshot or its
+	 * next steps. A lower priority is always allowed; failure to get it
+	 * changes nothing else. */
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE);
 
 	rc = manifest_exists(ck->st, f->step);
 	if (rc == 0) {
