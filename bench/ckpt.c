@@ -530,8 +530,11 @@ int main(int argc, char **argv)
 	dd_w = dd_write_peer(&c, tmpl, ddfile);
 
 	run_job(&c, c.ranks, false, out, sizeof(out));
+	/* Synchronous training waits for its slowest rank at the next
+	 * allreduce: the stall of a save is the longest of the ranks', and
+	 * its peer the longest memcpy. */
 	for (int k = 1; k <= c.saves; k++) {
-		double t0 = 1e300, t2 = 0, worst = 0;
+		double t0 = 1e300, t2 = 0, stall = 0, copy = 0;
 		p = out;
 		while ((p = strstr(p, "save "))) {
 			int step, rank;
@@ -542,16 +545,18 @@ int main(int argc, char **argv)
 			    step == k) {
 				t0 = a < t0 ? a : t0;
 				t2 = e > t2 ? e : t2;
-				if ((b - a) / mc > worst)
-					worst = (b - a) / mc;
+				stall = b - a > stall ? b - a : stall;
+				copy = mc > copy ? mc : copy;
 			}
 			p++;
 		}
-		printf("save %d: %.3f s, %.0f MiB/s; stall/memcpy (worst rank) %.2f\n",
-		       k, t2 - t0, c.size / MIB / (t2 - t0), worst);
+		printf("save %d: %.3f s, %.0f MiB/s; stall %.1f ms, memcpy %.1f ms "
+		       "(slowest ranks)\n",
+		       k, t2 - t0, c.size / MIB / (t2 - t0), stall * 1e3,
+		       copy * 1e3);
 		if (k > 1) { /* the first save allocates its buffers */
 			save_s[nsave] = t2 - t0;
-			stall_r[nsave++] = worst;
+			stall_r[nsave++] = stall / copy;
 		}
 	}
 
