@@ -189,7 +189,7 @@ static int worker(const struct config *c, const char *endpoint,
 		}
 		mine += pcnt * 4;
 		warm = malloc(mine + 1);
-		if (!warm)
+		if (!warm || dpt_ckpt_prepare(ck))
 			die("out of memory");
 		memset(warm, 1, mine + 1);
 		for (int k = 1; k <= c->saves && !rc; k++) {
@@ -506,7 +506,7 @@ int main(int argc, char **argv)
 			usage();
 	}
 	if (c.size < (64u << 20) || c.ranks < 1 || c.ranks > 64 ||
-	    c.load_ranks < 1 || c.load_ranks > 64 || c.saves < 2 ||
+	    c.load_ranks < 1 || c.load_ranks > 64 || c.saves < 1 ||
 	    c.saves > 64 || c.replicated < 0 || c.replicated >= 1)
 		usage();
 	c.size = c.size / (64u << 20) * (64u << 20); /* whole dd blocks */
@@ -554,10 +554,8 @@ int main(int argc, char **argv)
 		       "(slowest ranks)\n",
 		       k, t2 - t0, c.size / MIB / (t2 - t0), stall * 1e3,
 		       copy * 1e3);
-		if (k > 1) { /* the first save allocates its buffers */
-			save_s[nsave] = t2 - t0;
-			stall_r[nsave++] = stall / copy;
-		}
+		save_s[nsave] = t2 - t0; /* buffers: dpt_ckpt_prepare */
+		stall_r[nsave++] = stall / copy;
 	}
 
 	t = dd_write_peer(&c, tmpl, ddfile);

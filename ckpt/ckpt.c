@@ -400,6 +400,53 @@ static int build_fragment(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	return 0;
 }
 
+/* The snapshot buffer holds at least SIZE bytes, every page mapped. */
+static int ensure_snapshot(struct dpt_ckpt *ck, uint64_t size)
+{
+	void *p = NULL;
+
+	if (size <= ck->snap_cap)
+		return 0;
+	free(ck->snap);
+	ck->snap = NULL;
+	ck->snap_cap = 0;
+	if (posix_memalign(&p, 4096, size))
+		return DPT_ENOMEM;
+	/* Touch every page now: copying into freshly mapped memory is ten
+	 * times slower than into memory already mapped. */
+	memset(p, 0, size);
+	ck->snap = p;
+	ck->snap_cap = size;
+	return 0;
+}
+
+/* The bytes this rank snapshots in a world of WORLD. */
+static uint64_t snapshot_size(const struct dpt_ckpt *ck, int world, int rank)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < ck->nregs; i++) {
+		const struct reg *r = &ck->regs[i];
+		struct dpt__box box = r->local;
+
+		if (r->kind == DPT_CKPT_REPLICATED &&
+		    !dpt__box_split(r->ndim, r->shape, world, rank, &box))
+			continue;
+		n += dpt__box_volume(&box) * dpt_dtype_size(r->dtype);
+	}
+	return n;
+}
+
+int dpt_ckpt_prepare(struct dpt_ckpt *ck)
+{
+	int world = ck->ctx ? dpt_world_size(ck->ctx) : 1;
+	int rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
+
+	if (ck->pending)
+		return DPT_EBUSY;
+	return ensure_snapshot(ck, snapshot_size(ck, world, rank));
+}
+
 int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 {
 	uint64_t t0 = now_ns();
@@ -426,21 +473,9 @@ int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	rc = build_fragment(ck, meta);
 	if (rc)
 		goto failed;
-	if (ck->data_len > ck->snap_cap) {
-		void *p = NULL;
-		free(ck->snap);
-		ck->snap = NULL;
-		ck->snap_cap = 0;
-		if (posix_memalign(&p, 4096, ck->data_len)) {
-			rc = DPT_ENOMEM;
-			goto failed;
-		}
-		/* Touch every page now: copying into freshly mapped memory is
-		 * ten times slower than into memory already mapped. */
-		memset(p, 0, ck->data_len);
-		ck->snap = p;
-		ck->snap_cap = ck->data_len;
-	}
+	rc = ensure_snapshot(ck, ck->data_len);
+	if (rc)
+		goto failed;
 	for (size_t i = 0, k = 0; i < ck->nregs; i++) {
 		const struct reg *r = &ck->regs[i];
 		const struct dpt__chunk *c;

@@ -130,6 +130,16 @@ struct dpt_ckpt_tensor {
 DPT_EXPORT int dpt_ckpt_register(struct dpt_ckpt *ck,
 				 const struct dpt_ckpt_tensor *t);
 
+/*
+ * dpt_ckpt_prepare - allocate and map the snapshot buffers of this rank
+ * now, after the registrations, rather than in the first dpt_ckpt_save:
+ * mapping hundreds of MiB takes seconds on some machines, better spent at
+ * start-up than as a stall of training. Optional; call it again after a
+ * change of world size. Returns 0, DPT_EBUSY (a save is in flight) or
+ * DPT_ENOMEM.
+ */
+DPT_EXPORT int dpt_ckpt_prepare(struct dpt_ckpt *ck);
+
 /* What is saved with the tensors. The blobs are copied (those of rank 0
  * are the ones kept). */
 struct dpt_ckpt_meta {

@@ -232,6 +232,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (!strcmp(mode, "save")) {
+		rc = dpt_ckpt_prepare(ck);
+		if (rc) {
+			status = fail("prepare", rc);
+			goto out;
+		}
 		for (int k = i + 2; k < argc; k++) {
 			uint64_t step = strtoull(argv[k], NULL, 10);
 			char user[64];
