@@ -75,7 +75,7 @@ struct dpt_ckpt_opts {
 	/* posix: write shards through the page cache instead of with
 	 * O_DIRECT (the default: a checkpoint is not read back soon, and
 	 * buffered writes of hundreds of MiB stall in dirty-page throttling;
-	 * measured 2 to 10 times slower here). Default: 1 when
+	 * measured 3 to 20 times slower here). Default: 1 when
 	 * $DPTRAIN_CKPT_BUFFERED is "1". */
 	int buffered_io;
 };
