@@ -171,9 +171,8 @@ void dpt_ckpt_destroy(struct dpt_ckpt **ckp)
 		dpt__warn("checkpoint of step %" PRIu64 " destroyed before "
 			  "dpt_ckpt_wait: it is not committed",
 			  ck->frag.step);
-	for (size_t i = 0; i < ck->nregs; i++)
-		free(ck->regs[i].name);
-	free(ck->regs);
+	ck->pending = false;
+	dpt_ckpt_clear(ck);
 	dpt__manifest_release(&ck->frag);
 	dpt__manifest_release(&ck->loaded);
 	free(ck->snap);
@@ -245,6 +244,18 @@ int dpt_ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
 	}
 	r->data = t->data;
 	ck->nregs++;
+	return 0;
+}
+
+int dpt_ckpt_clear(struct dpt_ckpt *ck)
+{
+	if (ck->pending)
+		return DPT_EBUSY;
+	for (size_t i = 0; i < ck->nregs; i++)
+		free(ck->regs[i].name);
+	free(ck->regs);
+	ck->regs = NULL;
+	ck->nregs = 0;
 	return 0;
 }
 

@@ -131,6 +131,14 @@ DPT_EXPORT int dpt_ckpt_register(struct dpt_ckpt *ck,
 				 const struct dpt_ckpt_tensor *t);
 
 /*
+ * dpt_ckpt_clear - forget every registered tensor, for example after
+ * dpt_rejoin gave a new world size and the boxes of the sharded tensors
+ * change: register them again. The snapshot buffers are kept. Returns 0
+ * or DPT_EBUSY (a save is in flight: dpt_ckpt_wait first).
+ */
+DPT_EXPORT int dpt_ckpt_clear(struct dpt_ckpt *ck);
+
+/*
  * dpt_ckpt_prepare - allocate and map the snapshot buffers of this rank
  * now, after the registrations, rather than in the first dpt_ckpt_save:
  * mapping hundreds of MiB takes seconds on some machines, better spent at

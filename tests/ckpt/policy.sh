@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/ckpt/lib.sh"
 [ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
-plan 7
+plan 8
 root=$ckpt_dir/root
 run=$root/run
 
@@ -31,3 +31,7 @@ is "$(echo "$ls_out" | awk 'NR > 1 { print $2 ":" $3 }' | xargs)" "4:committed 8
 "$ckpt_tool" ckpt gc "file://$run" --keep-last 1 >/dev/null 2>&1
 is "$("$ckpt_tool" ckpt ls "file://$root" 2>&1 | awk 'NR > 1 { print $2 }' | xargs)" "9" \
 	"dptrain ckpt gc --keep-last 1 keeps only the newest step"
+
+out=$("$ckpt_worker" --solo --reregister load "file://$root" 2>&1)
+echo "$out" | grep -q '^loaded step=9 .* ok$' && ! echo "$out" | grep -q FAIL
+ok $? "tensors cleared and registered again load step 9" || diag "$out"
