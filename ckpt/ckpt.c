@@ -753,14 +753,8 @@ struct loader {
 
 static int add_piece(struct loader *l, const struct piece *p)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		struct piece *v = realloc(l->pieces, cap * sizeof(*v));
-		if (!v)
-			return DPT_ENOMEM;
-		l->pieces = v;
-		l->cap = cap;
-	}
+	if (dpt__array_room(&l->pieces, l->n, &l->cap, sizeof(*l->pieces)))
+		return DPT_ENOMEM;
 	l->pieces[l->n++] = *p;
 	return 0;
 }
