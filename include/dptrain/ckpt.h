@@ -205,14 +205,17 @@ struct dpt_ckpt_info {
 
 /*
  * dpt_ckpt_load - fill every registered tensor (this rank's box) from the
- * committed step STEP, or the newest (DPT_CKPT_LATEST); the world size
+ * committed step STEP (or, if it is not committed, the newest below it),
+ * or the newest (DPT_CKPT_LATEST); every rank calls it. The world size
  * may differ from the one that wrote it. Each rank reads only the byte
  * ranges its boxes need (rounded to checksum blocks) and verifies their
  * checksums. A damaged or missing shard is logged, naming the shard, the
  * chunk and the step, and the previous committed step is used (for every
  * rank). INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
  * or below STEP), or the error of the newest step tried when none was
- * usable (DPT_ECORRUPT, DPT_EINVAL: the registration does not match).
+ * usable (DPT_ECORRUPT, DPT_EINVAL: the registration does not match),
+ * DPT_EBUSY (a save is in flight: dpt_ckpt_wait first) or a collective's
+ * error. On error the tensors may hold parts of any step tried.
  */
 DPT_EXPORT int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 			     struct dpt_ckpt_info *info);
