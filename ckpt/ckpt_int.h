@@ -76,6 +76,13 @@ struct dpt__manifest {
 	size_t ntensors;
 };
 
+/*
+ * dpt__array_room - makes room for one more element in the array *ARR of
+ * *N used and *CAP allocated elements of SIZE bytes, doubling it (from
+ * 16) when full. Returns 0 or DPT_ENOMEM (the array is unchanged).
+ */
+int dpt__array_room(void *arr, size_t n, size_t *cap, size_t size);
+
 /* ------------------------------------------------------------ dtypes */
 
 /* "float32" etc. (manifest) and "F32" etc. (safetensors); NULL if unknown. */

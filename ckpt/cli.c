@@ -84,14 +84,8 @@ static int ls_one(void *ctx_p, const char *key, uint64_t size)
 			return 0;
 		}
 	}
-	if (ctx->n == ctx->cap) {
-		size_t cap = ctx->cap ? 2 * ctx->cap : 32;
-		struct ls_entry *v = realloc(ctx->v, cap * sizeof(*v));
-		if (!v)
-			return DPT_ENOMEM;
-		ctx->v = v;
-		ctx->cap = cap;
-	}
+	if (dpt__array_room(&ctx->v, ctx->n, &ctx->cap, sizeof(*ctx->v)))
+		return DPT_ENOMEM;
 	ctx->v[ctx->n].run = strndup(key, (size_t)(p - key));
 	if (!ctx->v[ctx->n].run)
 		return DPT_ENOMEM;

@@ -10,6 +10,23 @@
 
 #include "ckpt/ckpt_int.h"
 
+int dpt__array_room(void *arr_p, size_t n, size_t *cap, size_t size)
+{
+	void **arr = arr_p;
+	size_t c;
+	void *v;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? 2 * *cap : 16;
+	v = realloc(*arr, c * size);
+	if (!v)
+		return DPT_ENOMEM;
+	*arr = v;
+	*cap = c;
+	return 0;
+}
+
 uint64_t dpt__box_volume(const struct dpt__box *b)
 {
 	uint64_t v = 1;
@@ -140,14 +157,8 @@ static int plan_add(void *ctx_p, const struct dpt__run *r)
 			return 0;
 		}
 	}
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 64;
-		struct dpt__plan_run *runs = realloc(p->runs, cap * sizeof(*runs));
-		if (!runs)
-			return DPT_ENOMEM;
-		p->runs = runs;
-		p->cap = cap;
-	}
+	if (dpt__array_room(&p->runs, p->n, &p->cap, sizeof(*p->runs)))
+		return DPT_ENOMEM;
 	p->runs[p->n].chunk = ctx->chunk;
 	p->runs[p->n].run = *r;
 	p->n++;

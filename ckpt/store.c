@@ -47,14 +47,8 @@ static int set_add(struct u64_set *s, uint64_t x)
 {
 	if (s->n > 0 && s->v[s->n - 1] == x)
 		return 0; /* keys come in order: a step's objects are together */
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 16;
-		uint64_t *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return DPT_ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (dpt__array_room(&s->v, s->n, &s->cap, sizeof(*s->v)))
+		return DPT_ENOMEM;
 	s->v[s->n++] = x;
 	return 0;
 }
@@ -345,14 +339,8 @@ static int collect_key(void *ctx_p, const char *key, uint64_t size)
 	struct key_list *l = ctx_p;
 
 	(void)size;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 16;
-		char **k = realloc(l->keys, cap * sizeof(*k));
-		if (!k)
-			return DPT_ENOMEM;
-		l->keys = k;
-		l->cap = cap;
-	}
+	if (dpt__array_room(&l->keys, l->n, &l->cap, sizeof(*l->keys)))
+		return DPT_ENOMEM;
 	l->keys[l->n] = strdup(key);
 	if (!l->keys[l->n])
 		return DPT_ENOMEM;

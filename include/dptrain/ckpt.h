@@ -75,7 +75,7 @@ struct dpt_ckpt_opts {
 	/* posix: write shards through the page cache instead of with
 	 * O_DIRECT (the default: a checkpoint is not read back soon, and
 	 * buffered writes of hundreds of MiB stall in dirty-page throttling;
-	 * measured 2 to 10 times slower here). Default: 1 when
+	 * measured 3 to 20 times slower here). Default: 1 when
 	 * $DPTRAIN_CKPT_BUFFERED is "1". */
 	int buffered_io;
 };
@@ -129,6 +129,24 @@ struct dpt_ckpt_tensor {
  */
 DPT_EXPORT int dpt_ckpt_register(struct dpt_ckpt *ck,
 				 const struct dpt_ckpt_tensor *t);
+
+/*
+ * dpt_ckpt_clear - forget every registered tensor, for example after
+ * dpt_rejoin gave a new world size and the boxes of the sharded tensors
+ * change: register them again. The snapshot buffers are kept. Returns 0
+ * or DPT_EBUSY (a save is in flight: dpt_ckpt_wait first).
+ */
+DPT_EXPORT int dpt_ckpt_clear(struct dpt_ckpt *ck);
+
+/*
+ * dpt_ckpt_prepare - allocate and map the snapshot buffers of this rank
+ * now, after the registrations, rather than in the first dpt_ckpt_save:
+ * mapping hundreds of MiB takes seconds on some machines, better spent at
+ * start-up than as a stall of training. Optional; call it again after a
+ * change of world size. Returns 0, DPT_EBUSY (a save is in flight) or
+ * DPT_ENOMEM.
+ */
+DPT_EXPORT int dpt_ckpt_prepare(struct dpt_ckpt *ck);
 
 /* What is saved with the tensors. The blobs are copied (those of rank 0
  * are the ones kept). */
@@ -187,14 +205,17 @@ struct dpt_ckpt_info {
 
 /*
  * dpt_ckpt_load - fill every registered tensor (this rank's box) from the
- * committed step STEP, or the newest (DPT_CKPT_LATEST); the world size
+ * committed step STEP (or, if it is not committed, the newest below it),
+ * or the newest (DPT_CKPT_LATEST); every rank calls it. The world size
  * may differ from the one that wrote it. Each rank reads only the byte
  * ranges its boxes need (rounded to checksum blocks) and verifies their
  * checksums. A damaged or missing shard is logged, naming the shard, the
  * chunk and the step, and the previous committed step is used (for every
  * rank). INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
  * or below STEP), or the error of the newest step tried when none was
- * usable (DPT_ECORRUPT, DPT_EINVAL: the registration does not match).
+ * usable (DPT_ECORRUPT, DPT_EINVAL: the registration does not match),
+ * DPT_EBUSY (a save is in flight: dpt_ckpt_wait first) or a collective's
+ * error. On error the tensors may hold parts of any step tried.
  */
 DPT_EXPORT int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 			     struct dpt_ckpt_info *info);

@@ -11,6 +11,7 @@
  *
  * Options: --solo (no coordinator: one process), --scale N (tensor sizes),
  * --block BYTES (checksum block), --keep-last K, --keep-every N,
+ * --reregister (clear the registrations and register again),
  * --hang-rank R (rank R saves the last step, prints "saving STEP" and
  * sleeps instead of waiting: the test kills it), --refuse (busy policy REFUSE, and a
  * second save without wait must be refused).
@@ -153,7 +154,8 @@ static int setup(struct dpt_ckpt *ck, int rank, int world)
 		for (int d = 0; d < t->ndim; d++)
 			n *= t->cnt[d];
 		t->bytes = n * dpt_dtype_size(t->dtype);
-		t->data = malloc(t->bytes + 1);
+		if (!t->data)
+			t->data = malloc(t->bytes + 1);
 		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
 			.name = t->name, .dtype = t->dtype, .kind = t->kind,
 			.ndim = t->ndim, .shape = t->shape,
@@ -178,7 +180,7 @@ int main(int argc, char **argv)
 	struct dpt_ckpt_opts opts;
 	struct dpt_ckpt *ck = NULL;
 	struct dpt_ctx *ctx = NULL;
-	bool solo = false, refuse = false;
+	bool solo = false, refuse = false, reregister = false;
 	int hang_rank = -1;
 	uint64_t scale = 1;
 	int i = 1, rc, rank = 0, world = 1, status = 0;
@@ -194,6 +196,8 @@ int main(int argc, char **argv)
 			hang_rank = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--refuse"))
 			refuse = true;
+		else if (!strcmp(argv[i], "--reregister"))
+			reregister = true;
 		else if (!strcmp(argv[i], "--scale") && i + 1 < argc)
 			scale = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--block") && i + 1 < argc)
@@ -227,11 +231,25 @@ int main(int argc, char **argv)
 	rc = dpt_ckpt_new(&ck, ctx, &opts);
 	if (!rc)
 		rc = setup(ck, rank, world);
+	if (!rc && reregister) {
+		/* As after a rejoin: forget the tensors, register them again;
+		 * registering a name twice without it is refused. */
+		if (setup(ck, rank, world) != DPT_EINVAL)
+			printf("FAIL a second registration was accepted\n");
+		rc = dpt_ckpt_clear(ck);
+		if (!rc)
+			rc = setup(ck, rank, world);
+	}
 	if (rc) {
 		status = fail("setup", rc);
 		goto out;
 	}
 	if (!strcmp(mode, "save")) {
+		rc = dpt_ckpt_prepare(ck);
+		if (rc) {
+			status = fail("prepare", rc);
+			goto out;
+		}
 		for (int k = i + 2; k < argc; k++) {
 			uint64_t step = strtoull(argv[k], NULL, 10);
 			char user[64];

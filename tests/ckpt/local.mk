@@ -12,7 +12,8 @@ CKPT_TESTS = \
 	tests/ckpt/damage.sh \
 	tests/ckpt/crash.sh \
 	tests/ckpt/enospc.sh \
-	tests/ckpt/s3.sh
+	tests/ckpt/s3.sh \
+	tests/ckpt/policy.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
 

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Policies of one process (no coordinator): a save while one is in flight
+# is refused under DPT_CKPT_BUSY_REFUSE; a committed step is never
+# overwritten; retention keeps the newest K steps and the multiples of N.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/ckpt/lib.sh"
+[ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
+
+plan 8
+root=$ckpt_dir/root
+run=$root/run
+
+out=$("$ckpt_worker" --solo --refuse save "file://$root" 1 2>&1)
+echo "$out" | grep -q '^second save: DPT_EBUSY$'
+ok $? "a second save before wait is refused with DPT_EBUSY" || diag "$out"
+echo "$out" | grep -q '^committed 1 rank=0$'
+ok $? "the first save still commits" || diag "$out"
+
+before=$(md5sum "$run"/step-0000000001/* | sort)
+out=$("$ckpt_worker" --solo save "file://$root" 1 2>&1)
+echo "$out" | grep -q '^FAIL wait: DPT_EEXIST'
+ok $? "saving a committed step again fails with DPT_EEXIST" || diag "$out"
+echo "$out" | grep -q "step 1 is already committed in 'file://$run'"
+ok $? "the message names the step and the run" || diag "$out"
+is "$(md5sum "$run"/step-0000000001/* | sort)" "$before" "the committed step is untouched"
+
+out=$("$ckpt_worker" --solo --keep-last 2 --keep-every 4 save "file://$root" 2 3 4 5 6 7 8 9 2>&1)
+ls_out=$("$ckpt_tool" ckpt ls "file://$root" 2>&1)
+is "$(echo "$ls_out" | awk 'NR > 1 { print $2 ":" $3 }' | xargs)" "4:committed 8:committed 9:committed" \
+	"keep-last 2, keep-every 4: steps 4, 8 and 9 remain" || diag "$out" "$ls_out"
+"$ckpt_tool" ckpt gc "file://$run" --keep-last 1 >/dev/null 2>&1
+is "$("$ckpt_tool" ckpt ls "file://$root" 2>&1 | awk 'NR > 1 { print $2 }' | xargs)" "9" \
+	"dptrain ckpt gc --keep-last 1 keeps only the newest step"
+
+out=$("$ckpt_worker" --solo --reregister load "file://$root" 2>&1)
+echo "$out" | grep -q '^loaded step=9 .* ok$' && ! echo "$out" | grep -q FAIL
+ok $? "tensors cleared and registered again load step 9" || diag "$out"
