@@ -7,20 +7,10 @@
 
 #include "buf.h"
 #include "storage.h"
+#include "parse.h"
 #include "uri.h"
 
 #define PATH_MAX_LEN 4096
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Percent-decodes an absolute path and drops trailing slashes. */
 static int decode_path(const char *s, char **out)
@@ -34,7 +24,9 @@ static int decode_path(const char *s, char **out)
 	for (; *s && !rc; s++) {
 		char c = *s;
 		if (c == '%') {
-			int hi = hexval(s[1]), lo = hi < 0 ? -1 : hexval(s[2]);
+			int hi = dpt__hex_value((unsigned char)s[1]),
+			    lo = hi < 0 ? -1
+					: dpt__hex_value((unsigned char)s[2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
 				rc = DPT_EINVAL;
 				break;
