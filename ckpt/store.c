@@ -63,7 +63,8 @@ static void set_sort_unique(struct u64_set *s)
 {
 	size_t n = 0;
 
-	qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
+	if (s->n) /* qsort's array may not be NULL, even empty */
+		qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
 	for (size_t i = 0; i < s->n; i++)
 		if (n == 0 || s->v[n - 1] != s->v[i])
 			s->v[n++] = s->v[i];

@@ -940,7 +940,8 @@ static int posix_list(struct dpt__storage_backend *base, const char *prefix,
 	int rc = walk(&wk);
 
 	if (!rc) {
-		qsort(wk.v, wk.n, sizeof(*wk.v), cmp_entry);
+		if (wk.n) /* qsort's array may not be NULL, even empty */
+			qsort(wk.v, wk.n, sizeof(*wk.v), cmp_entry);
 		for (size_t i = 0; i < wk.n && !rc; i++)
 			rc = fn(ctx, wk.v[i].key, wk.v[i].size);
 	}

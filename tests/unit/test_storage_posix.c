@@ -351,7 +351,8 @@ static void put_if_absent_race_has_one_winner(void **state)
 
 	for (int i = 0; i < 8; i++) {
 		r[i].s = f->s;
-		snprintf(r[i].body, sizeof(r[i].body), "body-%02d", i);
+		snprintf(r[i].body, sizeof(r[i].body), "body-%02u",
+			 (unsigned)i % 100u);
 		pthread_create(&t[i], NULL, commit, &r[i]);
 	}
 	for (int i = 0; i < 8; i++)
