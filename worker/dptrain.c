@@ -685,6 +685,19 @@ const char *dpt_backend(const struct dpt_ctx *ctx)
 	return ctx->backend == DPT_BACKEND_NCCL ? "nccl" : "cpu";
 }
 
+/* The coordinator's agent failed (the coordinator is lost): the context
+ * is lost for good. Returns that error, or 0. */
+static int agent_lost(struct dpt_ctx *ctx)
+{
+	int rc = dpt__agent_failed(ctx->agent);
+
+	if (rc) {
+		ctx->state = W_LOST;
+		ctx->error = rc;
+	}
+	return rc;
+}
+
 /* Whether collectives may run now; otherwise the error to return. */
 static int ready(struct dpt_ctx *ctx)
 {
@@ -692,12 +705,9 @@ static int ready(struct dpt_ctx *ctx)
 
 	if (!ctx)
 		return DPT_EINVAL;
-	rc = dpt__agent_failed(ctx->agent);
-	if (rc) {
-		ctx->state = W_LOST;
-		ctx->error = rc;
+	rc = agent_lost(ctx);
+	if (rc)
 		return rc;
-	}
 	if (ctx->state == W_BROKEN || ctx->state == W_LOST)
 		return ctx->error;
 	if (ctx->state != W_ACTIVE)
@@ -824,13 +834,8 @@ int dpt_rejoin(struct dpt_ctx *ctx)
 
 	if (!ctx)
 		return DPT_EINVAL;
-	rc = dpt__agent_failed(ctx->agent);
-	if (rc) {
-		ctx->state = W_LOST;
-		ctx->error = rc;
-		return rc;
-	}
-	return join(ctx);
+	rc = agent_lost(ctx);
+	return rc ? rc : join(ctx);
 }
 
 int dpt_finalize(struct dpt_ctx **pctx)

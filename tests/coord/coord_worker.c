@@ -231,14 +231,11 @@ static void print_membership(const char *what, struct dpt_ctx *ctx)
 
 /* ------------------------------------------------------------ workers */
 
-static int cmd_run(void)
+/* Check every collective, say so, and leave: a worker's clean end. */
+static int check_and_leave(struct dpt_ctx *ctx)
 {
-	struct dpt_ctx *ctx = NULL;
-	int rc = dpt_init(&ctx, NULL);
+	int rc;
 
-	if (rc)
-		return fail("init", rc);
-	print_membership("joined", ctx);
 	if (check_collectives(ctx)) {
 		dpt_finalize(&ctx);
 		return 1;
@@ -247,6 +244,17 @@ static int cmd_run(void)
 	fflush(stdout);
 	rc = dpt_finalize(&ctx);
 	return rc ? fail("finalize", rc) : 0;
+}
+
+static int cmd_run(void)
+{
+	struct dpt_ctx *ctx = NULL;
+	int rc = dpt_init(&ctx, NULL);
+
+	if (rc)
+		return fail("init", rc);
+	print_membership("joined", ctx);
+	return check_and_leave(ctx);
 }
 
 /* A training loop: collectives until something breaks. */
@@ -285,14 +293,7 @@ static int cmd_loop(bool rejoin, bool barriers_only)
 		return 1;
 	}
 	print_membership("rejoined", ctx);
-	if (check_collectives(ctx)) {
-		dpt_finalize(&ctx);
-		return 1;
-	}
-	printf("ok rank=%d\n", dpt_rank(ctx));
-	fflush(stdout);
-	rc = dpt_finalize(&ctx);
-	return rc ? fail("finalize", rc) : 0;
+	return check_and_leave(ctx);
 }
 
 /* ------------------------------------------------------------ hostile */
