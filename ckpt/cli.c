@@ -109,6 +109,12 @@ static int cmd_ls(struct dpt__storage *s)
 			       ctx.v[i].step,
 			       ctx.v[i].committed ? "committed" : "uncommitted");
 		}
+		/* An empty listing is also what a mistyped root gives. */
+		if (ctx.n == 0)
+			fprintf(stderr,
+				"dptrain: no checkpoint steps under '%s' (is "
+				"it the right root?)\n",
+				dpt__storage_uri(s));
 	}
 	for (size_t i = 0; i < ctx.n; i++)
 		free(ctx.v[i].run);
