@@ -807,9 +807,13 @@ static void *load_main(void *arg)
 	struct loader *l = arg;
 	const uint64_t bs = l->m->block_size;
 	uint64_t per_read = DPT__CKPT_READ_MAX / bs ? DPT__CKPT_READ_MAX / bs : 1;
-	char *staging = malloc(per_read * bs);
+	char *staging = NULL;
 	size_t i;
 
+	/* Page-aligned: O_DIRECT reads of a page-aligned chunk land in it
+	 * without the storage's bounce copy. */
+	if (posix_memalign((void **)&staging, 4096, per_read * bs))
+		staging = NULL;
 	if (!staging) {
 		atomic_store(&l->error, DPT_ENOMEM);
 		return NULL;

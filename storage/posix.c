@@ -55,6 +55,8 @@ struct io_job {
 	struct io_job *next;
 	struct posix_writer *w; /* writes */
 	int fd;			/* reads */
+	int fd_direct;		/* reads: the O_DIRECT descriptor, or -1 */
+	struct posix_backend *b; /* reads */
 	char *buf;
 	size_t len;
 	uint64_t off;
@@ -397,6 +399,21 @@ static void posix_destroy(struct dpt__storage_backend *base)
 
 /* ------------------------------------------------------------ writer */
 
+/* The worker's DIO_ALIGN-aligned bounce buffer of part_size (rounded up),
+ * made on first use; NULL when memory is short. */
+static char *bounce(struct io_worker *wk, const struct dpt__storage_conf *conf)
+{
+	if (!wk->bounce) {
+		size_t n = (conf->part_size + DIO_ALIGN - 1) & ~(DIO_ALIGN - 1);
+		void *p = NULL;
+		if (posix_memalign(&p, DIO_ALIGN, n))
+			return NULL;
+		wk->bounce = p;
+		wk->bounce_len = n;
+	}
+	return wk->bounce;
+}
+
 /* Writes an aligned range (offset and length multiples of DIO_ALIGN)
  * through the O_DIRECT descriptor, from BUF or, when BUF is not aligned,
  * through the worker's bounce buffer. Returns EINVAL when the file system
@@ -406,15 +423,8 @@ static int write_direct(struct posix_writer *w, struct io_worker *wk,
 {
 	if (((uintptr_t)buf & (DIO_ALIGN - 1)) == 0)
 		return pwrite_all(w->fd_direct, buf, len, off);
-	if (!wk->bounce) {
-		size_t n = (w->b->conf.part_size + DIO_ALIGN - 1) &
-			   ~(DIO_ALIGN - 1);
-		void *p = NULL;
-		if (posix_memalign(&p, DIO_ALIGN, n))
-			return ENOMEM;
-		wk->bounce = p;
-		wk->bounce_len = n;
-	}
+	if (!bounce(wk, &w->b->conf))
+		return ENOMEM;
 	while (len > 0) {
 		size_t n = len < wk->bounce_len ? len : wk->bounce_len;
 		int err;
@@ -687,10 +697,53 @@ out:
 	return rc;
 }
 
+/* Reads an aligned range through the O_DIRECT descriptor FD, into BUF
+ * or, when BUF is not aligned, through the worker's bounce buffer. */
+static int read_direct(int fd, struct io_worker *wk,
+		       const struct dpt__storage_conf *conf, char *buf,
+		       size_t len, uint64_t off)
+{
+	if (((uintptr_t)buf & (DIO_ALIGN - 1)) == 0)
+		return pread_all(fd, buf, len, off);
+	if (!bounce(wk, conf))
+		return ENOMEM;
+	while (len > 0) {
+		size_t n = len < wk->bounce_len ? len : wk->bounce_len;
+		int err = pread_all(fd, wk->bounce, n, off);
+		if (err)
+			return err;
+		memcpy(buf, wk->bounce, n);
+		buf += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+/* Reads one piece: whole aligned blocks through the O_DIRECT descriptor
+ * when there is one (no page-cache copy, no readahead competing with the
+ * other pieces), the unaligned head and tail through the page cache.
+ * Returns 0, an errno, or ERANGE at an early end of file. */
 static int read_job(struct io_job *job, struct io_worker *wk)
 {
-	int err = pread_all(job->fd, job->buf, job->len, job->off);
-	(void)wk;
+	uint64_t a0 = (job->off + DIO_ALIGN - 1) & ~(DIO_ALIGN - 1);
+	uint64_t a1 = (job->off + job->len) & ~(DIO_ALIGN - 1);
+	size_t head = (size_t)(a0 - job->off), mid = (size_t)(a1 - a0);
+	int err;
+
+	if (job->fd_direct < 0 || a1 <= a0) {
+		err = pread_all(job->fd, job->buf, job->len, job->off);
+		return err < 0 ? ERANGE : err;
+	}
+	err = pread_all(job->fd, job->buf, head, job->off);
+	if (!err)
+		err = read_direct(job->fd_direct, wk, &job->b->conf,
+				  job->buf + head, mid, a0);
+	if (err == EINVAL) /* refused after all: the page cache then */
+		err = pread_all(job->fd, job->buf + head, mid, a0);
+	if (!err)
+		err = pread_all(job->fd, job->buf + head + mid,
+				job->len - head - mid, a1);
 	return err < 0 ? ERANGE : err;
 }
 
@@ -700,8 +753,9 @@ static int posix_read(struct dpt__storage_backend *base, const char *key,
 	struct posix_backend *b = (struct posix_backend *)base;
 	size_t chunk = b->conf.part_size, n = (len + chunk - 1) / chunk;
 	struct io_job one, *jobs = &one;
+	struct io_worker wk = {0};
 	struct stat st;
-	int fd, err = 0, rc = 0;
+	int fd, fd_direct = -1, err = 0, rc = 0;
 
 	fd = openat(b->rootfd, key, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -729,16 +783,23 @@ static int posix_read(struct dpt__storage_backend *base, const char *key,
 		rc = DPT_ENOMEM;
 		goto out;
 	}
+	/* A file system that refuses O_DIRECT (tmpfs, some FUSE mounts)
+	 * is read through the page cache. */
+	if (b->conf.direct_io && len >= DIO_ALIGN)
+		fd_direct = openat(b->rootfd, key, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	for (size_t i = 0; i < n; i++) {
 		size_t o = i * chunk;
 		memset(&jobs[i], 0, sizeof(jobs[i]));
 		jobs[i].fn = read_job;
 		jobs[i].fd = fd;
+		jobs[i].fd_direct = fd_direct;
+		jobs[i].b = b;
 		jobs[i].buf = (char *)buf + o;
 		jobs[i].len = len - o < chunk ? len - o : chunk;
 		jobs[i].off = offset + o;
 	}
-	err = n == 1 ? read_job(&jobs[0], NULL) : pool_run(&b->pool, jobs, n);
+	err = n == 1 ? read_job(&jobs[0], &wk) : pool_run(&b->pool, jobs, n);
+	free(wk.bounce);
 	if (jobs != &one)
 		free(jobs);
 	if (err == ERANGE) {
@@ -752,6 +813,8 @@ static int posix_read(struct dpt__storage_backend *base, const char *key,
 		rc = dpt__storage_errno(err);
 	}
 out:
+	if (fd_direct >= 0)
+		close(fd_direct);
 	close(fd);
 	return rc;
 }

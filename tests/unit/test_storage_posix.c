@@ -306,6 +306,48 @@ static void direct_io(void **state)
 	free(dst);
 }
 
+/* Ranged reads with O_DIRECT: aligned and unaligned offsets, lengths and
+ * memory, pieces spread over the pool, and the file's unaligned end. */
+static void direct_reads(void **state)
+{
+	static const struct {
+		uint64_t off;
+		size_t len;
+		size_t mem; /* offset of the destination from a page */
+	} r[] = {
+		{0, 5 * MIB + 333, 0},	  /* whole file, aligned memory */
+		{4096, 3 * MIB, 0},	  /* all aligned: no bounce */
+		{4096, 3 * MIB, 8},	  /* aligned file, unaligned memory */
+		{17, 2 * MIB + 5, 0},	  /* unaligned head and tail */
+		{4095, 4098, 1},	  /* one whole block between two bytes */
+		{100, 3000, 0},		  /* inside one block */
+		{5 * MIB - 4096, 4429, 0}, /* up to the unaligned end */
+	};
+	struct fixture *f = *state;
+	struct dpt__storage_writer *w;
+	size_t n = 5 * MIB + 333;
+	unsigned char *src = malloc(n), *dst = NULL;
+
+	assert_int_equal(posix_memalign((void **)&dst, 4096, n + 4096), 0);
+	fill(src, n, 11);
+	assert_int_equal(open_with(f, true, MIB), 0);
+	assert_int_equal(dpt__storage_writer_new(f->s, "r/x", &w), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, src, n, 0), 0);
+	assert_int_equal(dpt__storage_writer_finish(&w), 0);
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		memset(dst, 0, n + 4096);
+		assert_int_equal(dpt__storage_read(f->s, "r/x", r[i].off,
+						   r[i].len, dst + r[i].mem),
+				 0);
+		assert_memory_equal(dst + r[i].mem, src + r[i].off, r[i].len);
+		assert_int_equal(dst[r[i].mem + r[i].len], 0); /* no overrun */
+	}
+	assert_int_equal(dpt__storage_read(f->s, "r/x", n - 4096, 4097, dst),
+			 DPT_ERANGE);
+	free(src);
+	free(dst);
+}
+
 static void put_if_absent_commits_once(void **state)
 {
 	struct fixture *f = *state;
@@ -464,6 +506,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(concurrent_positional_writes,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(direct_io, setup, teardown),
+		cmocka_unit_test_setup_teardown(direct_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(put_if_absent_commits_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(put_if_absent_race_has_one_winner,
