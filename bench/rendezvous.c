@@ -19,7 +19,7 @@
  *     SIGKILL; prints the time until every survivor got an error and
  *     until they formed the next generation. Median of R runs per mode;
  *     last line "failure_detection workers=N seconds=S" (barrier loop:
- *     the coordinator's heartbeat timeout is what tells).
+ *     only the coordinator can tell: the dead worker's connection closed).
  *
  * The simulated workers share this process and its cores with the
  * coordinator; on a cluster each worker's CURVE handshake runs on its own
@@ -562,7 +562,7 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 /* ------------------------------------------------------------ failover */
 
 /* One real worker: report joins and errors as "<event> <gen> <ns>" lines
- * on OUT. BARRIERS_ONLY leaves detection to the coordinator's heartbeats;
+ * on OUT. BARRIERS_ONLY leaves detection to the coordinator;
  * otherwise the allreduce's data plane sees the dead peer first. */
 static void failover_worker(const char *endpoint, const char *secret,
 			    int index, bool barriers_only, int out)

@@ -16,6 +16,7 @@
 #include <dptrain/ckpt.h>
 #include <dptrain/dptrain.h>
 
+#include "buf.h"
 #include "storage/storage.h"
 
 #define DPT__CKPT_FORMAT "dptrain-ckpt"
@@ -75,13 +76,6 @@ struct dpt__manifest {
 	struct dpt__tensor_desc *tensors; /* owned */
 	size_t ntensors;
 };
-
-/*
- * dpt__array_room - makes room for one more element in the array *ARR of
- * *N used and *CAP allocated elements of SIZE bytes, doubling it (from
- * 16) when full. Returns 0 or DPT_ENOMEM (the array is unchanged).
- */
-int dpt__array_room(void *arr, size_t n, size_t *cap, size_t size);
 
 /* ------------------------------------------------------------ dtypes */
 

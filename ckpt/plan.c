@@ -10,23 +10,6 @@
 
 #include "ckpt/ckpt_int.h"
 
-int dpt__array_room(void *arr_p, size_t n, size_t *cap, size_t size)
-{
-	void **arr = arr_p;
-	size_t c;
-	void *v;
-
-	if (n < *cap)
-		return 0;
-	c = *cap ? 2 * *cap : 16;
-	v = realloc(*arr, c * size);
-	if (!v)
-		return DPT_ENOMEM;
-	*arr = v;
-	*cap = c;
-	return 0;
-}
-
 uint64_t dpt__box_volume(const struct dpt__box *b)
 {
 	uint64_t v = 1;

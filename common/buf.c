@@ -92,3 +92,20 @@ char *dpt__buf_steal(struct dpt__buf *b)
 	dpt__buf_init(b, b->max);
 	return s;
 }
+
+int dpt__array_room(void *arr_p, size_t n, size_t *cap, size_t size)
+{
+	void **arr = arr_p;
+	size_t c;
+	void *v;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? 2 * *cap : 16;
+	v = realloc(*arr, c * size);
+	if (!v)
+		return DPT_ENOMEM;
+	*arr = v;
+	*cap = c;
+	return 0;
+}

@@ -30,4 +30,11 @@ int dpt__buf_printf(struct dpt__buf *b, const char *fmt, ...)
  * when out of memory. */
 char *dpt__buf_steal(struct dpt__buf *b);
 
+/*
+ * Makes room for one more element in the array *ARR of N used and *CAP
+ * allocated elements of SIZE bytes, doubling it (from 16) when full.
+ * Returns 0 or DPT_ENOMEM (the array is unchanged).
+ */
+int dpt__array_room(void *arr, size_t n, size_t *cap, size_t size);
+
 #endif

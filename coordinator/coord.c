@@ -12,6 +12,7 @@
 
 #include <dptrain/error.h>
 
+#include "buf.h"
 #include "coord.h"
 #include "kv.h"
 #include "log.h"
@@ -37,13 +38,14 @@ enum coord_event {
 	EV_FAULT,
 	EV_TASK_EXIT,
 	EV_PEER_EXPIRED,
+	EV_PEER_CLOSED,
 	EV_JOIN_TIMEOUT,
 	EV_SHUTDOWN,
 };
 
 static const char *const event_names[] = {
 	"JOIN",	     "UNIQUE_ID",    "BARRIER",	     "LEAVE",	 "FAULT",
-	"TASK_EXIT", "PEER_EXPIRED", "JOIN_TIMEOUT", "SHUTDOWN",
+	"TASK_EXIT", "PEER_EXPIRED", "PEER_CLOSED", "JOIN_TIMEOUT", "SHUTDOWN",
 };
 
 enum peer_role {
@@ -63,6 +65,7 @@ struct peer {
 	uint32_t rank; /* ROLE_MEMBER */
 	uint32_t barrier_seq;
 	uint64_t join_order;
+	int fd; /* the descriptor its messages came from, or -1 */
 	struct dpt__msg_join join;
 	uint8_t id_len;
 	uint8_t id[ID_MAX];
@@ -99,6 +102,15 @@ struct dpt__coord {
 	size_t nbuckets;
 	size_t npeers;
 	struct peer lru; /* sentinel */
+	struct peer **by_fd; /* the peer whose messages come from a descriptor */
+	size_t by_fd_len;
+	/* Peers whose connection closed, by routing id, evicted once the
+	 * messages they sent before the close have been handled. */
+	struct closed_id {
+		uint8_t len;
+		uint8_t id[ID_MAX];
+	} *closed;
+	size_t nclosed, closed_cap;
 	uint32_t n_joining, n_waiting;
 	uint64_t join_counter;
 	uint32_t lost_before_first; /* tasks gone before generation 1 */
@@ -254,6 +266,7 @@ static struct peer *peer_add(struct dpt__coord *c, const uint8_t *id,
 	p->id_len = (uint8_t)len;
 	p->last_heard = now;
 	p->last_sent = now;
+	p->fd = -1;
 	p->role = ROLE_JOINING;
 	k = id_hash(id, len) & (c->nbuckets - 1);
 	p->hash_next = c->buckets[k];
@@ -277,6 +290,33 @@ static void set_role(struct dpt__coord *c, struct peer *p, enum peer_role r)
 	p->role = r;
 }
 
+/* P's messages come from descriptor FD (-1: unknown). A peer that held
+ * FD before lost its connection (the descriptor was closed and reused):
+ * it is no longer matched by descriptor, and the timeout finds it. */
+static void peer_set_fd(struct dpt__coord *c, struct peer *p, int fd)
+{
+	if (fd < 0 || p->fd == fd)
+		return;
+	if ((size_t)fd >= c->by_fd_len) {
+		size_t n = c->by_fd_len ? c->by_fd_len : 64;
+		struct peer **a;
+		while (n <= (size_t)fd)
+			n *= 2;
+		a = realloc(c->by_fd, n * sizeof(*a));
+		if (!a)
+			return; /* unmatched: the timeout still applies */
+		memset(a + c->by_fd_len, 0, (n - c->by_fd_len) * sizeof(*a));
+		c->by_fd = a;
+		c->by_fd_len = n;
+	}
+	if (p->fd >= 0 && c->by_fd[p->fd] == p)
+		c->by_fd[p->fd] = NULL;
+	if (c->by_fd[fd])
+		c->by_fd[fd]->fd = -1;
+	c->by_fd[fd] = p;
+	p->fd = fd;
+}
+
 /* Forget P. Its task, if any, is marked gone; as a member, its rank's slot
  * is emptied (the caller decides what that means for the generation). */
 static void peer_remove(struct dpt__coord *c, struct peer *p)
@@ -288,6 +328,8 @@ static void peer_remove(struct dpt__coord *c, struct peer *p)
 		pp = &(*pp)->hash_next;
 	*pp = p->hash_next;
 	lru_unlink(p);
+	if (p->fd >= 0 && c->by_fd[p->fd] == p)
+		c->by_fd[p->fd] = NULL;
 	c->npeers--;
 	if (p->role == ROLE_JOINING)
 		c->n_joining--;
@@ -668,6 +710,7 @@ static bool room_for_newcomer(struct dpt__coord *c, const uint8_t *id,
 struct event_ctx {
 	const uint8_t *id; /* sender's routing identity (message events) */
 	size_t id_len;
+	int fd; /* the descriptor the message came from, or -1 */
 	const struct dpt__msg *msg;
 	int64_t now;
 };
@@ -717,6 +760,7 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 			dpt__error("out of memory: dropped a join");
 			return;
 		}
+		peer_set_fd(c, p, e->fd);
 	} else if (p->role == ROLE_MEMBER) {
 		/* A member re-joins: its data plane broke, or it called
 		 * dpt_rejoin. The generation is over for everyone. */
@@ -930,6 +974,17 @@ static void on_peer_expired(struct dpt__coord *c, struct peer *p,
 	drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
 }
 
+static void on_peer_closed(struct dpt__coord *c, struct peer *p,
+			   const struct event_ctx *e)
+{
+	char desc[200], why[240];
+
+	snprintf(why, sizeof(why), "%s lost its connection",
+		 describe(p, desc, sizeof(desc)));
+	dpt__warn("evicting %s: its connection closed", desc);
+	drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+}
+
 static void on_join_timeout(struct dpt__coord *c, const struct event_ctx *e)
 {
 	char desc[200], why[240];
@@ -1009,6 +1064,9 @@ static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 	case EV_PEER_EXPIRED:
 		on_peer_expired(c, p, e);
 		break;
+	case EV_PEER_CLOSED:
+		on_peer_closed(c, p, e);
+		break;
 	case EV_JOIN_TIMEOUT:
 		if (c->state == ST_GATHERING || c->state == ST_ID_WAIT)
 			on_join_timeout(c, e);
@@ -1077,6 +1135,8 @@ void dpt__coord_destroy(struct dpt__coord **cp)
 			peer_remove(c, c->lru.newer);
 	free(c->buckets);
 	free(c->members);
+	free(c->by_fd);
+	free(c->closed);
 	free(c->tasks);
 	dpt__kv_destroy(&c->kv);
 	free(c);
@@ -1102,9 +1162,9 @@ static enum coord_event event_of(uint8_t type)
 }
 
 void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
-			   const void *data, size_t len, int64_t now)
+			   const void *data, size_t len, int fd, int64_t now)
 {
-	struct event_ctx e = {.id = id, .id_len = id_len, .now = now};
+	struct event_ctx e = {.id = id, .id_len = id_len, .fd = fd, .now = now};
 	struct peer *p;
 	struct dpt__msg m;
 	int rc;
@@ -1114,8 +1174,10 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	p = peer_find(c, id, id_len);
 	/* Any traffic from a tracked peer proves it alive, even a message
 	 * that turns out malformed. */
-	if (p)
+	if (p) {
 		peer_heard(c, p, now);
+		peer_set_fd(c, p, fd);
+	}
 	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
 	if (rc == DPT_EVERSION && m.type == DPT_MSG_JOIN) {
 		struct dpt__msg err;
@@ -1170,12 +1232,44 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	dpt__msg_release(&m);
 }
 
+void dpt__coord_on_disconnect(struct dpt__coord *c, int fd)
+{
+	struct peer *p;
+
+	if (fd < 0 || (size_t)fd >= c->by_fd_len || !(p = c->by_fd[fd]))
+		return; /* a client that was not a peer, or a failed handshake */
+	c->by_fd[fd] = NULL;
+	p->fd = -1;
+	if (dpt__array_room(&c->closed, c->nclosed, &c->closed_cap,
+			    sizeof(*c->closed)))
+		return; /* out of memory: the timeout finds it */
+	c->closed[c->nclosed].len = p->id_len;
+	memcpy(c->closed[c->nclosed].id, p->id, p->id_len);
+	c->nclosed++;
+}
+
+/* Evict the peers whose connection closed, unless they left meanwhile
+ * (their LEAVE came before the close) or came back on a new connection. */
+static void evict_closed(struct dpt__coord *c, int64_t now)
+{
+	struct event_ctx e = {.fd = -1, .now = now};
+
+	for (size_t i = 0; i < c->nclosed && c->state != ST_DONE; i++) {
+		struct peer *p = peer_find(c, c->closed[i].id, c->closed[i].len);
+		if (p && p->fd < 0)
+			coord_execute(c, EV_PEER_CLOSED, p, &e);
+	}
+	c->nclosed = 0;
+}
+
 void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 {
 	struct event_ctx e = {.now = now};
 
 	/* Evictions first: the list is ordered by last contact, so only its
 	 * head can be due. Each eviction removes the head. */
+	if (!behind)
+		evict_closed(c, now);
 	while (!behind && c->state != ST_DONE && c->lru.newer != &c->lru &&
 	       now - c->lru.newer->last_heard >= (int64_t)c->cfg.timeout_ms)
 		coord_execute(c, EV_PEER_EXPIRED, c->lru.newer, &e);

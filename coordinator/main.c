@@ -514,38 +514,55 @@ static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
 		zmq_msg_close(&frames[i]);
 }
 
-/* A handshake failure (wrong secret, garbage, a port scanner): logged at
- * most once a second, never more. */
-static void monitor_handle(void *mon, int64_t now)
+/* Every event waiting on the ROUTER's monitor. A closed connection goes
+ * to the state machine (its value is the descriptor); a failed handshake
+ * (wrong secret, garbage, a port scanner) is logged at most once a
+ * second. Called before each message is handled: see
+ * dpt__coord_on_disconnect. */
+static void monitor_drain(void *mon, struct dpt__coord *c, int64_t now)
 {
 	static int64_t window;
 	static long failed;
-	zmq_msg_t ev, where;
-	uint16_t event = 0;
+	static uint16_t last;
 
-	zmq_msg_init(&ev);
-	zmq_msg_init(&where);
-	if (zmq_msg_recv(&ev, mon, 0) < 0)
-		goto out;
-	if (zmq_msg_more(&ev))
-		zmq_msg_recv(&where, mon, 0);
-	if (zmq_msg_size(&ev) >= 2)
-		memcpy(&event, zmq_msg_data(&ev), 2);
-	failed++;
-	if (now - window >= 1000) {
+	for (;;) {
+		zmq_msg_t ev, where;
+		uint16_t event = 0;
+		uint32_t value = 0;
+		int rc;
+
+		zmq_msg_init(&ev);
+		rc = zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT);
+		if (rc >= 0 && zmq_msg_more(&ev)) {
+			zmq_msg_init(&where);
+			zmq_msg_recv(&where, mon, 0);
+			zmq_msg_close(&where);
+		}
+		if (rc >= 6) {
+			memcpy(&event, zmq_msg_data(&ev), 2);
+			memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
+		}
+		zmq_msg_close(&ev);
+		if (rc < 0)
+			break;
+		if (event == ZMQ_EVENT_DISCONNECTED) {
+			dpt__coord_on_disconnect(c, (int)value);
+		} else {
+			failed++;
+			last = event;
+		}
+	}
+	if (failed && now - window >= 1000) {
 		dpt__warn("%ld connection(s) failed the handshake (last: %s): "
 			  "wrong secret or not a dptrain client",
 			  failed,
-			  event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "refused" :
-			  event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ?
-								  "protocol error" :
-								  "no detail");
+			  last == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "refused" :
+			  last == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ?
+								 "protocol error" :
+								 "no detail");
 		window = now;
 		failed = 0;
 	}
-out:
-	zmq_msg_close(&ev);
-	zmq_msg_close(&where);
 }
 
 /* ------------------------------------------------------------ main */
@@ -605,11 +622,12 @@ static int setup_router(void *router, const struct dpt__curve_keys *keys,
 /* Drain the router: one batch of messages per loop turn, so that timers,
  * ZAP and signals are served in between under any load. Returns whether
  * everything that had arrived was read. */
-static bool read_router(void *router, struct dpt__coord *c)
+static bool read_router(void *router, void *mon, struct dpt__coord *c)
 {
 	for (int i = 0; i < 4096; i++) {
 		zmq_msg_t id, body;
 		int64_t now;
+		int fd;
 
 		zmq_msg_init(&id);
 		if (zmq_msg_recv(&id, router, ZMQ_DONTWAIT) < 0) {
@@ -624,6 +642,11 @@ static bool read_router(void *router, struct dpt__coord *c)
 			continue;
 		}
 		now = now_ms();
+		/* The closes that happened before this message arrived, so
+		 * that its descriptor is not taken for a closed one's. */
+		if (mon)
+			monitor_drain(mon, c, now);
+		fd = zmq_msg_get(&body, ZMQ_SRCFD);
 		if (zmq_msg_more(&body)) {
 			/* A protocol message is one frame: drop the lot. */
 			zmq_msg_t extra;
@@ -633,12 +656,12 @@ static bool read_router(void *router, struct dpt__coord *c)
 				zmq_msg_move(&body, &extra);
 			zmq_msg_close(&extra);
 			dpt__coord_on_message(c, zmq_msg_data(&id),
-					      zmq_msg_size(&id), "", 0, now);
+					      zmq_msg_size(&id), "", 0, fd, now);
 		} else {
 			dpt__coord_on_message(c, zmq_msg_data(&id),
 					      zmq_msg_size(&id),
 					      zmq_msg_data(&body),
-					      zmq_msg_size(&body), now);
+					      zmq_msg_size(&body), fd, now);
 		}
 		zmq_msg_close(&id);
 		zmq_msg_close(&body);
@@ -725,7 +748,8 @@ int main(int argc, char **argv)
 	if (zmq_socket_monitor(router, MONITOR_ENDPOINT,
 			       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
 				       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-				       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0) {
+				       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+				       ZMQ_EVENT_DISCONNECTED) == 0) {
 		mon = zmq_socket(ctx, ZMQ_PAIR);
 		if (mon && zmq_connect(mon, MONITOR_ENDPOINT) != 0) {
 			zmq_close(mon);
@@ -802,10 +826,10 @@ int main(int argc, char **argv)
 				    !(more_zap & ZMQ_POLLIN))
 					break;
 			}
-		if (items[0].revents & ZMQ_POLLIN)
-			drained = read_router(router, coord);
 		if (mon && (items[2].revents & ZMQ_POLLIN))
-			monitor_handle(mon, now);
+			monitor_drain(mon, coord, now);
+		if (items[0].revents & ZMQ_POLLIN)
+			drained = read_router(router, mon, coord);
 		if (sfd >= 0 && (items[3].revents & ZMQ_POLLIN)) {
 			struct signalfd_siginfo si;
 			char why[64];

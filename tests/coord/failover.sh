@@ -1,7 +1,9 @@
 #!/bin/bash
 # Failure detection on loopback (default timeouts: heartbeat 500 ms,
 # timeout 2000 ms). kill -9 of one of N training workers: every survivor
-# gets DPT_EPEERLOST or DPT_EGENERATION in under 3 s, they form generation
+# gets DPT_EPEERLOST or DPT_EGENERATION in under 3 s (under 1 s when only
+# the coordinator can tell: the dead worker's connection closed; a
+# stopped one is found by the heartbeat timeout), they form generation
 # 2 with N-1 members and run every collective in it; --min-workers is
 # respected; a worker whose coordinator dies fails with DPT_ECOORDLOST in
 # the same bound.
@@ -10,7 +12,7 @@
 . "$top_srcdir/tests/coord/lib.sh"
 
 bound_ms=3000
-plan 18
+plan 23
 
 all_joined() { # PREFIX N
 	local i
@@ -80,23 +82,63 @@ rc=0
 coord_wait 10 || rc=$?
 is "$rc" 0 "the coordinator exits 0 once the survivors left"
 
-# 2. Barriers only: no data plane sees the death, the coordinator's
-# heartbeat timeout must.
-coord_start 3 --min-workers 2
+# 2. Barriers only: no data plane sees the death, the coordinator must.
+# A killed process's connection closes: the coordinator evicts it at once,
+# long before its heartbeat timeout (10 s here).
+coord_start 3 --min-workers 2 --timeout-ms 10000
 for i in 0 1 2; do worker_start "b$i" 0 "$i" "$i" loop --rejoin --barriers; done
 wait_for 30 all_joined b 3 || bail_out "3 workers did not join"
 kill_one b 3 1
 survivors_told b 3 1
 ok $? "barrier loop: both survivors of kill -9 get an error"
-[ "$told_ms" -lt "$bound_ms" ]
-ok $? "barrier loop: told after $told_ms ms (< $bound_ms ms) by the heartbeat timeout"
-grep -q "evicting rank 1 .*silent for 2000 ms" "$coord_log"
+[ "$told_ms" -lt 1000 ]
+ok $? "barrier loop: told after $told_ms ms (< 1000 ms, timeout 10000 ms): the connection closed"
+grep -q "evicting rank 1 .*: its connection closed" "$coord_log"
 ok $? "the coordinator logs the eviction and its reason" || diag "$(cat "$coord_log")"
 r0=0 r2=0
 worker_wait b0 30 || r0=$?
 worker_wait b2 30 || r2=$?
 is "$r0 $r2 $(grep -h '^rejoined' "$coord_dir/b0.out" "$coord_dir/b2.out" | while read -r l; do echo "$(field world "$l")@$(field gen "$l")"; done | tr '\n' ' ')" \
 	"0 0 2@2 2@2 " "barrier loop: generation 2 of 2 workers runs every collective"
+coord_wait 10
+
+# A stopped process (or a host gone without closing its connections)
+# keeps its connection: the heartbeat timeout (2000 ms) tells.
+coord_start 3 --min-workers 2
+for i in 0 1 2; do worker_start "s$i" 0 "$i" "$i" loop --rejoin --barriers; done
+wait_for 30 all_joined s 3 || bail_out "3 workers did not join"
+sleep 0.3
+t_kill=$(now_ns)
+kill -STOP "${worker_pid[s1]}"
+survivors_told s 3 1
+ok $? "barrier loop: both survivors of a stopped worker get an error"
+[ "$told_ms" -lt "$bound_ms" ]
+ok $? "barrier loop: told after $told_ms ms (< $bound_ms ms) by the heartbeat timeout"
+grep -q "evicting rank 1 .*silent for 2000 ms" "$coord_log"
+ok $? "the coordinator logs the silent worker's eviction" || diag "$(cat "$coord_log")"
+kill -KILL "${worker_pid[s1]}"
+for i in 0 1 2; do worker_wait "s$i" 30; done
+coord_wait 10
+
+# A worker killed while the generation gathers is dropped at once; the
+# workers that start next are likely to get its descriptor (the kernel
+# hands out the lowest free one): they must not be taken for it.
+coord_start 3 --timeout-ms 10000
+worker_start g0 0 0 0 run
+worker_start g1 0 1 1 run
+wait_for 30 grep -q "worker (task 1, .*) joins generation 1" "$coord_log" || bail_out "task 1 did not join"
+kill -KILL "${worker_pid[g1]}"
+wait "${worker_pid[g1]}" 2>/dev/null
+unset "worker_pid[g1]"
+wait_for 5 grep -q "evicting worker (task 1, .*): its connection closed" "$coord_log"
+ok $? "a joining worker killed before the generation formed is dropped at once" || diag "$(cat "$coord_log")"
+worker_start g1b 0 1 1 run
+worker_start g2 0 2 2 run
+r=""
+for w in g0 g1b g2; do worker_wait "$w" 30; r="$r$? "; done
+is "$r$(grep -c evicting "$coord_log") $(grep -c 'generation [0-9]* formed: 3 workers' "$coord_log")" "0 0 0 1 1" \
+	"the newcomers and the first worker form a generation of 3; nobody else is evicted" ||
+	diag "$(cat "$coord_log")"
 coord_wait 10
 
 # 3. --min-workers: 2 workers, minimum 2; after a kill -9 the survivor's
