@@ -382,16 +382,22 @@ static void send_msg(struct dpt__coord *c, struct peer *p,
 }
 
 /* Reply to an identity that is not (or no longer) a tracked peer. */
-static void send_to_id(struct dpt__coord *c, const uint8_t *id, size_t id_len,
-		       const struct dpt__msg *m)
+void dpt__router_send(void *router, const uint8_t *id, size_t id_len,
+		      const struct dpt__msg *m)
 {
-	uint8_t buf[512];
+	uint8_t buf[DPT_WIRE_IN_MAX];
 	long len = dpt__wire_encode(m, buf, sizeof(buf));
 
 	if (len < 0)
 		return;
-	if (zmq_send(c->router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-		zmq_send(c->router, buf, (size_t)len, ZMQ_DONTWAIT);
+	if (zmq_send(router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+		zmq_send(router, buf, (size_t)len, ZMQ_DONTWAIT);
+}
+
+static void send_to_id(struct dpt__coord *c, const uint8_t *id, size_t id_len,
+		       const struct dpt__msg *m)
+{
+	dpt__router_send(c->router, id, id_len, m);
 }
 
 static void text_msg(struct dpt__msg *m, enum dpt__msg_type type,

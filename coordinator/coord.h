@@ -20,6 +20,16 @@ struct dpt__coord_config {
 };
 
 struct dpt__coord;
+struct dpt__msg;
+
+/*
+ * Send M to the peer with routing id ID through ROUTER: the id frame, then
+ * the encoded message (any message but ROSTER, which is encoded once per
+ * generation). A message that cannot be queued at once is dropped: a peer
+ * that reads nothing is found by the timeout.
+ */
+void dpt__router_send(void *router, const uint8_t *id, size_t id_len,
+		      const struct dpt__msg *m);
 
 /*
  * Create the state machine. ROUTER is the bound ROUTER socket; it stays

@@ -8,6 +8,7 @@
 
 #include <dptrain/error.h>
 
+#include "coord.h"
 #include "kv.h"
 #include "log.h"
 
@@ -65,13 +66,7 @@ void dpt__kv_destroy(struct dpt__kv **kvp)
 static void reply(struct dpt__kv *kv, const uint8_t *id, size_t id_len,
 		  const struct dpt__msg *m)
 {
-	uint8_t buf[DPT_WIRE_HDR_SIZE + 2 + DPT_KV_KEY_MAX + DPT_KV_VALUE_MAX];
-	long len = dpt__wire_encode(m, buf, sizeof(buf));
-
-	if (len < 0)
-		return;
-	if (zmq_send(kv->router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-		zmq_send(kv->router, buf, (size_t)len, ZMQ_DONTWAIT);
+	dpt__router_send(kv->router, id, id_len, m);
 }
 
 static void reply_error(struct dpt__kv *kv, const uint8_t *id, size_t id_len,
