@@ -174,6 +174,25 @@ typedef int (*dpt__run_fn)(void *ctx, const struct dpt__run *run);
 int dpt__box_runs(const struct dpt__box *src, const struct dpt__box *dst,
 		  size_t esize, dpt__run_fn fn, void *ctx);
 
+/* Runs merged for a strided copy (cudaMemcpy2DAsync): COUNT rows of LEN
+ * bytes, row i from SRC + i * SPITCH to DST + i * DPITCH. */
+struct dpt__run2d {
+	uint64_t src, dst, len;
+	uint64_t spitch, dpitch;
+	uint64_t count; /* 0: empty */
+};
+
+/*
+ * dpt__run2d_add - merges run R into *ACC and returns true when R extends
+ * its pattern: the first run of an empty ACC; a run contiguous with a
+ * single-row ACC in both buffers (one longer row); the next row at
+ * strides of at least LEN and at most MAX_PITCH. Otherwise returns false
+ * and leaves ACC unchanged: the caller copies ACC, empties it and adds R
+ * again.
+ */
+bool dpt__run2d_add(struct dpt__run2d *acc, const struct dpt__run *r,
+		    uint64_t max_pitch);
+
 /* A step of a load plan: bytes of chunk CHUNK of a tensor to a local
  * slice. */
 struct dpt__plan_run {
