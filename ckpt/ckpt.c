@@ -542,8 +542,9 @@ static int snapshot(struct dpt_ckpt *ck)
 #ifdef HAVE_CUDA
 	struct dpt__cuda_copy cc;
 
+	/* No CUDA call before the first device copy, nor without one. */
+	dpt__cuda_copy_begin(&cc, ck->device, false, ck->cuda_stream, false);
 	if (ck->device >= 0) {
-		dpt__cuda_copy_begin(&cc, ck->device, false, ck->cuda_stream, false);
 		for (size_t i = 0, k = 0; i < ck->nregs && !cc.rc; i++) {
 			const struct reg *r = &ck->regs[i];
 			const struct dpt__chunk *c = own_chunk(ck, i, &k);
@@ -569,13 +570,11 @@ static int snapshot(struct dpt_ckpt *ck)
 			      copy_run, bufs);
 	}
 #ifdef HAVE_CUDA
-	if (ck->device >= 0) {
-		rc = dpt__cuda_copy_end(&cc);
-		if (rc)
-			dpt__error("step %" PRIu64 ": the snapshot of the device "
-				   "tensors failed (see above)",
-				   ck->frag.step);
-	}
+	rc = dpt__cuda_copy_end(&cc);
+	if (rc)
+		dpt__error("step %" PRIu64 ": the snapshot of the device "
+			   "tensors failed (see above)",
+			   ck->frag.step);
 #endif
 	return rc;
 }
