@@ -3,6 +3,9 @@
  * asynchronous save with a commit through the collectives of the
  * context, resharding load with fallback to the previous committed step.
  * The format and the commit protocol are doc/checkpoint-format.md's.
+ * The copies of device tensors are ckpt/cuda.c's (built with CUDA only):
+ * without CUDA, tensor_device() refuses device tensors, the only place
+ * that knows.
  */
 #include "config.h"
 
@@ -40,6 +43,7 @@ struct reg {
 	uint64_t shape[DPT__CKPT_MAXDIM];
 	struct dpt__box local;
 	void *data;
+	int device; /* the CUDA device of DATA; -1: host memory */
 };
 
 struct dpt_ckpt {
@@ -62,7 +66,13 @@ struct dpt_ckpt {
 	struct dpt__manifest frag; /* this rank's part: one file or none */
 	unsigned char *snap;	   /* the snapshot, allocated once, reused */
 	uint64_t snap_cap;
+	bool snap_pinned, snap_pin_tried; /* for device tensors' copies */
 	uint64_t data_len;
+
+	/* The device of the device tensors (one for all), -1 for none; the
+	 * stream their snapshot is copied on. */
+	int device;
+	void *cuda_stream;
 
 	struct dpt__manifest loaded; /* owns what dpt_ckpt_info points to */
 	struct dpt_ckpt_stats stats;
@@ -134,6 +144,8 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	if (!ck)
 		return DPT_ENOMEM;
 	ck->ctx = ctx;
+	ck->device = -1;
+	ck->cuda_stream = opts->cuda_stream;
 	ck->keep_last = opts->keep_last ? opts->keep_last : DEFAULT_KEEP_LAST;
 	ck->keep_every = opts->keep_every;
 	ck->busy = opts->busy;
@@ -150,6 +162,18 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	}
 	*out = ck;
 	return 0;
+}
+
+static void free_snapshot(struct dpt_ckpt *ck)
+{
+#ifdef HAVE_CUDA
+	if (ck->snap_pinned)
+		dpt__cuda_unpin(ck->snap);
+#endif
+	ck->snap_pinned = ck->snap_pin_tried = false;
+	free(ck->snap);
+	ck->snap = NULL;
+	ck->snap_cap = 0;
 }
 
 static void join_writer(struct dpt_ckpt *ck)
@@ -175,24 +199,54 @@ void dpt_ckpt_destroy(struct dpt_ckpt **ckp)
 	dpt_ckpt_clear(ck);
 	dpt__manifest_release(&ck->frag);
 	dpt__manifest_release(&ck->loaded);
-	free(ck->snap);
+	free_snapshot(ck);
 	dpt__storage_destroy(&ck->st);
 	free(ck);
 	*ckp = NULL;
 }
 
+/* The CUDA device of the device tensor T, or why it is refused. */
+static int tensor_device(const struct dpt_ckpt *ck,
+			 const struct dpt_ckpt_tensor *t, int *device)
+{
+#ifdef HAVE_CUDA
+	int rc = dpt__cuda_device_of(t->name, t->data, device);
+
+	if (!rc && ck->device >= 0 && *device != ck->device) {
+		dpt__error("checkpoint tensor '%s' is on cuda device %d, the "
+			   "device tensors registered before on device %d: "
+			   "one checkpoint object holds the tensors of one "
+			   "device",
+			   t->name, *device, ck->device);
+		rc = DPT_EINVAL;
+	}
+	return rc;
+#else
+	(void)ck;
+	(void)device;
+	dpt__error("checkpoint tensor '%s' is in device memory, but this "
+		   "libdptrain is built without CUDA: register a host copy "
+		   "(.memory = DPT_CKPT_HOST), or use a libdptrain configured "
+		   "--with-cuda",
+		   t->name);
+	return DPT_ENOTSUP;
+#endif
+}
+
 int dpt_ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
 {
 	struct reg *r, *regs;
+	int device = -1, rc;
 
 	if (ck->pending)
 		return DPT_EBUSY;
 	if (!t->name || !*t->name || dpt__dtype_name(t->dtype) == NULL ||
 	    t->ndim < 0 || t->ndim > DPT__CKPT_MAXDIM ||
 	    (t->ndim > 0 && !t->shape) || (!t->offset != !t->count) ||
-	    (t->kind != DPT_CKPT_REPLICATED && t->kind != DPT_CKPT_SHARDED)) {
+	    (t->kind != DPT_CKPT_REPLICATED && t->kind != DPT_CKPT_SHARDED) ||
+	    (t->memory != DPT_CKPT_HOST && t->memory != DPT_CKPT_DEVICE)) {
 		dpt__error("checkpoint tensor '%s': bad name, dtype, kind, "
-			   "dimensions or box",
+			   "dimensions, box or memory",
 			   t->name ? t->name : "");
 		return DPT_EINVAL;
 	}
@@ -211,6 +265,11 @@ int dpt_ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
 				   t->name);
 			return DPT_EINVAL;
 		}
+	if (t->memory == DPT_CKPT_DEVICE) {
+		rc = tensor_device(ck, t, &device);
+		if (rc)
+			return rc;
+	}
 	regs = realloc(ck->regs, (ck->nregs + 1) * sizeof(*regs));
 	if (!regs)
 		return DPT_ENOMEM;
@@ -243,6 +302,9 @@ int dpt_ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
 		return DPT_EINVAL;
 	}
 	r->data = t->data;
+	r->device = device;
+	if (device >= 0)
+		ck->device = device;
 	ck->nregs++;
 	return 0;
 }
@@ -256,6 +318,7 @@ int dpt_ckpt_clear(struct dpt_ckpt *ck)
 	free(ck->regs);
 	ck->regs = NULL;
 	ck->nregs = 0;
+	ck->device = -1;
 	return 0;
 }
 
@@ -411,23 +474,32 @@ static int build_fragment(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	return 0;
 }
 
-/* The snapshot buffer holds at least SIZE bytes, every page mapped. */
+/* The snapshot buffer holds at least SIZE bytes, every page mapped, and
+ * pinned when device tensors are registered. */
 static int ensure_snapshot(struct dpt_ckpt *ck, uint64_t size)
 {
 	void *p = NULL;
 
-	if (size <= ck->snap_cap)
-		return 0;
-	free(ck->snap);
-	ck->snap = NULL;
-	ck->snap_cap = 0;
-	if (posix_memalign(&p, 4096, size))
-		return DPT_ENOMEM;
-	/* Touch every page now: copying into freshly mapped memory is ten
-	 * times slower than into memory already mapped. */
-	memset(p, 0, size);
-	ck->snap = p;
-	ck->snap_cap = size;
+	if (size > ck->snap_cap) {
+		free_snapshot(ck);
+		if (posix_memalign(&p, 4096, size))
+			return DPT_ENOMEM;
+		/* Touch every page now: copying into freshly mapped memory
+		 * is ten times slower than into memory already mapped. */
+		memset(p, 0, size);
+		ck->snap = p;
+		ck->snap_cap = size;
+	}
+#ifdef HAVE_CUDA
+	/* Copies from the GPU into pageable memory go through a bounce
+	 * buffer of the driver, a fraction of PCIe speed. Pinning takes
+	 * time too: once per buffer, tried once. */
+	if (ck->device >= 0 && ck->snap && !ck->snap_pin_tried) {
+		ck->snap_pin_tried = true;
+		ck->snap_pinned = dpt__cuda_pin(ck->snap, ck->snap_cap,
+						"checkpoint snapshot buffer") == 0;
+	}
+#endif
 	return 0;
 }
 
@@ -446,6 +518,65 @@ static uint64_t snapshot_size(const struct dpt_ckpt *ck, int world, int rank)
 		n += dpt__box_volume(&box) * dpt_dtype_size(r->dtype);
 	}
 	return n;
+}
+
+/* The chunk of the fragment with what this rank writes of tensor I, or
+ * NULL; *K walks the fragment's tensors, which are in registration
+ * order: call it for I = 0, 1, ... */
+static const struct dpt__chunk *own_chunk(const struct dpt_ckpt *ck, size_t i,
+					  size_t *k)
+{
+	if (*k >= ck->frag.ntensors ||
+	    strcmp(ck->frag.tensors[*k].name, ck->regs[i].name))
+		return NULL; /* this rank writes nothing of it */
+	return &ck->frag.tensors[(*k)++].chunks[0];
+}
+
+/* Copies what this rank writes into the snapshot. The copies of device
+ * tensors are queued first, the host tensors are copied while they run,
+ * then the device copies are waited for: training may change any tensor
+ * once the save returns. */
+static int snapshot(struct dpt_ckpt *ck)
+{
+	int rc = 0;
+#ifdef HAVE_CUDA
+	struct dpt__cuda_copy cc;
+
+	/* No CUDA call before the first device copy, nor without one. */
+	dpt__cuda_copy_begin(&cc, ck->device, false, ck->cuda_stream, false);
+	if (ck->device >= 0) {
+		for (size_t i = 0, k = 0; i < ck->nregs && !cc.rc; i++) {
+			const struct reg *r = &ck->regs[i];
+			const struct dpt__chunk *c = own_chunk(ck, i, &k);
+
+			if (!c || r->device < 0)
+				continue;
+			dpt__cuda_copy_target(&cc, ck->snap + c->begin, r->data);
+			dpt__box_runs(&r->local, &c->box, dpt_dtype_size(r->dtype),
+				      dpt__cuda_copy_run, &cc);
+		}
+	}
+#endif
+	for (size_t i = 0, k = 0; i < ck->nregs; i++) {
+		const struct reg *r = &ck->regs[i];
+		const struct dpt__chunk *c = own_chunk(ck, i, &k);
+		void *bufs[2];
+
+		if (!c || r->device >= 0)
+			continue;
+		bufs[0] = r->data;
+		bufs[1] = ck->snap + c->begin;
+		dpt__box_runs(&r->local, &c->box, dpt_dtype_size(r->dtype),
+			      copy_run, bufs);
+	}
+#ifdef HAVE_CUDA
+	rc = dpt__cuda_copy_end(&cc);
+	if (rc)
+		dpt__error("step %" PRIu64 ": the snapshot of the device "
+			   "tensors failed (see above)",
+			   ck->frag.step);
+#endif
+	return rc;
 }
 
 int dpt_ckpt_prepare(struct dpt_ckpt *ck)
@@ -485,22 +616,10 @@ int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	if (rc)
 		goto failed;
 	rc = ensure_snapshot(ck, ck->data_len);
+	if (!rc)
+		rc = snapshot(ck);
 	if (rc)
 		goto failed;
-	for (size_t i = 0, k = 0; i < ck->nregs; i++) {
-		const struct reg *r = &ck->regs[i];
-		const struct dpt__chunk *c;
-		void *bufs[2];
-
-		if (k >= ck->frag.ntensors ||
-		    strcmp(ck->frag.tensors[k].name, r->name))
-			continue; /* this rank writes nothing of it */
-		c = &ck->frag.tensors[k++].chunks[0];
-		bufs[0] = r->data;
-		bufs[1] = ck->snap + c->begin;
-		dpt__box_runs(&r->local, &c->box, dpt_dtype_size(r->dtype),
-			      copy_run, bufs);
-	}
 	ck->io_rc = 0;
 	rc = pthread_create(&ck->thread, NULL, writer_main, ck);
 	if (rc) {
@@ -739,6 +858,7 @@ struct piece {
 	const struct dpt__plan_run *runs;
 	size_t nruns;
 	char *dst;
+	int device; /* the CUDA device of DST; -1: host memory */
 };
 
 struct loader {
@@ -764,7 +884,7 @@ static int add_piece(struct loader *l, const struct piece *p)
  * nothing, at most PER_READ blocks each. */
 static int plan_pieces(struct loader *l, const struct dpt__tensor_desc *t,
 		       const struct dpt__plan_run *pr, size_t n, char *dst,
-		       uint64_t per_read)
+		       int device, uint64_t per_read)
 {
 	const struct dpt__chunk *c = &t->chunks[pr[0].chunk];
 	const uint64_t bs = l->m->block_size;
@@ -785,7 +905,8 @@ static int plan_pieces(struct loader *l, const struct dpt__tensor_desc *t,
 		for (uint64_t p = b0; p < b1; p += per_read) {
 			uint64_t q = p + per_read < b1 ? p + per_read : b1;
 			uint64_t lo = p * bs, hi = q * bs;
-			struct piece pc = {.t = t, .c = c, .b0 = p, .b1 = q, .dst = dst};
+			struct piece pc = {.t = t, .c = c, .b0 = p, .b1 = q,
+					   .dst = dst, .device = device};
 			size_t k;
 
 			while (sweep < n && pr[sweep].run.src + pr[sweep].run.len <= lo)
@@ -809,6 +930,18 @@ static void *load_main(void *arg)
 	uint64_t per_read = DPT__CKPT_READ_MAX / bs ? DPT__CKPT_READ_MAX / bs : 1;
 	char *staging = NULL;
 	size_t i;
+	int rc = 0, zero = 0;
+#ifdef HAVE_CUDA
+	/* Copies into device tensors: from pinned staging (cheap next to a
+	 * read of 32 MiB), on a stream of this thread. */
+	struct dpt__cuda_copy cc;
+	bool pinned = false;
+
+	dpt__cuda_copy_begin(&cc, l->ck->device, true, NULL, true);
+	if (staging && l->ck->device >= 0)
+		pinned = dpt__cuda_pin(staging, per_read * bs,
+				       "checkpoint staging buffer") == 0;
+#endif
 
 	/* Page-aligned: O_DIRECT reads of a page-aligned chunk land in it
 	 * without the storage's bounce copy. */
@@ -818,29 +951,52 @@ static void *load_main(void *arg)
 		atomic_store(&l->error, DPT_ENOMEM);
 		return NULL;
 	}
-	while ((i = atomic_fetch_add(&l->next, 1)) < l->n &&
+	while (!rc && (i = atomic_fetch_add(&l->next, 1)) < l->n &&
 	       atomic_load(&l->error) == 0) {
 		const struct piece *p = &l->pieces[i];
 		uint64_t lo = p->b0 * bs;
 		uint64_t hi = p->b1 * bs < p->c->length ? p->b1 * bs : p->c->length;
-		int rc = dpt__ckpt_read_blocks(l->ck->st, l->m, p->t, p->c, p->b0,
-					       p->b1, staging);
-		int zero = 0;
 
-		if (rc) {
-			atomic_compare_exchange_strong(&l->error, &zero, rc);
+		rc = dpt__ckpt_read_blocks(l->ck->st, l->m, p->t, p->c, p->b0,
+					   p->b1, staging);
+		if (rc)
 			break;
-		}
 		atomic_fetch_add(&l->bytes_read, hi - lo);
-		for (size_t k = 0; k < p->nruns; k++) {
+#ifdef HAVE_CUDA
+		if (p->device >= 0)
+			dpt__cuda_copy_target(&cc, p->dst, staging);
+#endif
+		for (size_t k = 0; k < p->nruns && !rc; k++) {
 			const struct dpt__run *r = &p->runs[k].run;
 			uint64_t a = r->src > lo ? r->src : lo;
 			uint64_t b = r->src + r->len < hi ? r->src + r->len : hi;
-			if (a < b)
-				memcpy(p->dst + r->dst + (a - r->src),
-				       staging + (a - lo), b - a);
+			struct dpt__run part = {.src = a - lo,
+						.dst = r->dst + (a - r->src),
+						.len = b - a};
+
+			if (a >= b)
+				continue;
+#ifdef HAVE_CUDA
+			if (p->device >= 0) {
+				rc = dpt__cuda_copy_run(&cc, &part);
+				continue;
+			}
+#endif
+			memcpy(p->dst + part.dst, staging + part.src, part.len);
 		}
+#ifdef HAVE_CUDA
+		/* The next piece is read into the same staging buffer. */
+		if (p->device >= 0 && dpt__cuda_copy_sync(&cc))
+			rc = cc.rc;
+#endif
 	}
+	if (rc)
+		atomic_compare_exchange_strong(&l->error, &zero, rc);
+#ifdef HAVE_CUDA
+	(void)dpt__cuda_copy_end(&cc);
+	if (pinned)
+		dpt__cuda_unpin(staging);
+#endif
 	free(staging);
 	return NULL;
 }
@@ -886,7 +1042,8 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 			const struct dpt__plan_run *pr = plans[i].runs;
 			for (b = a; b < plans[i].n && pr[b].chunk == pr[a].chunk; b++)
 				ck->stats.bytes_needed += pr[b].run.len;
-			rc = plan_pieces(&l, t, &pr[a], b - a, r->data, per_read);
+			rc = plan_pieces(&l, t, &pr[a], b - a, r->data, r->device,
+					 per_read);
 		}
 	}
 	t1 = now_ns();

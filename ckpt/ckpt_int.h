@@ -168,6 +168,25 @@ typedef int (*dpt__run_fn)(void *ctx, const struct dpt__run *run);
 int dpt__box_runs(const struct dpt__box *src, const struct dpt__box *dst,
 		  size_t esize, dpt__run_fn fn, void *ctx);
 
+/* Runs merged for a strided copy (cudaMemcpy2DAsync): COUNT rows of LEN
+ * bytes, row i from SRC + i * SPITCH to DST + i * DPITCH. */
+struct dpt__run2d {
+	uint64_t src, dst, len;
+	uint64_t spitch, dpitch;
+	uint64_t count; /* 0: empty */
+};
+
+/*
+ * dpt__run2d_add - merges run R into *ACC and returns true when R extends
+ * its pattern: the first run of an empty ACC; a run contiguous with a
+ * single-row ACC in both buffers (one longer row); the next row at
+ * strides of at least LEN and at most MAX_PITCH. Otherwise returns false
+ * and leaves ACC unchanged: the caller copies ACC, empties it and adds R
+ * again.
+ */
+bool dpt__run2d_add(struct dpt__run2d *acc, const struct dpt__run *r,
+		    uint64_t max_pitch);
+
 /* A step of a load plan: bytes of chunk CHUNK of a tensor to a local
  * slice. */
 struct dpt__plan_run {
@@ -268,5 +287,62 @@ int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
 /* XXH3_64bits of each BLOCK-byte block of BUF (LEN bytes) into OUT. */
 void dpt__ckpt_checksum(const void *buf, uint64_t len, uint64_t block,
 			uint64_t *out);
+
+#ifdef HAVE_CUDA
+/* ------------------------------------------------------------ CUDA */
+
+/* ckpt/cuda.c, built with CUDA only: every CUDA call of the checkpoints
+ * (doc/checkpoint-format.md, "Device memory"). Without CUDA nothing is
+ * declared, and libdptrain refuses device tensors at registration. */
+
+/*
+ * dpt__cuda_device_of - the CUDA device of the tensor NAME whose data is at
+ * PTR (NULL, for an empty box: the current device). Logs the reason of a
+ * refusal, naming the tensor. Returns 0, DPT_ECUDA (no usable device) or
+ * DPT_EINVAL (PTR is not device or managed memory).
+ */
+int dpt__cuda_device_of(const char *name, const void *ptr, int *device);
+
+/* Pins LEN bytes at BUF (cudaHostRegister) so that copies to and from
+ * devices run at full speed. Returns 0, or DPT_ECUDA after a warning that
+ * names WHAT: the copies still work through pageable memory, slower. */
+int dpt__cuda_pin(void *buf, size_t len, const char *what);
+/* Unpins what dpt__cuda_pin pinned at BUF. */
+void dpt__cuda_unpin(void *buf);
+
+/* Copies of runs between host buffers and the memory of one device, on
+ * one stream, merged into 2-D copies (dpt__run2d_add). */
+struct dpt__cuda_copy {
+	int device;
+	bool to_device; /* host to device (load), else device to host */
+	void *stream;	/* cudaStream_t: the caller's, or created */
+	bool own_stream, started, queued;
+	int prev_device; /* the caller's current device, restored at the end */
+	char *dst;	 /* the buffers of the runs */
+	const char *src;
+	struct dpt__run2d acc;
+	int rc; /* the first error: later copies are skipped */
+};
+
+/*
+ * dpt__cuda_copy_begin - prepares C for copies to (TO_DEVICE) or from
+ * DEVICE on STREAM (a cudaStream_t; NULL: the device's legacy default
+ * stream), or on a non-blocking stream of its own with OWN_STREAM. No
+ * CUDA call until the first run.
+ */
+void dpt__cuda_copy_begin(struct dpt__cuda_copy *c, int device, bool to_device,
+			  void *stream, bool own_stream);
+/* The next runs copy from SRC to DST (one of them device memory). */
+void dpt__cuda_copy_target(struct dpt__cuda_copy *c, void *dst, const void *src);
+/* Queues the copy of run R (a dpt__run_fn; CTX is the copy). Returns 0 or
+ * C's error. */
+int dpt__cuda_copy_run(void *ctx, const struct dpt__run *r);
+/* Queues what is merged and waits until every queued copy is complete.
+ * Returns 0 or DPT_ECUDA (logged). */
+int dpt__cuda_copy_sync(struct dpt__cuda_copy *c);
+/* dpt__cuda_copy_sync, then releases the stream it created and restores
+ * the caller's current device. Returns 0 or C's first error. */
+int dpt__cuda_copy_end(struct dpt__cuda_copy *c);
+#endif
 
 #endif

@@ -23,3 +23,12 @@ dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
 	common/libdptcommon.la worker/libdptrain.la \
 	$(JANSSON_LIBS) $(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
 dist_man_MANS += doc/man/dptrain.1
+
+# Device-memory tensors (doc/checkpoint-format.md, "Device memory"): all
+# the CUDA calls of the checkpoints, built only with CUDA; without it
+# ckpt/ckpt.c refuses device tensors at registration.
+if HAVE_CUDA
+worker_libdptrain_la_SOURCES += ckpt/cuda.c
+worker_libdptrain_la_CFLAGS += $(CUDA_CFLAGS)
+worker_libdptrain_la_LIBADD += $(CUDA_LIBS)
+endif

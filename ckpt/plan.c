@@ -120,6 +120,35 @@ int dpt__box_runs(const struct dpt__box *src, const struct dpt__box *dst,
 	}
 }
 
+bool dpt__run2d_add(struct dpt__run2d *acc, const struct dpt__run *r,
+		    uint64_t max_pitch)
+{
+	if (acc->count == 0) {
+		*acc = (struct dpt__run2d){.src = r->src, .dst = r->dst,
+					   .len = r->len, .count = 1};
+		return true;
+	}
+	if (acc->count == 1) {
+		if (r->src == acc->src + acc->len && r->dst == acc->dst + acc->len) {
+			acc->len += r->len;
+			return true;
+		}
+		if (r->len != acc->len || r->src < acc->src + acc->len ||
+		    r->dst < acc->dst + acc->len || r->src - acc->src > max_pitch ||
+		    r->dst - acc->dst > max_pitch)
+			return false;
+		acc->spitch = r->src - acc->src;
+		acc->dpitch = r->dst - acc->dst;
+		acc->count = 2;
+		return true;
+	}
+	if (r->len != acc->len || r->src != acc->src + acc->count * acc->spitch ||
+	    r->dst != acc->dst + acc->count * acc->dpitch)
+		return false;
+	acc->count++;
+	return true;
+}
+
 struct plan_ctx {
 	struct dpt__plan *plan;
 	size_t chunk;

@@ -1,8 +1,8 @@
 /*
  * libdptrain: sharded checkpoints (doc/checkpoint-format.md).
  *
- * Every rank registers the tensors of the training state (host memory),
- * then saves asynchronously and waits for the commit, or loads the newest
+ * Every rank registers the tensors of the training state (host memory, or
+ * CUDA device memory when libdptrain is built with CUDA), then saves asynchronously and waits for the commit, or loads the newest
  * committed step on any world size:
  *
  *   struct dpt_ckpt *ck;
@@ -48,6 +48,18 @@ enum dpt_ckpt_kind {
 	DPT_CKPT_SHARDED = 1,
 };
 
+/* Where a tensor's bytes live (doc/checkpoint-format.md, "Device memory"). */
+enum dpt_ckpt_memory {
+	/* Host memory, pageable or pinned: copied with memcpy. */
+	DPT_CKPT_HOST = 0,
+	/* CUDA device memory (cudaMalloc, cudaMallocAsync, PyTorch's
+	 * caching allocator: tensor.data_ptr() of a CUDA tensor) or managed
+	 * memory, on the device the pointer belongs to; every device
+	 * tensor of one checkpoint object on the same device. Only in a
+	 * build with CUDA. */
+	DPT_CKPT_DEVICE = 1,
+};
+
 /* What dpt_ckpt_save does while an earlier save has not been waited for. */
 enum dpt_ckpt_busy {
 	DPT_CKPT_BUSY_WAIT = 0,	  /* dpt_ckpt_wait() for it first */
@@ -78,6 +90,12 @@ struct dpt_ckpt_opts {
 	 * measured 3 to 20 times slower here). Default: 1 when
 	 * $DPTRAIN_CKPT_BUFFERED is "1". */
 	int buffered_io;
+	/* The CUDA stream (a cudaStream_t) on which dpt_ckpt_save copies
+	 * the device tensors, after the work already queued on it: the
+	 * stream of the training step that writes them. NULL: the legacy
+	 * default stream, which waits for the work of every blocking
+	 * stream of the device. Unused without device tensors. */
+	void *cuda_stream;
 };
 
 /* Sets every field of OPTS to its default (NULL, 0). */
@@ -114,18 +132,27 @@ struct dpt_ckpt_tensor {
 	 * box may be empty (a COUNT of 0). Copied. */
 	const uint64_t *offset;
 	const uint64_t *count;
-	/* Host memory, owned by the caller, read by dpt_ckpt_save (during
-	 * the call only) and written by dpt_ckpt_load; it must stay valid
-	 * while the object lives. */
+	/* Memory owned by the caller, read by dpt_ckpt_save (during the
+	 * call only: every copy is complete when it returns) and written by
+	 * dpt_ckpt_load; it must stay valid while the object lives. */
 	void *data;
+	/* Where DATA is: DPT_CKPT_HOST (0, the default) or
+	 * DPT_CKPT_DEVICE. */
+	enum dpt_ckpt_memory memory;
 };
 
 /*
  * dpt_ckpt_register - add a tensor to the state. Every rank registers the
  * same tensors (names, dtypes, shapes, kinds) in the same order; sharded
  * boxes of all ranks must be disjoint and cover the tensor. Not while a
- * save is in flight (DPT_EBUSY). Returns 0, DPT_EINVAL (bad shape, box,
- * dtype; a name registered twice) or DPT_ENOMEM.
+ * save is in flight (DPT_EBUSY). A device tensor's pointer is checked
+ * with CUDA (cudaPointerGetAttributes). Returns 0, DPT_EINVAL (bad shape,
+ * box, dtype, memory; a name registered twice; DPT_CKPT_DEVICE for a
+ * pointer that is not device memory, or on another device than the
+ * device tensors registered before), DPT_ENOTSUP (DPT_CKPT_DEVICE in a
+ * build without CUDA), DPT_ECUDA (DPT_CKPT_DEVICE and no usable CUDA
+ * device) or DPT_ENOMEM. On error nothing is registered; the message
+ * names the tensor.
  */
 DPT_EXPORT int dpt_ckpt_register(struct dpt_ckpt *ck,
 				 const struct dpt_ckpt_tensor *t);
@@ -142,9 +169,10 @@ DPT_EXPORT int dpt_ckpt_clear(struct dpt_ckpt *ck);
  * dpt_ckpt_prepare - allocate and map the snapshot buffers of this rank
  * now, after the registrations, rather than in the first dpt_ckpt_save:
  * mapping hundreds of MiB takes seconds on some machines, better spent at
- * start-up than as a stall of training. Optional; call it again after a
- * change of world size. Returns 0, DPT_EBUSY (a save is in flight) or
- * DPT_ENOMEM.
+ * start-up than as a stall of training; with device tensors registered,
+ * the buffers are also pinned (cudaHostRegister) here. Optional; call it
+ * again after a change of world size. Returns 0, DPT_EBUSY (a save is in
+ * flight) or DPT_ENOMEM.
  */
 DPT_EXPORT int dpt_ckpt_prepare(struct dpt_ckpt *ck);
 
@@ -162,15 +190,17 @@ struct dpt_ckpt_meta {
 /*
  * dpt_ckpt_save - start saving META->step: copies the bytes this rank
  * writes into host buffers allocated on the first save and reused (the
- * only time training stalls), then returns while a background thread
+ * only time training stalls; device tensors are copied on OPTS->cuda_stream
+ * into pinned buffers while the host tensors are copied, and the copies
+ * are complete when it returns), then returns while a background thread
  * checksums and writes the shard file. The step is committed by
  * dpt_ckpt_wait. Every rank calls it with the same step.
  *
  * With a save not yet waited for: policy DPT_CKPT_BUSY_WAIT waits for it
  * (and returns its error, if it failed, without starting this one);
  * DPT_CKPT_BUSY_REFUSE returns DPT_EBUSY. Returns 0, DPT_EINVAL (nothing
- * registered), or DPT_ENOMEM / DPT_ESYS (no memory for the snapshot, no
- * thread): the save then stays pending as failed, so that this rank
+ * registered), or DPT_ENOMEM / DPT_ESYS / DPT_ECUDA (no memory for the
+ * snapshot, no thread, a failed device copy): the save then stays pending as failed, so that this rank
  * still meets the others in the commit: call dpt_ckpt_wait on every rank
  * as usual, it returns the error and nothing is committed. That a step
  * is already committed (a committed step is never overwritten) is found
@@ -211,9 +241,12 @@ struct dpt_ckpt_info {
  * ranges its boxes need (rounded to checksum blocks) and verifies their
  * checksums. A damaged or missing shard is logged, naming the shard, the
  * chunk and the step, and the previous committed step is used (for every
- * rank). INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
+ * rank). Device tensors are filled by copies from pinned staging buffers
+ * that are complete when it returns; no work on the device may use them
+ * meanwhile. INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
  * or below STEP), or the error of the newest step tried when none was
- * usable (DPT_ECORRUPT, DPT_EINVAL: the registration does not match),
+ * usable (DPT_ECORRUPT, DPT_EINVAL: the registration does not match,
+ * DPT_ECUDA: a copy to a device tensor failed),
  * DPT_EBUSY (a save is in flight: dpt_ckpt_wait first) or a collective's
  * error. On error the tensors may hold parts of any step tried.
  */

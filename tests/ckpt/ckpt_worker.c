@@ -14,7 +14,13 @@
  * --reregister (clear the registrations and register again),
  * --hang-rank R (rank R saves the last step, prints "saving STEP" and
  * sleeps instead of waiting: the test kills it), --refuse (busy policy REFUSE, and a
- * second save without wait must be refused).
+ * second save without wait must be refused), --device (every tensor in
+ * CUDA device memory, on device SLURM_LOCALID modulo the device count),
+ * --device-some (every other tensor), --lie-device (host memory
+ * registered as device memory: the library must refuse it).
+ *   ckpt_worker --cuda-probe   prints "cuda=none" (built without CUDA),
+ *                              "cuda=built devices=N" or
+ *                              "cuda=built devices=0 error=..."
  * Workers read the usual environment (DPTRAIN_COORDINATOR, ...).
  * Output, one line per event: "committed STEP rank=R", "loaded step=S
  * written_by=W rank=R world=N cursor=C user=U ok", "FAIL what: ERROR".
@@ -34,6 +40,10 @@
 #include <dptrain/ckpt.h>
 #include <dptrain/dptrain.h>
 
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #define MAXT 16
 
 struct tensor {
@@ -44,12 +54,67 @@ struct tensor {
 	uint64_t shape[4];
 	int split_dim; /* sharded: the dimension cut across ranks */
 	uint64_t off[4], cnt[4];
-	unsigned char *data;
+	unsigned char *data; /* host memory: the values, checked */
+	void *dev;	     /* device memory registered instead, or NULL */
 	size_t bytes;
 };
 
 static struct tensor state[MAXT];
 static int ntensors;
+
+/* Which tensors are registered as device memory. */
+enum { ON_HOST, ON_DEVICE, ON_DEVICE_SOME, LIE_DEVICE } placement;
+
+static bool on_device(int i)
+{
+	return placement == ON_DEVICE || placement == LIE_DEVICE ||
+	       (placement == ON_DEVICE_SOME && i % 2 == 0);
+}
+
+#ifdef HAVE_CUDA
+static int cuda_check(cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return 0;
+	printf("FAIL %s: %s\n", what, cudaGetErrorString(e));
+	return -1;
+}
+#endif
+
+/* Host to device (TO_DEV) or back, for the device tensors. */
+static int sync_device(bool to_dev)
+{
+#ifdef HAVE_CUDA
+	for (int i = 0; i < ntensors; i++) {
+		struct tensor *t = &state[i];
+		if (t->dev && cuda_check(cudaMemcpy(to_dev ? t->dev : t->data,
+						    to_dev ? t->data : t->dev, t->bytes,
+						    to_dev ? cudaMemcpyHostToDevice
+							   : cudaMemcpyDeviceToHost),
+					 "cudaMemcpy"))
+			return -1;
+	}
+#else
+	(void)to_dev;
+#endif
+	return 0;
+}
+
+static int cuda_probe(void)
+{
+#ifdef HAVE_CUDA
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	if (e != cudaSuccess)
+		printf("cuda=built devices=0 error=%s\n", cudaGetErrorString(e));
+	else
+		printf("cuda=built devices=%d\n", n);
+#else
+	printf("cuda=none\n");
+#endif
+	return 0;
+}
 
 static void add(const char *name, enum dpt_dtype dt, enum dpt_ckpt_kind kind,
 		int ndim, const uint64_t *shape, int split_dim)
@@ -156,12 +221,18 @@ static int setup(struct dpt_ckpt *ck, int rank, int world)
 		t->bytes = n * dpt_dtype_size(t->dtype);
 		if (!t->data)
 			t->data = malloc(t->bytes + 1);
+#ifdef HAVE_CUDA
+		if (placement != LIE_DEVICE && on_device(i) && !t->dev &&
+		    cuda_check(cudaMalloc(&t->dev, t->bytes + 1), "cudaMalloc"))
+			return DPT_ECUDA;
+#endif
 		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
 			.name = t->name, .dtype = t->dtype, .kind = t->kind,
 			.ndim = t->ndim, .shape = t->shape,
 			.offset = t->kind == DPT_CKPT_SHARDED ? t->off : NULL,
 			.count = t->kind == DPT_CKPT_SHARDED ? t->cnt : NULL,
-			.data = t->data});
+			.data = t->dev ? t->dev : t->data,
+			.memory = on_device(i) ? DPT_CKPT_DEVICE : DPT_CKPT_HOST});
 		if (rc)
 			return rc;
 	}
@@ -198,6 +269,14 @@ int main(int argc, char **argv)
 			refuse = true;
 		else if (!strcmp(argv[i], "--reregister"))
 			reregister = true;
+		else if (!strcmp(argv[i], "--device"))
+			placement = ON_DEVICE;
+		else if (!strcmp(argv[i], "--device-some"))
+			placement = ON_DEVICE_SOME;
+		else if (!strcmp(argv[i], "--lie-device"))
+			placement = LIE_DEVICE;
+		else if (!strcmp(argv[i], "--cuda-probe"))
+			return cuda_probe();
 		else if (!strcmp(argv[i], "--scale") && i + 1 < argc)
 			scale = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--block") && i + 1 < argc)
@@ -228,6 +307,19 @@ int main(int argc, char **argv)
 		rank = dpt_rank(ctx);
 		world = dpt_world_size(ctx);
 	}
+#ifdef HAVE_CUDA
+	if (placement == ON_DEVICE || placement == ON_DEVICE_SOME) {
+		const char *local = getenv("SLURM_LOCALID");
+		int ndev = 0;
+
+		if (cuda_check(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount") ||
+		    cuda_check(cudaSetDevice(local ? atoi(local) % ndev : 0),
+			       "cudaSetDevice")) {
+			status = 1;
+			goto out;
+		}
+	}
+#endif
 	rc = dpt_ckpt_new(&ck, ctx, &opts);
 	if (!rc)
 		rc = setup(ck, rank, world);
@@ -257,6 +349,10 @@ int main(int argc, char **argv)
 
 			for (int t = 0; t < ntensors; t++)
 				each(&state[t], fill_one, &step);
+			if (sync_device(true)) {
+				status = 1;
+				goto out;
+			}
 			snprintf(user, sizeof(user), "user-blob-%" PRIu64, step);
 			rc = dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){
 				.step = step, .sample_cursor = step * 1000 + 17,
@@ -290,9 +386,17 @@ int main(int argc, char **argv)
 			step = strtoull(argv[i + 2], NULL, 10);
 		for (int t = 0; t < ntensors; t++)
 			memset(state[t].data, 0xee, state[t].bytes);
+		if (sync_device(true)) {
+			status = 1;
+			goto out;
+		}
 		rc = dpt_ckpt_load(ck, step, &info);
 		if (rc) {
 			status = fail("load", rc);
+			goto out;
+		}
+		if (sync_device(false)) {
+			status = 1;
 			goto out;
 		}
 		for (int t = 0; t < ntensors; t++)
@@ -319,8 +423,13 @@ int main(int argc, char **argv)
 	}
 out:
 	dpt_ckpt_destroy(&ck);
-	for (int t = 0; t < ntensors; t++)
+	for (int t = 0; t < ntensors; t++) {
 		free(state[t].data);
+#ifdef HAVE_CUDA
+		if (state[t].dev)
+			cudaFree(state[t].dev);
+#endif
+	}
 	if (ctx)
 		dpt_finalize(&ctx);
 	return status;

@@ -6,6 +6,11 @@ check_PROGRAMS += tests/ckpt/ckpt_worker
 tests_ckpt_ckpt_worker_SOURCES = tests/ckpt/ckpt_worker.c
 tests_ckpt_ckpt_worker_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS)
 tests_ckpt_ckpt_worker_LDADD = worker/libdptrain.la $(XXHASH_LIBS)
+if HAVE_CUDA
+# --device: the tensors in GPU memory (tests/ckpt/cuda.sh).
+tests_ckpt_ckpt_worker_CFLAGS += $(CUDA_CFLAGS)
+tests_ckpt_ckpt_worker_LDADD += $(CUDA_LIBS)
+endif
 
 CKPT_TESTS = \
 	tests/ckpt/reshard.sh \
@@ -13,7 +18,9 @@ CKPT_TESTS = \
 	tests/ckpt/crash.sh \
 	tests/ckpt/enospc.sh \
 	tests/ckpt/s3.sh \
-	tests/ckpt/policy.sh
+	tests/ckpt/policy.sh \
+	tests/ckpt/device.sh \
+	tests/ckpt/cuda.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
 

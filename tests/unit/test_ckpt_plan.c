@@ -46,6 +46,41 @@ static struct dpt__box cut(int ndim, const uint64_t *shape, int dim, int rank,
 	return b;
 }
 
+/* Copies ACC as cudaMemcpy2D would (COUNT rows of LEN bytes at the
+ * pitches) and empties it; counts the copies in *NCOPIES. */
+static void copy2d(struct dpt__run2d *acc, char *dst, const char *src,
+		   size_t *ncopies)
+{
+	for (uint64_t i = 0; i < acc->count; i++)
+		memcpy(dst + acc->dst + i * acc->dpitch,
+		       src + acc->src + i * acc->spitch, acc->len);
+	if (acc->count)
+		++*ncopies;
+	acc->count = 0;
+}
+
+/* Executes the runs PR[0..N) from SRC to DST merged into 2-D copies with
+ * pitches of at most MAX_PITCH, as ckpt/cuda.c does; returns the number
+ * of copies. */
+static size_t exec2d(const struct dpt__plan_run *pr, size_t n, char *dst,
+		     char *const *src, uint64_t max_pitch)
+{
+	struct dpt__run2d acc = {0};
+	size_t ncopies = 0, chunk = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		if (acc.count && pr[k].chunk != chunk)
+			copy2d(&acc, dst, src[chunk], &ncopies);
+		chunk = pr[k].chunk;
+		if (!dpt__run2d_add(&acc, &pr[k].run, max_pitch)) {
+			copy2d(&acc, dst, src[chunk], &ncopies);
+			assert_true(dpt__run2d_add(&acc, &pr[k].run, max_pitch));
+		}
+	}
+	copy2d(&acc, dst, src[chunk], &ncopies);
+	return ncopies;
+}
+
 /* Saves a tensor of SHAPE (uint32 elements equal to their global index)
  * with SAVE_WORLD ranks (replicated split, or cut along SAVE_DIM), then
  * plans and executes the load of every box of LOAD_WORLD ranks cut along
@@ -83,7 +118,7 @@ static void reshard(int ndim, const uint64_t *shape, bool replicated,
 	for (int r = 0; r < load_world; r++) {
 		struct dpt__box local = cut(ndim, shape, load_dim, r, load_world);
 		uint64_t n = dpt__box_volume(&local), planned = 0;
-		uint32_t *dst = malloc(n * esz + 1);
+		uint32_t *dst = malloc(n * esz + 1), *dst2 = malloc(n * esz + 1);
 		unsigned char *hits = calloc(n * esz + 1, 1);
 		struct dpt__plan plan = {0};
 
@@ -111,8 +146,22 @@ static void reshard(int ndim, const uint64_t *shape, bool replicated,
 			assert_int_equal(hits[b], 1);
 		for (uint64_t i = 0; i < n; i++)
 			assert_int_equal(dst[i], (uint32_t)linear(&local, shape, i));
+		/* The same runs merged into 2-D copies (device tensors), with
+		 * any pitch and with the smallest one: the same bytes, in no
+		 * more copies than runs. */
+		for (int limit = 0; limit < 2; limit++) {
+			size_t copies;
+
+			memset(dst2, 0xee, n * esz);
+			copies = exec2d(plan.runs, plan.n, (char *)dst2,
+					(char *const *)chunk_data,
+					limit ? esz : UINT64_MAX);
+			assert_true(copies <= plan.n);
+			assert_memory_equal(dst2, dst, n * esz);
+		}
 		dpt__plan_release(&plan);
 		free(hits);
+		free(dst2);
 		free(dst);
 	}
 	for (size_t j = 0; j < t.nchunks; j++)
@@ -239,6 +288,61 @@ static void runs_merge(void **state)
 	dpt__plan_release(&plan);
 }
 
+static void runs_2d(void **state)
+{
+	/* A 6 x 50 x 4 tensor cut along its middle dimension into 4 chunks,
+	 * loaded whole: the 6 runs of a chunk are one 2-D copy. */
+	static const uint64_t shape[] = {6, 50, 4};
+	struct dpt__tensor_desc t = {.name = "t", .dtype = DPT_UINT8, .ndim = 3};
+	struct dpt__chunk c[4];
+	struct dpt__plan plan = {0};
+	struct dpt__run2d acc = {0};
+	(void)state;
+
+	memset(c, 0, sizeof(c));
+	memcpy(t.shape, shape, sizeof(shape));
+	for (int r = 0; r < 4; r++) {
+		c[r].box = cut(3, shape, 1, r, 4);
+		c[r].length = dpt__box_volume(&c[r].box);
+	}
+	t.chunks = c;
+	t.nchunks = 4;
+	{
+		struct dpt__box local = cut(3, shape, 1, 0, 1);
+		assert_int_equal(dpt__plan_tensor(&t, &local, &plan), 0);
+		assert_int_equal(plan.n, 4 * 6); /* one run per row */
+		for (size_t k = 6; k < 12; k++) { /* chunk 1: 12..25 of 50 */
+			assert_int_equal(plan.runs[k].chunk, 1);
+			assert_true(dpt__run2d_add(&acc, &plan.runs[k].run, UINT64_MAX));
+		}
+		assert_int_equal(acc.count, 6);
+		assert_int_equal(acc.len, 13 * 4);
+		assert_int_equal(acc.src, 0);
+		assert_int_equal(acc.dst, 12 * 4);
+		assert_int_equal(acc.spitch, 13 * 4);
+		assert_int_equal(acc.dpitch, 50 * 4);
+	}
+	/* Runs contiguous in both buffers make one longer row. */
+	acc.count = 0;
+	assert_true(dpt__run2d_add(&acc, &(struct dpt__run){.src = 0, .dst = 8, .len = 4}, 0));
+	assert_true(dpt__run2d_add(&acc, &(struct dpt__run){.src = 4, .dst = 12, .len = 4}, 0));
+	assert_int_equal(acc.count, 1);
+	assert_int_equal(acc.len, 8);
+	/* A pitch above the limit, another length, a broken stride, a row
+	 * that goes backwards: not merged, ACC unchanged. */
+	assert_false(dpt__run2d_add(&acc, &(struct dpt__run){.src = 100, .dst = 100, .len = 8}, 64));
+	assert_false(dpt__run2d_add(&acc, &(struct dpt__run){.src = 20, .dst = 20, .len = 4}, 64));
+	assert_false(dpt__run2d_add(&acc, &(struct dpt__run){.src = 4, .dst = 20, .len = 8}, 64));
+	assert_int_equal(acc.count, 1);
+	assert_true(dpt__run2d_add(&acc, &(struct dpt__run){.src = 16, .dst = 40, .len = 8}, 64));
+	assert_false(dpt__run2d_add(&acc, &(struct dpt__run){.src = 33, .dst = 72, .len = 8}, 64));
+	assert_true(dpt__run2d_add(&acc, &(struct dpt__run){.src = 32, .dst = 72, .len = 8}, 64));
+	assert_int_equal(acc.count, 3);
+	assert_int_equal(acc.spitch, 16);
+	assert_int_equal(acc.dpitch, 32);
+	dpt__plan_release(&plan);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -246,6 +350,7 @@ int main(void)
 		cmocka_unit_test(reshard_rows),
 		cmocka_unit_test(reshard_other_dims),
 		cmocka_unit_test(runs_merge),
+		cmocka_unit_test(runs_2d),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
