@@ -932,25 +932,24 @@ static void *load_main(void *arg)
 	size_t i;
 	int rc = 0, zero = 0;
 #ifdef HAVE_CUDA
-	/* Copies into device tensors: from pinned staging (cheap next to a
-	 * read of 32 MiB), on a stream of this thread. */
 	struct dpt__cuda_copy cc;
 	bool pinned = false;
-
-	dpt__cuda_copy_begin(&cc, l->ck->device, true, NULL, true);
-	if (staging && l->ck->device >= 0)
-		pinned = dpt__cuda_pin(staging, per_read * bs,
-				       "checkpoint staging buffer") == 0;
 #endif
 
 	/* Page-aligned: O_DIRECT reads of a page-aligned chunk land in it
 	 * without the storage's bounce copy. */
-	if (posix_memalign((void **)&staging, 4096, per_read * bs))
-		staging = NULL;
-	if (!staging) {
+	if (posix_memalign((void **)&staging, 4096, per_read * bs)) {
 		atomic_store(&l->error, DPT_ENOMEM);
 		return NULL;
 	}
+#ifdef HAVE_CUDA
+	/* Copies into device tensors: from pinned staging (cheap next to a
+	 * read of 32 MiB), on a stream of this thread. */
+	dpt__cuda_copy_begin(&cc, l->ck->device, true, NULL, true);
+	if (l->ck->device >= 0)
+		pinned = dpt__cuda_pin(staging, per_read * bs,
+				       "checkpoint staging buffer") == 0;
+#endif
 	while (!rc && (i = atomic_fetch_add(&l->next, 1)) < l->n &&
 	       atomic_load(&l->error) == 0) {
 		const struct piece *p = &l->pieces[i];
