@@ -1109,11 +1109,13 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 		}
 		if (pick[0] < 0) {
 			rc = first ? first : pick[1] ? (int)pick[1] : DPT_ENOENT;
-			if (!first && !pick[1])
-				dpt__error("no committed step%s in '%s'",
-					   step == DPT_CKPT_LATEST ? "" : " at or below the one asked",
-					   dpt__storage_uri(ck->st));
-			else
+			/* A run's first start has nothing to load: not an
+			 * error of the storage, the caller decides. */
+			if (!first && !pick[1] && rank == 0)
+				dpt__info("no committed step%s in '%s'",
+					  step == DPT_CKPT_LATEST ? "" : " at or below the one asked",
+					  dpt__storage_uri(ck->st));
+			else if (first || pick[1])
 				dpt__error("no usable committed step in '%s'",
 					   dpt__storage_uri(ck->st));
 			break;

@@ -54,3 +54,4 @@ check-unit:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(UNIT_TESTS)"
 .PHONY: check-unit
 include $(srcdir)/tests/spank/local.mk
+include $(srcdir)/tests/python/local.mk

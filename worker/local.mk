@@ -21,3 +21,6 @@ worker_libdptrain_la_LIBADD += $(NCCL_LIBS) $(CUDA_LIBS)
 endif
 
 include $(srcdir)/worker/cpu.mk
+
+# The Python binding: ctypes over libdptrain, no compiled part.
+dist_pythonmod_DATA = worker/python/dptrain.py

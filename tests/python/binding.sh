@@ -1,0 +1,61 @@
+#!/bin/bash
+# The Python binding (worker/python/dptrain.py) with Debian's python3-torch
+# on the real test cluster: collectives of torch tensors and numpy arrays
+# under srun -N 2 -n 4 --dp-train, a checkpoint saved by 4 ranks and
+# loaded resharded by 3, a run without a checkpoint, and a clear error when
+# the library cannot be found.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+
+require_root
+# Debian's torch, not the python3 first on PATH.
+py=/usr/bin/python3
+$py -c 'import torch, numpy' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+lib=$top_builddir/worker/.libs/libdptrain.so
+[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+worker=$top_srcdir/tests/python/worker.py
+dptrain_cli=$top_builddir/dptrain
+
+plan 9
+
+# Without the cluster: a missing library says what to do.
+out=$(DPTRAIN_LIBRARY=/nonexistent/libdptrain.so $py -c 'import dptrain' 2>&1)
+[ $? != 0 ] && grep -q "ImportError: dptrain: cannot load /nonexistent/libdptrain.so .*set DPTRAIN_LIBRARY" <<<"$out"
+ok $? "import without the library fails and names DPTRAIN_LIBRARY" || diag "$out"
+
+cluster_up NODES=2 CPUS=4 GPUS=0
+ckdir=$(dpt_state_dir pyckpt) || exit 1
+ckpt=file://$ckdir
+run() { # NTASKS RUN ARG...: srun of worker.py, output in $out
+	local n=$1 name=$2
+	shift 2
+	out=$(DPT_TIMEOUT=180 srun_t -N 2 -n "$n" --dp-train="$name" --dp-ckpt="$ckpt" \
+		--dp-backend=cpu $py "$worker" "$@" 2>&1)
+}
+
+run 4 coll collectives
+ok $? "srun -N 2 -n 4 --dp-train python3 worker.py collectives exits 0" || diag "$out"
+is "$(grep -o '^rank=[0-9]* world=4 collectives ok' <<<"$out" | sort | tr '\n' '|')" \
+	"rank=0 world=4 collectives ok|rank=1 world=4 collectives ok|rank=2 world=4 collectives ok|rank=3 world=4 collectives ok|" \
+	"allreduce/broadcast/allgather exact on 4 ranks for every dtype; bad arguments raise" || diag "$out"
+
+run 4 model save 7
+ok $? "4 ranks save step 7 of run 'model'" || diag "$out"
+vout=$("$dptrain_cli" ckpt verify "$ckpt/model" 2>&1)
+ok $? "dptrain ckpt verify passes on the saved step" || diag "$vout"
+
+run 3 model load
+ok $? "3 ranks load the newest step of run 'model'" || diag "$out"
+is "$(grep -c '^rank=[0-2] world=3 loaded step=7 written_by=4 .* ok' <<<"$out")" 3 \
+	"every tensor byte-exact after resharding 4 -> 3; rng, user blob and sample cursor restored" || diag "$out"
+# Each rank needs all of params and its third of m and v; it reads its
+# byte ranges rounded out to the 1 MiB checksum blocks, never more than
+# the chunks it needs hold.
+needed=0
+for n in $(grep -o 'needed=[0-9]*' <<<"$out" | cut -d= -f2); do needed=$((needed + n)); done
+is "$needed" $((3 * 4000 + 100003 * 10)) "the 3 ranks needed the replicated tensor each and one share of the sharded ones" || diag "$out"
+
+run 2 empty fresh
+is "$?:$(grep -c '^rank=[01] world=2 fresh ok' <<<"$out")" "0:2" \
+	"load() of a run with no committed step returns None on every rank" || diag "$out"

@@ -1,0 +1,483 @@
+"""dptrain for Python: ranks, collectives and sharded checkpoints.
+
+A ctypes binding of libdptrain (include/dptrain/dptrain.h and ckpt.h, which
+document every call) for programs started with ``srun --dp-train``::
+
+    import torch, dptrain
+
+    with dptrain.init() as ctx:                 # joins the step's coordinator
+        ck = dptrain.Checkpoint(ctx)            # --dp-ckpt / --dp-train=RUN
+        ck.register("model", params)            # replicated: every rank has it
+        ck.register("adam.m", m, shape=[n], offset=[lo])   # this rank's slice
+        info = ck.load()                        # newest committed step, or None
+        for step in range(info.step + 1 if info else 0, steps):
+            ...
+            ctx.allreduce(grad, op="avg")       # in place
+            if step % 100 == 0:
+                ck.save(step)                   # returns after the snapshot
+        ck.wait()
+
+Tensors are ``torch.Tensor`` (CPU, or CUDA with the NCCL backend and for
+device checkpoints) and ``numpy.ndarray``; they must be contiguous. The
+library is found through ``$DPTRAIN_LIBRARY`` (a path), else the dynamic
+loader's ``libdptrain.so.0``.
+
+Errors raise ``DptrainError``, whose ``name`` is the C code
+(``"DPT_EPEERLOST"``) and ``restartable`` says whether ``Context.rejoin()``
+and a repeat of the step can continue the job.
+"""
+
+import ctypes
+import os
+
+__all__ = ["Checkpoint", "Context", "DptrainError", "LoadInfo", "init"]
+
+# Element types and reduction operations: the values of include/dptrain/
+# dptrain.h (part of the wire and file formats, never renumbered).
+_DTYPES = {
+    "float32": 0,
+    "float64": 1,
+    "bfloat16": 2,
+    "float16": 3,
+    "int32": 4,
+    "int64": 5,
+    "uint8": 6,
+}
+_OPS = {"sum": 0, "avg": 1}
+_LATEST = 2**64 - 1  # DPT_CKPT_LATEST
+_MAX_DIMS = 8  # DPT_CKPT_MAX_DIMS
+
+
+class _InitOpts(ctypes.Structure):
+    _fields_ = [
+        ("coordinator", ctypes.c_char_p),
+        ("secret", ctypes.c_char_p),
+        ("backend", ctypes.c_char_p),
+        ("node", ctypes.c_int),
+        ("local_rank", ctypes.c_int),
+        ("task_id", ctypes.c_int),
+        ("data_host", ctypes.c_char_p),
+        ("connect_timeout_ms", ctypes.c_int),
+        ("timeout_ms", ctypes.c_int),
+        ("comm_timeout_ms", ctypes.c_int),
+    ]
+
+
+class _CkptOpts(ctypes.Structure):
+    _fields_ = [
+        ("uri", ctypes.c_char_p),
+        ("run", ctypes.c_char_p),
+        ("keep_last", ctypes.c_int),
+        ("keep_every", ctypes.c_uint64),
+        ("busy", ctypes.c_int),
+        ("block_size", ctypes.c_size_t),
+        ("part_size", ctypes.c_size_t),
+        ("max_inflight", ctypes.c_int),
+        ("buffered_io", ctypes.c_int),
+        ("cuda_stream", ctypes.c_void_p),
+    ]
+
+
+class _CkptTensor(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("kind", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("shape", ctypes.POINTER(ctypes.c_uint64)),
+        ("offset", ctypes.POINTER(ctypes.c_uint64)),
+        ("count", ctypes.POINTER(ctypes.c_uint64)),
+        ("data", ctypes.c_void_p),
+        ("memory", ctypes.c_int),
+    ]
+
+
+class _CkptMeta(ctypes.Structure):
+    _fields_ = [
+        ("step", ctypes.c_uint64),
+        ("sample_cursor", ctypes.c_uint64),
+        ("rng", ctypes.c_void_p),
+        ("rng_len", ctypes.c_size_t),
+        ("user", ctypes.c_void_p),
+        ("user_len", ctypes.c_size_t),
+    ]
+
+
+class _CkptInfo(ctypes.Structure):
+    _fields_ = [
+        ("step", ctypes.c_uint64),
+        ("sample_cursor", ctypes.c_uint64),
+        ("world_size", ctypes.c_uint32),
+        ("rng", ctypes.c_void_p),
+        ("rng_len", ctypes.c_size_t),
+        ("user", ctypes.c_void_p),
+        ("user_len", ctypes.c_size_t),
+    ]
+
+
+class _CkptStats(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "saves",
+            "loads",
+            "bytes_written",
+            "stall_ns",
+            "bytes_needed",
+            "bytes_read",
+        )
+    ]
+
+
+def _load_library():
+    path = os.environ.get("DPTRAIN_LIBRARY") or "libdptrain.so.0"
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(
+            "dptrain: cannot load %s (%s): install dptrain, or set "
+            "DPTRAIN_LIBRARY to the path of libdptrain.so" % (path, e)
+        ) from None
+    vp, ip, i, u64 = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64
+    sz, cs = ctypes.c_size_t, ctypes.c_char_p
+    for name, res, args in (
+        ("dpt_version", cs, []),
+        ("dpt_strerror", cs, [i]),
+        ("dpt_err_name", cs, [i]),
+        ("dpt_init_opts_default", None, [ctypes.POINTER(_InitOpts)]),
+        ("dpt_init", i, [ip, ctypes.POINTER(_InitOpts)]),
+        ("dpt_rank", i, [vp]),
+        ("dpt_world_size", i, [vp]),
+        ("dpt_local_rank", i, [vp]),
+        ("dpt_generation", ctypes.c_uint32, [vp]),
+        ("dpt_backend", cs, [vp]),
+        ("dpt_barrier", i, [vp]),
+        ("dpt_allreduce", i, [vp, vp, vp, sz, i, i]),
+        ("dpt_broadcast", i, [vp, vp, sz, i, i]),
+        ("dpt_allgather", i, [vp, vp, vp, sz, i]),
+        ("dpt_rejoin", i, [vp]),
+        ("dpt_finalize", i, [ip]),
+        ("dpt_ckpt_opts_default", None, [ctypes.POINTER(_CkptOpts)]),
+        ("dpt_ckpt_new", i, [ip, vp, ctypes.POINTER(_CkptOpts)]),
+        ("dpt_ckpt_destroy", None, [ip]),
+        ("dpt_ckpt_register", i, [vp, ctypes.POINTER(_CkptTensor)]),
+        ("dpt_ckpt_clear", i, [vp]),
+        ("dpt_ckpt_prepare", i, [vp]),
+        ("dpt_ckpt_save", i, [vp, ctypes.POINTER(_CkptMeta)]),
+        ("dpt_ckpt_wait", i, [vp]),
+        ("dpt_ckpt_load", i, [vp, u64, ctypes.POINTER(_CkptInfo)]),
+        ("dpt_ckpt_stats", None, [vp, ctypes.POINTER(_CkptStats)]),
+    ):
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+    return lib
+
+
+_lib = _load_library()
+__version__ = _lib.dpt_version().decode()
+
+
+class DptrainError(RuntimeError):
+    """A libdptrain call failed; ``code`` is the (negative) dpt_error."""
+
+    def __init__(self, code, what):
+        self.code = code
+        self.name = _lib.dpt_err_name(code).decode()
+        self.restartable = self.name in ("DPT_EPEERLOST", "DPT_EGENERATION")
+        super().__init__(
+            "%s: %s (%s)" % (what, _lib.dpt_strerror(code).decode(), self.name)
+        )
+
+
+def _check(rc, what):
+    if rc != 0:
+        raise DptrainError(rc, what)
+
+
+def _buffer(obj, what, writable=True):
+    """(address, elements, dtype code, on a CUDA device) of a contiguous
+    torch tensor or numpy array."""
+    mod = type(obj).__module__.split(".")[0]
+    if mod == "torch":
+        if not obj.is_contiguous():
+            raise ValueError("%s: the tensor is not contiguous (use .contiguous())" % what)
+        name = str(obj.dtype).replace("torch.", "")
+        ptr, n, cuda = obj.data_ptr(), obj.numel(), obj.is_cuda
+    elif mod == "numpy":
+        if not obj.flags["C_CONTIGUOUS"]:
+            raise ValueError("%s: the array is not C-contiguous (use numpy.ascontiguousarray)" % what)
+        if writable and not obj.flags["WRITEABLE"]:
+            raise ValueError("%s: the array is read-only" % what)
+        name = obj.dtype.name
+        ptr, n, cuda = obj.ctypes.data, obj.size, False
+    else:
+        raise TypeError("%s: expected a torch.Tensor or numpy.ndarray, got %s" % (what, type(obj).__name__))
+    if name not in _DTYPES:
+        raise TypeError(
+            "%s: dtype %s is not supported (%s)" % (what, name, ", ".join(_DTYPES))
+        )
+    return ptr, n, _DTYPES[name], cuda
+
+
+def _shape(obj):
+    return [int(d) for d in obj.shape]
+
+
+class Context:
+    """A worker's membership in the job (dpt_init). The keyword arguments
+    are those of struct dpt_init_opts; left out, they come from the
+    environment that ``srun --dp-train`` sets up."""
+
+    def __init__(self, coordinator=None, secret=None, backend=None, node=-1,
+                 local_rank=-1, task_id=-1, data_host=None,
+                 connect_timeout_ms=0, timeout_ms=0, comm_timeout_ms=0):
+        opts = _InitOpts()
+        _lib.dpt_init_opts_default(ctypes.byref(opts))
+        for field, value in (("coordinator", coordinator), ("secret", secret),
+                             ("backend", backend), ("data_host", data_host)):
+            if value is not None:
+                setattr(opts, field, value.encode())
+        opts.node, opts.local_rank, opts.task_id = node, local_rank, task_id
+        opts.connect_timeout_ms = connect_timeout_ms
+        opts.timeout_ms = timeout_ms
+        opts.comm_timeout_ms = comm_timeout_ms
+        self._ctx = ctypes.c_void_p()
+        _check(_lib.dpt_init(ctypes.byref(self._ctx), ctypes.byref(opts)),
+               "dptrain.init")
+
+    def _handle(self):
+        if not self._ctx:
+            raise DptrainError(-1, "dptrain: the context is finalized")
+        return self._ctx
+
+    @property
+    def rank(self):
+        return _lib.dpt_rank(self._handle())
+
+    @property
+    def world_size(self):
+        return _lib.dpt_world_size(self._handle())
+
+    @property
+    def local_rank(self):
+        return _lib.dpt_local_rank(self._handle())
+
+    @property
+    def generation(self):
+        return _lib.dpt_generation(self._handle())
+
+    @property
+    def backend(self):
+        return _lib.dpt_backend(self._handle()).decode()
+
+    def barrier(self):
+        _check(_lib.dpt_barrier(self._handle()), "dptrain.barrier")
+
+    def allreduce(self, send, recv=None, op="sum"):
+        """RECV (default: SEND, in place) = the sum or mean ("avg") of every
+        rank's SEND. Returns RECV."""
+        if op not in _OPS:
+            raise ValueError("allreduce: op must be 'sum' or 'avg', not %r" % op)
+        recv = send if recv is None else recv
+        s, n, dt, _ = _buffer(send, "allreduce send", writable=False)
+        r, m, dt2, _ = _buffer(recv, "allreduce recv")
+        if (m, dt2) != (n, dt):
+            raise ValueError("allreduce: send and recv differ in size or dtype")
+        _check(_lib.dpt_allreduce(self._handle(), s, r, n, dt, _OPS[op]),
+               "dptrain.allreduce")
+        return recv
+
+    def broadcast(self, buf, root=0):
+        """Copy ROOT's BUF into BUF on every rank. Returns BUF."""
+        p, n, dt, _ = _buffer(buf, "broadcast")
+        _check(_lib.dpt_broadcast(self._handle(), p, n, dt, root),
+               "dptrain.broadcast")
+        return buf
+
+    def allgather(self, send, recv):
+        """RECV (world_size times SEND's elements) receives every rank's
+        SEND at rank * SEND's elements. Returns RECV."""
+        s, n, dt, _ = _buffer(send, "allgather send", writable=False)
+        r, m, dt2, _ = _buffer(recv, "allgather recv")
+        if dt2 != dt or m != n * self.world_size:
+            raise ValueError(
+                "allgather: recv must hold world_size (%d) x %d elements of "
+                "the send dtype" % (self.world_size, n))
+        _check(_lib.dpt_allgather(self._handle(), s, r, n, dt),
+               "dptrain.allgather")
+        return recv
+
+    def rejoin(self):
+        """After a restartable error: join the next generation (rank and
+        world size may change)."""
+        _check(_lib.dpt_rejoin(self._handle()), "dptrain.rejoin")
+
+    def finalize(self):
+        """Leave the job cleanly. Idempotent."""
+        if self._ctx:
+            rc = _lib.dpt_finalize(ctypes.byref(self._ctx))
+            self._ctx = ctypes.c_void_p()
+            _check(rc, "dptrain.finalize")
+
+    close = finalize
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.finalize()
+
+    def __del__(self):
+        if getattr(self, "_ctx", None):
+            _lib.dpt_finalize(ctypes.byref(self._ctx))
+
+
+def init(**opts):
+    """Join the job: ``Context(**opts)``."""
+    return Context(**opts)
+
+
+class LoadInfo:
+    """What Checkpoint.load() found: the step, the global sample cursor,
+    the world size it was written with, and the rng and user bytes."""
+
+    def __init__(self, info):
+        self.step = info.step
+        self.sample_cursor = info.sample_cursor
+        self.world_size = info.world_size
+        self.rng = ctypes.string_at(info.rng, info.rng_len) if info.rng else b""
+        self.user = ctypes.string_at(info.user, info.user_len) if info.user else b""
+
+    def __repr__(self):
+        return "LoadInfo(step=%d, sample_cursor=%d, world_size=%d)" % (
+            self.step, self.sample_cursor, self.world_size)
+
+
+class Checkpoint:
+    """Sharded checkpoints of registered tensors (dpt_ckpt_*). Keyword
+    arguments are those of struct dpt_ckpt_opts (uri and run default to
+    the --dp-ckpt and --dp-train=RUN of srun); busy is "wait" or
+    "refuse"; cuda_stream is an int (torch.cuda.current_stream().cuda_stream)."""
+
+    def __init__(self, ctx=None, uri=None, run=None, keep_last=0,
+                 keep_every=0, busy="wait", block_size=0, part_size=0,
+                 max_inflight=0, buffered_io=None, cuda_stream=None):
+        opts = _CkptOpts()
+        _lib.dpt_ckpt_opts_default(ctypes.byref(opts))
+        if uri is not None:
+            opts.uri = uri.encode()
+        if run is not None:
+            opts.run = run.encode()
+        if busy not in ("wait", "refuse"):
+            raise ValueError("Checkpoint: busy must be 'wait' or 'refuse'")
+        opts.busy = 0 if busy == "wait" else 1
+        opts.keep_last, opts.keep_every = keep_last, keep_every
+        opts.block_size, opts.part_size = block_size, part_size
+        opts.max_inflight = max_inflight
+        if buffered_io is not None:
+            opts.buffered_io = int(bool(buffered_io))
+        if cuda_stream is not None:
+            opts.cuda_stream = cuda_stream
+        self._tensors = {}  # keeps the registered memory alive
+        self._ck = ctypes.c_void_p()
+        _check(_lib.dpt_ckpt_new(ctypes.byref(self._ck),
+                                 ctx._handle() if ctx else None,
+                                 ctypes.byref(opts)),
+               "dptrain.Checkpoint")
+
+    def _handle(self):
+        if not self._ck:
+            raise DptrainError(-1, "dptrain: the checkpoint is closed")
+        return self._ck
+
+    def register(self, name, tensor, shape=None, offset=None):
+        """Register TENSOR under NAME. Without SHAPE it is replicated (every
+        rank holds all of it). With SHAPE (the global shape) and OFFSET (where
+        TENSOR's box starts in it; its extents are TENSOR's shape) it is
+        sharded: each rank holds a disjoint box. CUDA tensors are
+        registered as device memory."""
+        ptr, _, dt, cuda = _buffer(tensor, "register %r" % name)
+        local = _shape(tensor)
+        t = _CkptTensor(name=name.encode(), dtype=dt, data=ptr, memory=int(cuda))
+        arrays = []
+        if shape is None:
+            if offset is not None:
+                raise ValueError("register %r: offset needs the global shape" % name)
+            glob = local
+        else:
+            glob = [int(d) for d in shape]
+            offset = [0] * len(glob) if offset is None else [int(o) for o in offset]
+            if not (len(glob) == len(offset) == len(local)):
+                raise ValueError("register %r: shape, offset and the tensor "
+                                 "need the same number of dimensions" % name)
+            t.kind = 1
+            for field, values in (("offset", offset), ("count", local)):
+                arr = (ctypes.c_uint64 * len(values))(*values)
+                arrays.append(arr)
+                setattr(t, field, arr)
+        if len(glob) > _MAX_DIMS:
+            raise ValueError("register %r: at most %d dimensions" % (name, _MAX_DIMS))
+        shp = (ctypes.c_uint64 * max(len(glob), 1))(*glob)
+        t.ndim, t.shape = len(glob), shp
+        _check(_lib.dpt_ckpt_register(self._handle(), ctypes.byref(t)),
+               "register %r" % name)
+        self._tensors[name] = tensor
+
+    def clear(self):
+        _check(_lib.dpt_ckpt_clear(self._handle()), "dptrain.Checkpoint.clear")
+        self._tensors.clear()
+
+    def prepare(self):
+        """Allocate (and map) the snapshot buffers now, not in the first save."""
+        _check(_lib.dpt_ckpt_prepare(self._handle()), "dptrain.Checkpoint.prepare")
+
+    def save(self, step, sample_cursor=0, rng=b"", user=b""):
+        """Snapshot the registered tensors as STEP and write them in the
+        background; returns once the tensors may change again."""
+        rng, user = bytes(rng), bytes(user)
+        meta = _CkptMeta(step=step, sample_cursor=sample_cursor,
+                         rng=ctypes.cast(ctypes.c_char_p(rng), ctypes.c_void_p),
+                         rng_len=len(rng),
+                         user=ctypes.cast(ctypes.c_char_p(user), ctypes.c_void_p),
+                         user_len=len(user))
+        _check(_lib.dpt_ckpt_save(self._handle(), ctypes.byref(meta)),
+               "save of step %d" % step)
+
+    def wait(self):
+        """Wait until the save in flight is committed (or failed)."""
+        _check(_lib.dpt_ckpt_wait(self._handle()), "dptrain.Checkpoint.wait")
+
+    def load(self, step=None):
+        """Load STEP (default: the newest committed step) into the
+        registered tensors, resharded for this world size; a damaged step
+        falls back to the one before. Returns a LoadInfo, or None when the
+        run has no committed step yet."""
+        info = _CkptInfo()
+        rc = _lib.dpt_ckpt_load(self._handle(), _LATEST if step is None else step,
+                                ctypes.byref(info))
+        if rc == -7 and step is None:  # DPT_ENOENT: nothing saved yet
+            return None
+        _check(rc, "load of %s" % ("the newest step" if step is None else "step %d" % step))
+        return LoadInfo(info)
+
+    def stats(self):
+        s = _CkptStats()
+        _lib.dpt_ckpt_stats(self._handle(), ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in _CkptStats._fields_}
+
+    def close(self):
+        if self._ck:
+            _lib.dpt_ckpt_destroy(ctypes.byref(self._ck))
+            self._ck = ctypes.c_void_p()
+            self._tensors.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_ck", None):
+            _lib.dpt_ckpt_destroy(ctypes.byref(self._ck))
