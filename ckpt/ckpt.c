@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 
 #include "ckpt/ckpt_int.h"
 #include "log.h"
+#include "parse.h"
 
 /* Leftovers of the storage (temporary files, multipart uploads) older
  * than this are removed after a commit: no save takes an hour per file. */
@@ -105,10 +107,10 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 {
 	struct dpt_ckpt_opts def;
 	struct dpt__storage_opts so;
-	const char *uri, *run, *buffered;
+	const char *uri, *run, *buffered, *v;
 	struct dpt_ckpt *ck = NULL;
 	char full[4096];
-	int rc, n;
+	int rc, n, keep;
 
 	*out = NULL;
 	if (!opts) {
@@ -119,7 +121,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	run = env_or(opts->run, "DPTRAIN_RUN");
 	if (!uri) {
 		dpt__error("no checkpoint URI: set DPTRAIN_CKPT_URI (or "
-			   "srun --dp-train=ckpt=URI) to file:///path or "
+			   "srun --dp-ckpt=URI) to file:///path or "
 			   "s3://bucket/prefix");
 		return DPT_ECONFIG;
 	}
@@ -134,6 +136,18 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 			   "block_size >= 4096");
 		return DPT_EINVAL;
 	}
+	keep = opts->keep_last;
+	if (keep == 0 && (v = env_or(NULL, "DPTRAIN_KEEP"))) {
+		long k;
+		if (dpt__parse_long(v, 1, INT_MAX, &k)) {
+			dpt__error("DPTRAIN_KEEP='%s': expected the number of "
+				   "committed steps to keep, at least 1 (srun "
+				   "--dp-keep=N)",
+				   v);
+			return DPT_ECONFIG;
+		}
+		keep = (int)k;
+	}
 	n = snprintf(full, sizeof(full), "%s%s%s", uri,
 		     run && uri[strlen(uri) - 1] != '/' ? "/" : "", run ? run : "");
 	if (n < 0 || (size_t)n >= sizeof(full)) {
@@ -146,7 +160,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	ck->ctx = ctx;
 	ck->device = -1;
 	ck->cuda_stream = opts->cuda_stream;
-	ck->keep_last = opts->keep_last ? opts->keep_last : DEFAULT_KEEP_LAST;
+	ck->keep_last = keep ? keep : DEFAULT_KEEP_LAST;
 	ck->keep_every = opts->keep_every;
 	ck->busy = opts->busy;
 	ck->block = opts->block_size ? opts->block_size : DPT__CKPT_DEFAULT_BLOCK;

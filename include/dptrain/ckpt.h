@@ -73,9 +73,9 @@ struct dpt_ckpt_opts {
 	/* The run's name, a directory under the root; default $DPTRAIN_RUN;
 	 * "" (or unset) uses the root itself. */
 	const char *run;
-	/* Retention: keep the newest KEEP_LAST committed steps (default 3,
-	 * at least 1) and every step that is a multiple of KEEP_EVERY (0:
-	 * none). */
+	/* Retention: keep the newest KEEP_LAST committed steps (0: the
+	 * default, $DPTRAIN_KEEP, which srun --dp-keep sets, else 3) and
+	 * every step that is a multiple of KEEP_EVERY (0: none). */
 	int keep_last;
 	uint64_t keep_every;
 	enum dpt_ckpt_busy busy;

@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/ckpt/lib.sh"
 [ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
-plan 8
+plan 10
 root=$ckpt_dir/root
 run=$root/run
 
@@ -35,3 +35,12 @@ is "$("$ckpt_tool" ckpt ls "file://$root" 2>&1 | awk 'NR > 1 { print $2 }' | xar
 out=$("$ckpt_worker" --solo --reregister load "file://$root" 2>&1)
 echo "$out" | grep -q '^loaded step=9 .* ok$' && ! echo "$out" | grep -q FAIL
 ok $? "tensors cleared and registered again load step 9" || diag "$out"
+
+# srun --dp-keep=N reaches the library as DPTRAIN_KEEP.
+out=$(DPTRAIN_KEEP=2 "$ckpt_worker" --solo save "file://$root" 10 11 12 2>&1)
+is "$("$ckpt_tool" ckpt ls "file://$root" 2>&1 | awk 'NR > 1 { print $2 }' | xargs)" "11 12" \
+	"DPTRAIN_KEEP=2 keeps the two newest steps" || diag "$out"
+out=$(DPTRAIN_KEEP=0 "$ckpt_worker" --solo save "file://$root" 13 2>&1)
+grep -q "DPTRAIN_KEEP='0': expected the number of committed steps to keep, at least 1 (srun --dp-keep=N)" <<<"$out" &&
+	[ -z "$(ls -d "$run"/step-0000000013 2>/dev/null)" ]
+ok $? "DPTRAIN_KEEP=0 is refused with a message that names it; nothing is written" || diag "$out"
