@@ -51,6 +51,7 @@ struct link {
 	bool contact;	   /* heard from the coordinator at least once */
 	bool joined;	   /* a JOIN was sent: heartbeats may start */
 	bool handshake_ok; /* a CURVE handshake succeeded */
+	bool left;	   /* LEAVE sent: the coordinator may go */
 	int auth_failures;
 	uint32_t generation;
 	int heartbeat_ms;
@@ -147,10 +148,16 @@ static int setup_dealer(struct link *l)
 	return 0;
 }
 
+static void on_dealer(struct link *l, int64_t now);
+
 /* A connection that closes before its CURVE handshake completes, again
  * and again, means the coordinator does not accept our keys: another
- * step's secret. Say so instead of waiting for the connect timeout. */
-static void on_monitor(struct link *l)
+ * step's secret. Say so instead of waiting for the connect timeout. A
+ * connection that closes after it was established means the coordinator
+ * exited or was killed: fail at once instead of after the timeout (the
+ * coordinator evicts a worker whose connection closed, so no reconnect
+ * could save it). */
+static void on_monitor(struct link *l, int64_t now)
 {
 	zmq_msg_t ev, where;
 	uint16_t event = 0;
@@ -168,6 +175,17 @@ static void on_monitor(struct link *l)
 	if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
 		l->handshake_ok = true;
 		l->auth_failures = 0;
+		return;
+	}
+	if (event == ZMQ_EVENT_DISCONNECTED && l->handshake_ok && !l->left) {
+		char text[600];
+		/* What it said before it closed (an ERROR, say) comes first. */
+		on_dealer(l, now);
+		snprintf(text, sizeof(text),
+			 "the connection to the coordinator at '%.400s' closed: "
+			 "it exited or was killed",
+			 l->a->endpoint);
+		fail_link(l, DPT_ECOORDLOST, text);
 		return;
 	}
 	if (event == 0 || l->handshake_ok)
@@ -261,6 +279,8 @@ static bool on_pipe(struct link *l, int64_t now)
 		}
 		if (len >= DPT_WIRE_HDR_SIZE && d[3] == DPT_MSG_JOIN)
 			l->joined = true;
+		if (len >= DPT_WIRE_HDR_SIZE && d[3] == DPT_MSG_LEAVE)
+			l->left = true;
 		if (!atomic_load(&l->a->failed) &&
 		    zmq_msg_send(&msg, l->dealer, ZMQ_DONTWAIT) >= 0)
 			l->last_tx = now;
@@ -355,7 +375,7 @@ static void *agent_main(void *arg)
 		if ((items[1].revents & ZMQ_POLLIN))
 			on_dealer(&l, now);
 		if (l.mon && (items[2].revents & ZMQ_POLLIN))
-			on_monitor(&l);
+			on_monitor(&l, now);
 		if ((items[0].revents & ZMQ_POLLIN) && !on_pipe(&l, now))
 			break;
 		on_timers(&l, now);
