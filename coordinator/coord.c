@@ -381,7 +381,6 @@ static void send_msg(struct dpt__coord *c, struct peer *p,
 	zmq_msg_close(&msg);
 }
 
-/* Reply to an identity that is not (or no longer) a tracked peer. */
 void dpt__router_send(void *router, const uint8_t *id, size_t id_len,
 		      const struct dpt__msg *m)
 {
@@ -394,6 +393,7 @@ void dpt__router_send(void *router, const uint8_t *id, size_t id_len,
 		zmq_send(router, buf, (size_t)len, ZMQ_DONTWAIT);
 }
 
+/* Reply to an identity that is not (or no longer) a tracked peer. */
 static void send_to_id(struct dpt__coord *c, const uint8_t *id, size_t id_len,
 		       const struct dpt__msg *m)
 {
