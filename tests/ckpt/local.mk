@@ -13,6 +13,7 @@ CKPT_TESTS = \
 	tests/ckpt/crash.sh \
 	tests/ckpt/enospc.sh \
 	tests/ckpt/s3.sh \
+	tests/ckpt/s3_kill.sh \
 	tests/ckpt/policy.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh

@@ -27,27 +27,10 @@ mib=$((1024 * 1024))
 part=$((5 * mib))
 head -c $((13 * mib + 777)) /dev/urandom >"$work/big"
 
-proxy_pid=
 proxy_up() { # RULE...: a new proxy with these rules; its faults in $work/faults
-	proxy_down
-	: >"$work/faults"
-	/usr/bin/python3 "$top_srcdir/tests/storage/s3_faults.py" 0 "$upstream" "$work/faults" "$@" \
-		>"$work/proxy.out" 2>"$work/proxy.err" &
-	proxy_pid=$!
-	for _ in $(seq 1 100); do
-		grep -q '^ready ' "$work/proxy.out" && break
-		sleep 0.05
-	done
-	proxy=http://127.0.0.1:$(awk '/^ready/ { print $2 }' "$work/proxy.out")
-	grep -q '^ready ' "$work/proxy.out" || bail_out "the proxy did not start: $(cat "$work/proxy.err")"
+	s3_proxy_up "$work/faults" "$@"
+	proxy=$s3_proxy
 }
-proxy_down() {
-	[ -n "$proxy_pid" ] || return 0
-	kill "$proxy_pid" 2>/dev/null
-	wait "$proxy_pid" 2>/dev/null
-	proxy_pid=
-}
-trap 'rc=$?; proxy_down; (exit $rc); dpt_teardown' EXIT
 via() { DPTRAIN_S3_ENDPOINT=$proxy timed "$tool" "$@"; }  # through the proxy
 direct() { timed "$tool" "$@"; }                        # to the server
 faults() { grep -c -- "$1" "$work/faults"; }
