@@ -1088,7 +1088,28 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 			add_query(&r, "key-marker", km);
 		if (um)
 			add_query(&r, "upload-id-marker", um);
+		r.quiet_status = 501;
 		rc = dpt__s3_perform(s3, &r);
+		if (rc == DPT_ENOTSUP) {
+			/* Nothing can be listed, so nothing is collected: not
+			 * a failure of the caller's retention, but the user
+			 * must know that this store keeps what crashed
+			 * writers leave until a lifecycle rule removes it. */
+			if (!atomic_exchange(&s3->no_upload_listing, true))
+				dpt__warn("%s does not implement "
+					  "ListMultipartUploads (HTTP 501): "
+					  "multipart uploads left by crashed "
+					  "writers under '%s' cannot be "
+					  "collected; use a lifecycle rule "
+					  "(AbortIncompleteMultipartUpload) "
+					  "if the store has them",
+					  s3->endpoint_msg, uri);
+			dpt__s3_req_release(&r);
+			free(km);
+			free(um);
+			rc = 0;
+			break;
+		}
 		doc = (struct dpt__xml_span){r.resp.data, r.resp.len};
 		while (!rc && dpt__xml_next(doc, "Upload", &cursor, &u)) {
 			struct dpt__s3_req a;

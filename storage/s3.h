@@ -49,6 +49,9 @@ struct dpt__s3 {
 	/* The server canonicalises '/' in query values unencoded (moto):
 	 * learnt from its first SignatureDoesNotMatch on such a query. */
 	atomic_bool query_slash_raw;
+	/* gc found that the server has no ListMultipartUploads (501): said
+	 * once per storage, not at every retention. */
+	atomic_bool no_upload_listing;
 };
 
 /*

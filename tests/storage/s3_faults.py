@@ -17,6 +17,8 @@ picks the first COUNT requests whose method is METHOD and whose
           an answer (a lost response)
     404   answer 404 NoSuchUpload without forwarding (what AWS may answer
           to a CompleteMultipartUpload retried after it completed)
+    501   answer 501 NotImplemented without forwarding (an S3-compatible
+          server without the request, e.g. s3rver and ListMultipartUploads)
     hold  read the request, never forward it, never answer: the client
           waits with the request in flight until it closes the connection
           (or dies), then the proxy drops it (a transfer that is under way
@@ -103,6 +105,8 @@ def main():
                 return self.error(500, "InternalError")
             if action == "404":
                 return self.error(404, "NoSuchUpload")
+            if action == "501":
+                return self.error(501, "NotImplemented")
             if action == "hold":
                 return self.hold()
             conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=60)

@@ -18,7 +18,7 @@ require_prog curl cmp head
 s3_up
 dir=$DPTRAIN_S3_DIR
 upstream=${DPTRAIN_S3_ENDPOINT##*:}
-plan 22
+plan 24
 
 work=$dir/data
 mkdir -p "$work" || bail_out "cannot create $work"
@@ -117,7 +117,17 @@ rc=$?
 ok $? "503 for ever: DPT_ES3, SlowDown, gave up after 3 attempts" || diag "rc $rc: $out"
 is "$(faults '^503 GET')" 3 "three attempts reached the proxy"
 
-# 19-20. A session token is sent and signed; the server refuses one it did
+# 19-20. A server without ListMultipartUploads (501 NotImplemented): gc asks once,
+# warns that it cannot collect uploads, and succeeds (a retention after
+# every commit must not fail, nor wait through retries, for it).
+proxy_up 'GET:?uploads:501:10'
+out=$(via "$uri" gc "" 0 2>&1)
+rc=$?
+[ $rc = 0 ] && [[ $out == *"does not implement ListMultipartUploads"* ]] && [ "$(echo "$out" | tail -n 1)" = 0 ]
+ok $? "gc on a server without ListMultipartUploads: a warning, nothing removed, success" || diag "rc $rc: $out"
+is "$(faults '^501 GET')" 1 "501 is final: one request, no retry"
+
+# 21-22. A session token is sent and signed; the server refuses one it did
 # not issue, and the error says so.
 proxy_up
 out=$(AWS_SESSION_TOKEN=token-of-test via "$uri" stat big 2>&1)
@@ -129,7 +139,7 @@ rc=$?
 [ $rc = 1 ] && [[ $out == *DPT_EAUTH* && $out == *InvalidToken* && $out == *"session token is refused"* ]]
 ok $? "a token the server did not issue: DPT_EAUTH naming the session token" || diag "rc $rc: $out"
 
-# 21-22. Virtual-hosted addressing (bucket.localhost:PORT/key), sent through
+# 23-24. Virtual-hosted addressing (bucket.localhost:PORT/key), sent through
 # the proxy as an HTTP proxy: no DNS is needed for ckpt.localhost.
 proxy_up
 echo 'virtual host' >"$work/vh"
