@@ -201,12 +201,39 @@ out:
 	return rc;
 }
 
+/* A part buffer from the backend's pool, or NULL when it is empty. */
+static char *pool_take(struct dpt__s3 *s3)
+{
+	char *data = NULL;
+
+	pthread_mutex_lock(&s3->lock);
+	if (s3->npool)
+		data = s3->pool[--s3->npool];
+	pthread_mutex_unlock(&s3->lock);
+	return data;
+}
+
+/* Keeps DATA (a part buffer, or NULL) for later writers, or frees it
+ * when the pool is full. */
+static void pool_give(struct dpt__s3 *s3, char *data)
+{
+	if (!data)
+		return;
+	pthread_mutex_lock(&s3->lock);
+	if (s3->npool < s3->pool_max) {
+		s3->pool[s3->npool++] = data;
+		data = NULL;
+	}
+	pthread_mutex_unlock(&s3->lock);
+	free(data);
+}
+
 static void put_buffer(struct s3_writer *w, char *data)
 {
 	if (w->nspare < w->max_buf) {
 		w->spare[w->nspare++] = data;
 	} else {
-		free(data);
+		pool_give(w->s3, data);
 		w->nbuf--;
 	}
 }
@@ -384,7 +411,9 @@ static int fill_buffer(struct s3_writer *w, struct part *p)
 			p->data = w->spare[--w->nspare];
 		} else if (w->nbuf < w->max_buf ||
 			   (!w->qhead && w->uploading == 0)) {
-			p->data = malloc(w->part_size);
+			p->data = pool_take(w->s3);
+			if (!p->data)
+				p->data = malloc(w->part_size);
 			if (!p->data)
 				return DPT_ENOMEM;
 			w->nbuf++;
@@ -470,11 +499,11 @@ static void writer_free(struct s3_writer *w)
 		if (!p)
 			continue;
 		dpt__s3_req_release(&p->req);
-		free(p->data);
+		pool_give(w->s3, p->data);
 		free(p);
 	}
 	for (size_t i = 0; i < w->nspare; i++)
-		free(w->spare[i]);
+		pool_give(w->s3, w->spare[i]);
 	free(w->spare);
 	free(w->parts);
 	free(w->upload_id);
@@ -1174,6 +1203,9 @@ static void s3_destroy(struct dpt__storage_backend *base)
 	struct dpt__s3 *s3 = (struct dpt__s3 *)base;
 	for (int i = 0; i < s3->nidle; i++)
 		curl_multi_cleanup(s3->idle[i]);
+	for (size_t i = 0; i < s3->npool; i++)
+		free(s3->pool[i]);
+	free(s3->pool);
 	pthread_mutex_destroy(&s3->lock);
 	dpt__s3_config_release(&s3->cfg);
 	free(s3->bucket);
@@ -1225,7 +1257,10 @@ int dpt__s3_open(const struct dpt__storage_uri *uri,
 	pthread_mutex_init(&s3->lock, NULL);
 	s3->bucket = strdup(uri->bucket);
 	s3->prefix = strdup(uri->prefix);
-	if (!s3->bucket || !s3->prefix) {
+	/* As many as one writer holds at most (see s3_writer_new). */
+	s3->pool_max = 2 * (size_t)conf->max_inflight + 2;
+	s3->pool = calloc(s3->pool_max, sizeof(*s3->pool));
+	if (!s3->bucket || !s3->prefix || !s3->pool) {
 		rc = DPT_ENOMEM;
 		goto out;
 	}
