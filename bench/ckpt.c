@@ -56,6 +56,7 @@
 #include <dptrain/dptrain.h>
 
 #include "bench/bench.h"
+#include "ckpt/ckpt_int.h"
 #include "storage/storage.h"
 
 #ifndef DPT_COORDINATOR_BIN
@@ -590,45 +591,17 @@ static double s3peer_run(const struct s3peer *p, bool put)
 	return timed_shell(cmd);
 }
 
-struct keys {
-	char **v;
-	size_t n, cap;
-};
-
-static int collect(void *ctx, const char *key, uint64_t size)
-{
-	struct keys *k = ctx;
-
-	(void)size;
-	if (k->n == k->cap) {
-		char **v = realloc(k->v, (k->cap = k->cap ? 2 * k->cap : 64) * sizeof(*v));
-		if (!v)
-			return DPT_ENOMEM;
-		k->v = v;
-	}
-	if (!(k->v[k->n] = strdup(key)))
-		return DPT_ENOMEM;
-	k->n++;
-	return 0;
-}
-
 /* Deletes every object under the S3 root URI (the bench's own prefix). */
 static void s3_remove_all(const char *uri)
 {
 	struct dpt__storage *st = NULL;
-	struct keys k = {0};
 	int rc = dpt__storage_open(uri, NULL, &st);
 
 	if (!rc)
-		rc = dpt__storage_list(st, "", collect, &k);
-	if (!rc && k.n)
-		rc = dpt__storage_delete(st, (const char *const *)k.v, k.n);
+		rc = dpt__ckpt_delete_prefix(st, "");
 	if (rc)
 		fprintf(stderr, "bench/ckpt: cannot delete the objects under "
 				"%s (%s)\n", uri, dpt_strerror(rc));
-	for (size_t i = 0; i < k.n; i++)
-		free(k.v[i]);
-	free(k.v);
 	dpt__storage_destroy(&st);
 }
 
