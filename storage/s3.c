@@ -228,6 +228,35 @@ static void pool_give(struct dpt__s3 *s3, char *data)
 	free(data);
 }
 
+static int s3_reserve(struct dpt__storage_backend *base, uint64_t bytes)
+{
+	struct dpt__s3 *s3 = (struct dpt__s3 *)base;
+	uint64_t want = (bytes + s3->conf.part_size - 1) / s3->conf.part_size;
+
+	if (want > s3->pool_max)
+		want = s3->pool_max;
+	for (;;) {
+		size_t have;
+		char *data;
+
+		pthread_mutex_lock(&s3->lock);
+		have = s3->npool;
+		pthread_mutex_unlock(&s3->lock);
+		if (have >= want)
+			return 0;
+		data = malloc(s3->conf.part_size);
+		if (!data)
+			return DPT_ENOMEM;
+		/* Mapped now, that is the point: one write per page. Not
+		 * memset(0), which a compiler may merge with the malloc
+		 * into a calloc that leaves fresh pages unmapped (gcc 12
+		 * does). */
+		for (size_t i = 0; i < s3->conf.part_size; i += 4096)
+			((volatile char *)data)[i] = 0;
+		pool_give(s3, data);
+	}
+}
+
 static void put_buffer(struct s3_writer *w, char *data)
 {
 	if (w->nspare < w->max_buf) {
@@ -1227,6 +1256,7 @@ static const struct dpt__storage_ops s3_ops = {
 	.list = s3_list,
 	.delete = s3_delete,
 	.gc = s3_gc,
+	.reserve = s3_reserve,
 };
 
 int dpt__s3_open(const struct dpt__storage_uri *uri,

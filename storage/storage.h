@@ -246,6 +246,16 @@ int dpt__storage_delete(struct dpt__storage *s, const char *const *keys,
 int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
 		    long older_than_s, size_t *removed);
 
+/*
+ * dpt__storage_reserve - make ready now, rather than in the next writer,
+ * the memory that writing an object of up to BYTES bytes takes: s3: the
+ * part buffers (at most as many as a writer holds), mapped, kept for the
+ * writers until the storage is destroyed; posix: nothing. For start-up
+ * (dpt_ckpt_prepare), where seconds of page faults cost no training time.
+ * Returns 0 or DPT_ENOMEM.
+ */
+int dpt__storage_reserve(struct dpt__storage *s, uint64_t bytes);
+
 /* DPT_EINVAL (not logged) unless KEY is a valid key (see above);
  * EMPTY_OK accepts "" (a prefix). */
 int dpt__storage_key_check(const char *key, bool empty_ok);
