@@ -231,7 +231,11 @@ static void pool_give(struct dpt__s3 *s3, char *data)
 static int s3_reserve(struct dpt__storage_backend *base, uint64_t bytes)
 {
 	struct dpt__s3 *s3 = (struct dpt__s3 *)base;
-	uint64_t want = (bytes + s3->conf.part_size - 1) / s3->conf.part_size;
+	size_t psz = s3->conf.part_size;
+	uint64_t want = (bytes + psz - 1) / psz;
+	/* An object smaller than a part uses that much of its buffer: with
+	 * large parts, the rest need not be mapped. */
+	size_t used = bytes < psz ? (size_t)bytes : psz;
 
 	if (want > s3->pool_max)
 		want = s3->pool_max;
@@ -244,14 +248,14 @@ static int s3_reserve(struct dpt__storage_backend *base, uint64_t bytes)
 		pthread_mutex_unlock(&s3->lock);
 		if (have >= want)
 			return 0;
-		data = malloc(s3->conf.part_size);
+		data = malloc(psz);
 		if (!data)
 			return DPT_ENOMEM;
 		/* Mapped now, that is the point: one write per page. Not
 		 * memset(0), which a compiler may merge with the malloc
 		 * into a calloc that leaves fresh pages unmapped (gcc 12
 		 * does). */
-		for (size_t i = 0; i < s3->conf.part_size; i += 4096)
+		for (size_t i = 0; i < used; i += 4096)
 			((volatile char *)data)[i] = 0;
 		pool_give(s3, data);
 	}
