@@ -12,6 +12,14 @@
  *          `dd iflag=direct` of the dd file
  *   read amplification  bytes read by all ranks over bytes their boxes need
  *
+ * With --s3 s3://bucket[/prefix] the same job saves to and loads from S3
+ * (under a new prefix bench-XXXXXXXX, deleted at the end; endpoint, region
+ * and credentials from the environment, as the s3 backend reads them:
+ * doc/storage.md). The peers are then single-stream curl transfers of the
+ * same number of bytes to the same server in the same run: one PUT
+ * (`curl -T`, SigV4 by curl) of one object, and one GET of it to
+ * /dev/null. Last line: ckpt_s3 save_ratio=A load_ratio=B
+ *
  * The state is what data parallel training with Adam holds: parameters
  * (--replicated, a fraction of the size, fp32, replicated), the rest
  * split in two sharded fp32 tensors (moments m and v, ZeRO-1 style). The
@@ -21,6 +29,7 @@
  *
  * Usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] [--saves K]
  *                   [--replicated F] [--dir DIR] [--buffered]
+ *                   [--s3 URI [--part-size MiB] [--inflight N]]
  */
 #include "config.h"
 
@@ -47,6 +56,8 @@
 #include <dptrain/dptrain.h>
 
 #include "bench/bench.h"
+#include "ckpt/ckpt_int.h"
+#include "storage/storage.h"
 
 #ifndef DPT_COORDINATOR_BIN
 #define DPT_COORDINATOR_BIN "coordinator/dptrain-coordinator"
@@ -58,8 +69,12 @@ struct config {
 	uint64_t size;
 	int ranks, load_ranks, saves;
 	double replicated;
-	char dir[4096];
+	char dir[8192];	 /* the checkpoints' root URI */
+	char work[4000]; /* a local directory: secret, endpoint, dd files */
 	bool buffered;
+	const char *s3;	 /* --s3 URI: save to and load from S3 */
+	size_t part_size;
+	int inflight;
 };
 
 static double now_s(void)
@@ -170,6 +185,8 @@ static int worker(const struct config *c, const char *endpoint,
 	co.run = "run";
 	co.keep_last = 2;
 	co.buffered_io = c->buffered;
+	co.part_size = c->part_size;
+	co.max_inflight = c->inflight;
 	rc = dpt_ckpt_new(&ck, ctx, &co);
 	if (!rc)
 		rc = state_register(ck, c, &s, rank, world);
@@ -284,8 +301,8 @@ static void run_job(const struct config *c, int world, bool load, char *out,
 		die("getrandom failed");
 	for (int i = 0; i < 32; i++)
 		snprintf(secret + 2 * i, 3, "%02x", b[i]);
-	snprintf(secret_file, sizeof(secret_file), "%s/secret", c->dir + 7);
-	snprintf(ep_file, sizeof(ep_file), "%s/endpoint", c->dir + 7);
+	snprintf(secret_file, sizeof(secret_file), "%s/secret", c->work);
+	snprintf(ep_file, sizeof(ep_file), "%s/endpoint", c->work);
 	f = fopen(secret_file, "w");
 	if (!f || fprintf(f, "%s\n", secret) < 0 || fclose(f))
 		die("cannot write the secret file");
@@ -466,15 +483,172 @@ static double xxh3_gbps(void)
 	return (double)n / bench_median(t, 5) / 1e9;
 }
 
+/* ------------------------------------------------------------ S3 peers */
+
+/* The curl side of --s3: a file of the state's size, PUT as one object and
+ * fetched back with one GET, signed by curl (--aws-sigv4). */
+struct s3peer {
+	char url[8192];	 /* the peer object */
+	char conf[4200]; /* curl's options, credentials included (mode 0600) */
+	char file[4200]; /* the bytes */
+};
+
+static const char *env_first(const char *a, const char *b, const char *c)
+{
+	const char *v = getenv(a);
+	if ((!v || !*v) && b)
+		v = getenv(b);
+	if ((!v || !*v) && c)
+		v = getenv(c);
+	return v && *v ? v : NULL;
+}
+
+static void conf_line(FILE *f, const char *name, const char *value)
+{
+	if (strpbrk(value, "\"\\\n"))
+		die("a credential or setting for curl holds a quote, a "
+		    "backslash or a newline");
+	fprintf(f, "%s = \"%s\"\n", name, value);
+}
+
+/* BUCKET and KEY (relative to the bucket) give the peer's URL; the
+ * endpoint, region and credentials come from the environment like the s3
+ * backend's (path-style with an explicit endpoint unless
+ * DPTRAIN_S3_PATH_STYLE=0, virtual-hosted on AWS). */
+static void s3peer_init(struct s3peer *p, const struct config *c,
+			const char *bucket, const char *key)
+{
+	const char *ep = env_first("DPTRAIN_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3",
+				   "AWS_ENDPOINT_URL");
+	const char *region = env_first("AWS_REGION", "AWS_DEFAULT_REGION", NULL);
+	const char *ak = getenv("AWS_ACCESS_KEY_ID");
+	const char *sk = getenv("AWS_SECRET_ACCESS_KEY");
+	const char *token = getenv("AWS_SESSION_TOKEN");
+	const char *ps = getenv("DPTRAIN_S3_PATH_STYLE");
+	char cmd[8400], sig[256];
+	FILE *f;
+	int n;
+
+	if (!ak || !*ak || !sk || !*sk)
+		die("--s3: the curl peer needs AWS_ACCESS_KEY_ID and "
+		    "AWS_SECRET_ACCESS_KEY in the environment");
+	if (!region)
+		region = "us-east-1";
+	if (ep && !(ps && !strcmp(ps, "0"))) {
+		size_t l = strlen(ep);
+		while (l && ep[l - 1] == '/')
+			l--;
+		n = snprintf(p->url, sizeof(p->url), "%.*s/%s/%s", (int)l, ep,
+			     bucket, key);
+	} else if (ep) {
+		const char *host = strstr(ep, "://");
+		if (!host)
+			die("--s3: the endpoint must be http(s)://host[:port]");
+		n = snprintf(p->url, sizeof(p->url), "%.*s%s.%s/%s",
+			     (int)(host + 3 - ep), ep, bucket, host + 3, key);
+	} else {
+		n = snprintf(p->url, sizeof(p->url),
+			     "https://%s.s3.%s.amazonaws.com/%s", bucket, region,
+			     key);
+	}
+	if (n < 0 || (size_t)n >= sizeof(p->url))
+		die("--s3: the URI is too long");
+	snprintf(p->conf, sizeof(p->conf), "%s/curl.conf", c->work);
+	snprintf(p->file, sizeof(p->file), "%s/curl-peer.bin", c->work);
+	f = fopen(p->conf, "w");
+	if (!f)
+		die("cannot write the curl configuration");
+	chmod(p->conf, 0600);
+	snprintf(sig, sizeof(sig), "aws:amz:%s:s3", region);
+	conf_line(f, "aws-sigv4", sig);
+	snprintf(cmd, sizeof(cmd), "%s:%s", ak, sk);
+	conf_line(f, "user", cmd);
+	/* curl 7.88 does not send the payload's hash: it must be given. */
+	conf_line(f, "header", "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	/* curl's own "Expect: 100-continue" stays: curl 7.88 would sign an
+	 * empty Expect header that it then does not send (403). */
+	if (token && *token) {
+		snprintf(cmd, sizeof(cmd), "x-amz-security-token: %s", token);
+		conf_line(f, "header", cmd);
+	}
+	fputs("silent\nshow-error\nfail\n", f);
+	if (fclose(f))
+		die("cannot write the curl configuration");
+	/* The bytes: not zeros, which a server or a proxy could compress. */
+	snprintf(cmd, sizeof(cmd),
+		 "head -c %" PRIu64 " /dev/urandom >'%s'", c->size, p->file);
+	timed_shell(cmd);
+}
+
+/* Seconds for one curl PUT (or GET) of the peer object. */
+static double s3peer_run(const struct s3peer *p, bool put)
+{
+	char cmd[20000];
+
+	if (put)
+		snprintf(cmd, sizeof(cmd), "curl -K '%s' -o /dev/null -T '%s' '%s'",
+			 p->conf, p->file, p->url);
+	else
+		snprintf(cmd, sizeof(cmd), "curl -K '%s' -o /dev/null '%s'",
+			 p->conf, p->url);
+	return timed_shell(cmd);
+}
+
+/* Deletes every object under the S3 root URI (the bench's own prefix). */
+static void s3_remove_all(const char *uri)
+{
+	struct dpt__storage *st = NULL;
+	int rc = dpt__storage_open(uri, NULL, &st);
+
+	if (!rc)
+		rc = dpt__ckpt_delete_prefix(st, "");
+	if (rc)
+		fprintf(stderr, "bench/ckpt: cannot delete the objects under "
+				"%s (%s)\n", uri, dpt_strerror(rc));
+	dpt__storage_destroy(&st);
+}
+
 /* ------------------------------------------------------------ main */
 
 static void usage(void)
 {
 	fputs("usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] "
-	      "[--saves K]\n"
-	      "                  [--replicated FRACTION] [--dir DIR] [--buffered]\n",
+	      "[--saves K] [--loads L]\n"
+	      "                  [--replicated FRACTION] [--dir DIR] [--buffered]\n"
+	      "                  [--s3 s3://BUCKET[/PREFIX] [--part-size MiB] "
+	      "[--inflight N]]\n",
 	      stderr);
 	exit(2);
+}
+
+/* --s3: the root of this run's checkpoints (a new prefix under URI) in
+ * C->dir, and the peer object next to it. */
+static void s3_setup(struct config *c, struct s3peer *peer)
+{
+	const char *b = c->s3 + 5, *slash;
+	char bucket[256], prefix[2048], key[4096];
+	unsigned char r[4];
+	size_t pl;
+
+	if (strncmp(c->s3, "s3://", 5) != 0)
+		usage();
+	slash = strchr(b, '/');
+	if (!slash)
+		slash = b + strlen(b);
+	if (slash == b || (size_t)(slash - b) >= sizeof(bucket))
+		die("--s3 needs s3://BUCKET[/PREFIX]");
+	snprintf(bucket, sizeof(bucket), "%.*s", (int)(slash - b), b);
+	snprintf(prefix, sizeof(prefix), "%s", *slash ? slash + 1 : "");
+	pl = strlen(prefix);
+	while (pl && prefix[pl - 1] == '/')
+		prefix[--pl] = '\0';
+	if (getrandom(r, sizeof(r), 0) != sizeof(r))
+		die("getrandom failed");
+	snprintf(key, sizeof(key), "%s%sbench-%02x%02x%02x%02x", prefix,
+		 pl ? "/" : "", r[0], r[1], r[2], r[3]);
+	snprintf(c->dir, sizeof(c->dir), "s3://%s/%s", bucket, key);
+	strncat(key, "/curl-peer.bin", sizeof(key) - strlen(key) - 1);
+	s3peer_init(peer, c, bucket, key);
 }
 
 int main(int argc, char **argv)
@@ -482,11 +656,12 @@ int main(int argc, char **argv)
 	struct config c = {.size = 2048ull << 20, .ranks = 4, .load_ranks = 3,
 			   .saves = 3, .replicated = 0};
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
-	char tmpl[4000], cmd[16384], out[65536], ddfile[4200];
-	double save_s[64], stall_r[64], dd_w, dd_r, xx;
+	char cmd[16384], out[65536], ddfile[4200];
+	double save_s[64], stall_r[64], peer_w, peer_r, xx;
 	double load_s = 1e300, t;
 	uint64_t bytes_read = 0, needed = 0;
-	int nsave = 0;
+	struct s3peer peer;
+	int nsave = 0, loads = 2;
 	char *p;
 
 	for (int i = 1; i < argc; i++) {
@@ -499,29 +674,43 @@ int main(int argc, char **argv)
 			c.load_ranks = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--saves") && v)
 			c.saves = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--loads") && v)
+			loads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--replicated") && v)
 			c.replicated = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--dir") && v)
 			base = argv[++i];
 		else if (!strcmp(argv[i], "--buffered"))
 			c.buffered = true;
+		else if (!strcmp(argv[i], "--s3") && v)
+			c.s3 = argv[++i];
+		else if (!strcmp(argv[i], "--part-size") && v)
+			c.part_size = (size_t)strtoull(argv[++i], NULL, 10) << 20;
+		else if (!strcmp(argv[i], "--inflight") && v)
+			c.inflight = atoi(argv[++i]);
 		else
 			usage();
 	}
 	if (c.size < (64u << 20) || c.ranks < 1 || c.ranks > 64 ||
 	    c.load_ranks < 1 || c.load_ranks > 64 || c.saves < 1 ||
-	    c.saves > 64 || c.replicated < 0 || c.replicated >= 1)
+	    c.saves > 64 || loads < 1 || c.replicated < 0 || c.replicated >= 1 ||
+	    c.inflight < 0)
 		usage();
 	c.size = c.size / (64u << 20) * (64u << 20); /* whole dd blocks */
-	snprintf(tmpl, sizeof(tmpl), "%s/dptrain-bench-ckpt.XXXXXX", base);
-	if (!mkdtemp(tmpl))
+	snprintf(c.work, sizeof(c.work), "%s/dptrain-bench-ckpt.XXXXXX", base);
+	if (!mkdtemp(c.work))
 		die("cannot create the work directory (--dir)");
-	snprintf(c.dir, sizeof(c.dir), "file://%s", tmpl);
+	if (c.s3)
+		s3_setup(&c, &peer);
+	else
+		snprintf(c.dir, sizeof(c.dir), "file://%s", c.work);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("# %" PRIu64 " MiB state (%.0f%% replicated), %d ranks save, %d "
 	       "load, %d saves, in %s%s\n",
 	       c.size >> 20, c.replicated * 100, c.ranks, c.load_ranks, c.saves,
-	       tmpl, c.buffered ? ", buffered writes" : "");
+	       c.dir, c.buffered ? ", buffered writes" : "");
+	if (c.s3)
+		printf("# peer: curl %s\n", peer.url);
 
 	xx = xxh3_gbps();
 	printf("xxh3 %.1f GB/s (1 MiB blocks, one thread)\n", xx);
@@ -529,8 +718,13 @@ int main(int argc, char **argv)
 	/* The peers run before and after what they are compared with, and
 	 * the faster run counts: a noisy machine then makes the ratios
 	 * worse, never better. */
-	snprintf(ddfile, sizeof(ddfile), "%s/dd.bin", tmpl);
-	dd_w = dd_write_peer(&c, tmpl, ddfile);
+	snprintf(ddfile, sizeof(ddfile), "%s/dd.bin", c.work);
+	if (c.s3) {
+		peer_w = s3peer_run(&peer, true);
+		printf("curl PUT %.0f MiB/s\n", c.size / MIB / peer_w);
+	} else {
+		peer_w = dd_write_peer(&c, c.work, ddfile);
+	}
 
 	run_job(&c, c.ranks, false, out, sizeof(out));
 	/* Synchronous training waits for its slowest rank at the next
@@ -561,16 +755,26 @@ int main(int argc, char **argv)
 		stall_r[nsave++] = stall / copy;
 	}
 
-	t = dd_write_peer(&c, tmpl, ddfile);
-	dd_w = t < dd_w ? t : dd_w;
-	dd_r = dd_read_peer(&c, tmpl, ddfile);
+	if (c.s3) {
+		t = s3peer_run(&peer, true);
+		printf("curl PUT %.0f MiB/s\n", c.size / MIB / t);
+		peer_w = t < peer_w ? t : peer_w;
+		peer_r = s3peer_run(&peer, false);
+		printf("curl GET %.0f MiB/s\n", c.size / MIB / peer_r);
+	} else {
+		t = dd_write_peer(&c, c.work, ddfile);
+		peer_w = t < peer_w ? t : peer_w;
+		peer_r = dd_read_peer(&c, c.work, ddfile);
+	}
 
-	for (int rep = 0; rep < 2; rep++) {
+	for (int rep = 0; rep < loads; rep++) {
 		double t0 = 1e300, t1 = 0;
 		uint64_t r_all = 0, n_all = 0;
 
-		snprintf(cmd, sizeof(cmd), "%s/run", tmpl);
-		drop_cache(cmd);
+		if (!c.s3) {
+			snprintf(cmd, sizeof(cmd), "%s/run", c.work);
+			drop_cache(cmd);
+		}
 		run_job(&c, c.load_ranks, true, out, sizeof(out));
 		p = out;
 		while ((p = strstr(p, "load "))) {
@@ -595,20 +799,34 @@ int main(int argc, char **argv)
 			needed = n_all;
 		}
 	}
-	t = dd_read_peer(&c, tmpl, ddfile);
-	dd_r = t < dd_r ? t : dd_r;
+	if (c.s3) {
+		t = s3peer_run(&peer, false);
+		printf("curl GET %.0f MiB/s\n", c.size / MIB / t);
+	} else {
+		t = dd_read_peer(&c, c.work, ddfile);
+	}
+	peer_r = t < peer_r ? t : peer_r;
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpl);
+	if (c.s3)
+		s3_remove_all(c.dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", c.work);
 	if (system(cmd) != 0)
-		fprintf(stderr, "bench/ckpt: cannot remove %s\n", tmpl);
+		fprintf(stderr, "bench/ckpt: cannot remove %s\n", c.work);
 	{
 		double save = bench_median(save_s, nsave);
 		double stall = bench_median(stall_r, nsave);
-		double save_ratio = (c.size / save) / (c.size / dd_w);
-		double load_ratio = (bytes_read / load_s) / (c.size / dd_r);
-		printf("ckpt save_ratio=%.2f stall_ratio=%.2f load_ratio=%.2f "
-		       "read_amplification=%.2f\n",
-		       save_ratio, stall, load_ratio, (double)bytes_read / (double)needed);
+		double save_ratio = (c.size / save) / (c.size / peer_w);
+		double load_ratio = (bytes_read / load_s) / (c.size / peer_r);
+		if (c.s3)
+			printf("ckpt_s3 save_ratio=%.2f load_ratio=%.2f "
+			       "stall_ratio=%.2f read_amplification=%.2f\n",
+			       save_ratio, load_ratio, stall,
+			       (double)bytes_read / (double)needed);
+		else
+			printf("ckpt save_ratio=%.2f stall_ratio=%.2f "
+			       "load_ratio=%.2f read_amplification=%.2f\n",
+			       save_ratio, stall, load_ratio,
+			       (double)bytes_read / (double)needed);
 	}
 	return 0;
 }

@@ -38,9 +38,14 @@ bench/allreduce_mpi$(EXEEXT): bench/allreduce_mpi.c bench/bench.h
 endif
 
 # bench/ckpt: checkpoint save, stall and resharding load against dd and
-# memcpy in the same run (doc/PERFORMANCE.md, "Checkpoints").
+# memcpy in the same run (doc/PERFORMANCE.md, "Checkpoints"); with --s3,
+# to and from S3 against curl (doc/PERFORMANCE.md, "Checkpoints on S3").
 noinst_PROGRAMS += bench/ckpt
 bench_ckpt_SOURCES = bench/ckpt.c bench/bench.h
-bench_ckpt_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) \
+bench_ckpt_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) $(JANSSON_CFLAGS) \
 	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"'
-bench_ckpt_LDADD = worker/libdptrain.la $(XXHASH_LIBS)
+# With --s3 it deletes its objects at the end through ckpt/ and storage/
+# (linked as the dptrain tool links them) and times curl as its peer.
+bench_ckpt_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
+	common/libdptcommon.la worker/libdptrain.la $(JANSSON_LIBS) \
+	$(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)

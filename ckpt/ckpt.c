@@ -598,9 +598,17 @@ int dpt_ckpt_prepare(struct dpt_ckpt *ck)
 	int world = ck->ctx ? dpt_world_size(ck->ctx) : 1;
 	int rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
 
+	uint64_t size = snapshot_size(ck, world, rank);
+	int rc;
+
 	if (ck->pending)
 		return DPT_EBUSY;
-	return ensure_snapshot(ck, snapshot_size(ck, world, rank));
+	rc = ensure_snapshot(ck, size);
+	/* And the storage's buffers for the shard (s3: its parts), with
+	 * room for the shard's header (a few KiB of JSON). */
+	if (!rc && size)
+		rc = dpt__storage_reserve(ck->st, size + (1u << 20));
+	return rc;
 }
 
 int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)

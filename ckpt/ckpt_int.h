@@ -275,6 +275,12 @@ int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
 int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad);
 
 /*
+ * dpt__ckpt_delete_prefix - delete every object of S whose key starts with
+ * PREFIX ("" for all of them). Returns 0 or the first error.
+ */
+int dpt__ckpt_delete_prefix(struct dpt__storage *s, const char *prefix);
+
+/*
  * dpt__ckpt_retain - retention and garbage collection (doc: "Retention and
  * garbage collection"): keep the KEEP_LAST newest committed steps and the
  * multiples of KEEP_EVERY (0: none), delete uncommitted step directories

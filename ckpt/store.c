@@ -349,14 +349,26 @@ static int collect_key(void *ctx_p, const char *key, uint64_t size)
 	return 0;
 }
 
+int dpt__ckpt_delete_prefix(struct dpt__storage *s, const char *prefix)
+{
+	struct key_list l = {0};
+	int rc = dpt__storage_list(s, prefix, collect_key, &l);
+
+	if (!rc && l.n)
+		rc = dpt__storage_delete(s, (const char *const *)l.keys, l.n);
+	for (size_t i = 0; i < l.n; i++)
+		free(l.keys[i]);
+	free(l.keys);
+	return rc;
+}
+
 /* Deletes every object of STEP, its manifest first when COMMITTED: the
  * step stops being committed before any of its shards goes. */
 static int delete_step(struct dpt__storage *s, uint64_t step, bool committed)
 {
 	char dir[32], prefix[40], manifest[64];
 	const char *mkey = manifest;
-	struct key_list l = {0};
-	int rc = 0;
+	int rc;
 
 	dpt__step_dir(step, dir, sizeof(dir));
 	snprintf(prefix, sizeof(prefix), "%s/", dir);
@@ -366,13 +378,7 @@ static int delete_step(struct dpt__storage *s, uint64_t step, bool committed)
 		if (rc)
 			return rc;
 	}
-	rc = dpt__storage_list(s, prefix, collect_key, &l);
-	if (!rc && l.n)
-		rc = dpt__storage_delete(s, (const char *const *)l.keys, l.n);
-	for (size_t i = 0; i < l.n; i++)
-		free(l.keys[i]);
-	free(l.keys);
-	return rc;
+	return dpt__ckpt_delete_prefix(s, prefix);
 }
 
 int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,

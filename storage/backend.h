@@ -42,6 +42,8 @@ struct dpt__storage_ops {
 		      size_t n);
 	int (*gc)(struct dpt__storage_backend *b, const char *prefix,
 		  long older_than_s, size_t *removed);
+	/* NULL: nothing to prepare */
+	int (*reserve)(struct dpt__storage_backend *b, uint64_t bytes);
 };
 
 /* Options with every default filled in (see dpt__storage_opts). */

@@ -201,12 +201,72 @@ out:
 	return rc;
 }
 
+/* A part buffer from the backend's pool, or NULL when it is empty. */
+static char *pool_take(struct dpt__s3 *s3)
+{
+	char *data = NULL;
+
+	pthread_mutex_lock(&s3->lock);
+	if (s3->npool)
+		data = s3->pool[--s3->npool];
+	pthread_mutex_unlock(&s3->lock);
+	return data;
+}
+
+/* Keeps DATA (a part buffer, or NULL) for later writers, or frees it
+ * when the pool is full. */
+static void pool_give(struct dpt__s3 *s3, char *data)
+{
+	if (!data)
+		return;
+	pthread_mutex_lock(&s3->lock);
+	if (s3->npool < s3->pool_max) {
+		s3->pool[s3->npool++] = data;
+		data = NULL;
+	}
+	pthread_mutex_unlock(&s3->lock);
+	free(data);
+}
+
+static int s3_reserve(struct dpt__storage_backend *base, uint64_t bytes)
+{
+	struct dpt__s3 *s3 = (struct dpt__s3 *)base;
+	size_t psz = s3->conf.part_size;
+	uint64_t want = (bytes + psz - 1) / psz;
+	/* An object smaller than a part uses that much of its buffer: with
+	 * large parts, the rest need not be mapped. */
+	size_t used = bytes < psz ? (size_t)bytes : psz;
+
+	if (want > s3->pool_max)
+		want = s3->pool_max;
+	for (;;) {
+		size_t have;
+		char *data;
+
+		pthread_mutex_lock(&s3->lock);
+		have = s3->npool;
+		pthread_mutex_unlock(&s3->lock);
+		if (have >= want)
+			return 0;
+		data = malloc(psz);
+		if (!data)
+			return DPT_ENOMEM;
+		/* Mapped now, that is the point: one write per page. Not
+		 * memset(0), which a compiler may merge with the malloc
+		 * into a calloc that leaves fresh pages unmapped (gcc 12
+		 * does). */
+		for (size_t i = 0; i < used; i += 4096)
+			((volatile char *)data)[i] = 0;
+		pool_give(s3, data);
+	}
+}
+
 static void put_buffer(struct s3_writer *w, char *data)
 {
 	if (w->nspare < w->max_buf) {
 		w->spare[w->nspare++] = data;
 	} else {
-		free(data);
+		pool_give(w->s3, data);
 		w->nbuf--;
 	}
 }
@@ -384,7 +444,9 @@ static int fill_buffer(struct s3_writer *w, struct part *p)
 			p->data = w->spare[--w->nspare];
 		} else if (w->nbuf < w->max_buf ||
 			   (!w->qhead && w->uploading == 0)) {
-			p->data = malloc(w->part_size);
+			p->data = pool_take(w->s3);
+			if (!p->data)
+				p->data = malloc(w->part_size);
 			if (!p->data)
 				return DPT_ENOMEM;
 			w->nbuf++;
@@ -470,11 +532,11 @@ static void writer_free(struct s3_writer *w)
 		if (!p)
 			continue;
 		dpt__s3_req_release(&p->req);
-		free(p->data);
+		pool_give(w->s3, p->data);
 		free(p);
 	}
 	for (size_t i = 0; i < w->nspare; i++)
-		free(w->spare[i]);
+		pool_give(w->s3, w->spare[i]);
 	free(w->spare);
 	free(w->parts);
 	free(w->upload_id);
@@ -1088,7 +1150,28 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 			add_query(&r, "key-marker", km);
 		if (um)
 			add_query(&r, "upload-id-marker", um);
+		r.quiet_status = 501;
 		rc = dpt__s3_perform(s3, &r);
+		if (rc == DPT_ENOTSUP) {
+			/* Nothing can be listed, so nothing is collected: not
+			 * a failure of the caller's retention, but the user
+			 * must know that this store keeps what crashed
+			 * writers leave until a lifecycle rule removes it. */
+			if (!atomic_exchange(&s3->no_upload_listing, true))
+				dpt__warn("%s does not implement "
+					  "ListMultipartUploads (HTTP 501): "
+					  "multipart uploads left by crashed "
+					  "writers under '%s' cannot be "
+					  "collected; use a lifecycle rule "
+					  "(AbortIncompleteMultipartUpload) "
+					  "if the store has them",
+					  s3->endpoint_msg, uri);
+			dpt__s3_req_release(&r);
+			free(km);
+			free(um);
+			rc = 0;
+			break;
+		}
 		doc = (struct dpt__xml_span){r.resp.data, r.resp.len};
 		while (!rc && dpt__xml_next(doc, "Upload", &cursor, &u)) {
 			struct dpt__s3_req a;
@@ -1153,6 +1236,9 @@ static void s3_destroy(struct dpt__storage_backend *base)
 	struct dpt__s3 *s3 = (struct dpt__s3 *)base;
 	for (int i = 0; i < s3->nidle; i++)
 		curl_multi_cleanup(s3->idle[i]);
+	for (size_t i = 0; i < s3->npool; i++)
+		free(s3->pool[i]);
+	free(s3->pool);
 	pthread_mutex_destroy(&s3->lock);
 	dpt__s3_config_release(&s3->cfg);
 	free(s3->bucket);
@@ -1174,6 +1260,7 @@ static const struct dpt__storage_ops s3_ops = {
 	.list = s3_list,
 	.delete = s3_delete,
 	.gc = s3_gc,
+	.reserve = s3_reserve,
 };
 
 int dpt__s3_open(const struct dpt__storage_uri *uri,
@@ -1204,7 +1291,10 @@ int dpt__s3_open(const struct dpt__storage_uri *uri,
 	pthread_mutex_init(&s3->lock, NULL);
 	s3->bucket = strdup(uri->bucket);
 	s3->prefix = strdup(uri->prefix);
-	if (!s3->bucket || !s3->prefix) {
+	/* As many as one writer holds at most (see s3_writer_new). */
+	s3->pool_max = 2 * (size_t)conf->max_inflight + 2;
+	s3->pool = calloc(s3->pool_max, sizeof(*s3->pool));
+	if (!s3->bucket || !s3->prefix || !s3->pool) {
 		rc = DPT_ENOMEM;
 		goto out;
 	}

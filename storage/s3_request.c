@@ -607,6 +607,15 @@ static enum verdict classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
 			*rc = DPT_EINVAL;
 		}
 		break;
+	case 501:
+		/* NotImplemented: an S3-compatible server without this
+		 * request (s3rver has no ListMultipartUploads). Final: a
+		 * retry gets the same answer, only later. */
+		*rc = DPT_ENOTSUP;
+		dpt__buf_printf(cause, " (the server at %s does not implement "
+				       "this request)",
+				s3->endpoint_msg);
+		break;
 	case 409: /* ConditionalRequestConflict: a concurrent write */
 	case 429:
 	case 500:

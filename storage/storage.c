@@ -279,6 +279,13 @@ int dpt__storage_delete(struct dpt__storage *s, const char *const *keys,
 	return s->backend->ops->delete(s->backend, keys, n);
 }
 
+int dpt__storage_reserve(struct dpt__storage *s, uint64_t bytes)
+{
+	if (!s->backend->ops->reserve)
+		return 0;
+	return s->backend->ops->reserve(s->backend, bytes);
+}
+
 int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
 		    long older_than_s, size_t *removed)
 {

@@ -144,7 +144,9 @@ int dpt__storage_writer_new(struct dpt__storage *s, const char *key,
  * The call returns once BUF may be reused: posix: the bytes are written
  * (not yet durable); s3: the bytes are copied into part buffers, and it
  * blocks while max_inflight parts are already uploading and as many wait
- * (the memory of a writer stays near 2 * max_inflight * part_size).
+ * (the memory of a writer stays near 2 * max_inflight * part_size; the
+ * storage keeps that many part buffers for later writers until it is
+ * destroyed, so that saves after the first fault no memory in).
  * Errors are sticky: after one, every call returns it, and finish aborts.
  * Returns DPT_ENOSPC or DPT_EIO (posix), DPT_ES3, DPT_EAUTH or
  * DPT_ETIMEDOUT (s3, from an earlier part that failed for good), or
@@ -243,6 +245,16 @@ int dpt__storage_delete(struct dpt__storage *s, const char *const *keys,
  */
 int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
 		    long older_than_s, size_t *removed);
+
+/*
+ * dpt__storage_reserve - make ready now, rather than in the next writer,
+ * the memory that writing an object of up to BYTES bytes takes: s3: the
+ * part buffers (at most as many as a writer holds), mapped, kept for the
+ * writers until the storage is destroyed; posix: nothing. For start-up
+ * (dpt_ckpt_prepare), where seconds of page faults cost no training time.
+ * Returns 0 or DPT_ENOMEM.
+ */
+int dpt__storage_reserve(struct dpt__storage *s, uint64_t bytes);
 
 /* DPT_EINVAL (not logged) unless KEY is a valid key (see above);
  * EMPTY_OK accepts "" (a prefix). */

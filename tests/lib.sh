@@ -167,6 +167,35 @@ s3_up() { # [NAME=VALUE...]: settings for tests/s3/up
 	. "$dir/env.sh"
 	DPT_S3_DIR=$dir
 }
+# A fault-injecting proxy (tests/storage/s3_faults.py) in front of the S3
+# server of s3_up: each RULE is METHOD:SUBSTRING:ACTION:COUNT (see the
+# script); the faults it injects are appended to LOG, its output goes next
+# to LOG. Sets s3_proxy (its endpoint URL); a new proxy replaces the last
+# one; the teardown stops it.
+s3_proxy_pid=
+s3_proxy_up() { # LOG RULE...
+	local log=$1 out
+	shift
+	[ -x /usr/bin/python3 ] || bail_out "/usr/bin/python3 not found (it runs the proxy)"
+	s3_proxy_down
+	: >"$log"
+	out=${log%/*}/proxy
+	/usr/bin/python3 "$top_srcdir/tests/storage/s3_faults.py" 0 "${DPTRAIN_S3_ENDPOINT##*:}" \
+		"$log" "$@" >"$out.out" 2>"$out.err" &
+	s3_proxy_pid=$!
+	for _ in $(seq 1 100); do
+		grep -q '^ready ' "$out.out" && break
+		sleep 0.05
+	done
+	grep -q '^ready ' "$out.out" || bail_out "the proxy did not start: $(cat "$out.err")"
+	s3_proxy=http://127.0.0.1:$(awk '/^ready/ { print $2 }' "$out.out")
+}
+s3_proxy_down() {
+	[ -n "$s3_proxy_pid" ] || return 0
+	kill "$s3_proxy_pid" 2>/dev/null
+	wait "$s3_proxy_pid" 2>/dev/null
+	s3_proxy_pid=
+}
 s3_down() { # [DIR]
 	local dir=${1:-${DPT_S3_DIR:-}}
 	[ -n "$dir" ] || return 0
@@ -190,6 +219,7 @@ dpt_teardown() {
 			diag "tests/cluster/down failed for $dir"
 		[ $purge = 1 ] || diag "cluster state and logs kept in $dir"
 	done
+	s3_proxy_down
 	for dir in "${dpt_s3_dirs[@]}"; do
 		DPTRAIN_S3_DIR=$dir PURGE=$purge bash "$top_srcdir/tests/s3/down" >/dev/null 2>&1 ||
 			diag "tests/s3/down failed for $dir"

@@ -167,7 +167,8 @@ DPT_EXPORT int dpt_ckpt_clear(struct dpt_ckpt *ck);
 
 /*
  * dpt_ckpt_prepare - allocate and map the snapshot buffers of this rank
- * now, after the registrations, rather than in the first dpt_ckpt_save:
+ * (and, on S3, the part buffers of its uploads) now, after the
+ * registrations, rather than in the first dpt_ckpt_save:
  * mapping hundreds of MiB takes seconds on some machines, better spent at
  * start-up than as a stall of training; with device tensors registered,
  * the buffers are also pinned (cudaHostRegister) here. Optional; call it

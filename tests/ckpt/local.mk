@@ -18,6 +18,7 @@ CKPT_TESTS = \
 	tests/ckpt/crash.sh \
 	tests/ckpt/enospc.sh \
 	tests/ckpt/s3.sh \
+	tests/ckpt/s3_kill.sh \
 	tests/ckpt/policy.sh \
 	tests/ckpt/device.sh \
 	tests/ckpt/cuda.sh

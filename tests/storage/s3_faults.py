@@ -17,6 +17,12 @@ picks the first COUNT requests whose method is METHOD and whose
           an answer (a lost response)
     404   answer 404 NoSuchUpload without forwarding (what AWS may answer
           to a CompleteMultipartUpload retried after it completed)
+    501   answer 501 NotImplemented without forwarding (an S3-compatible
+          server without the request, e.g. s3rver and ListMultipartUploads)
+    hold  read the request, never forward it, never answer: the client
+          waits with the request in flight until it closes the connection
+          (or dies), then the proxy drops it (a transfer that is under way
+          for as long as a test needs, to kill the client during it)
 Each fault is appended to LOG as "ACTION METHOD PATH". As an HTTP proxy
 (http_proxy=http://127.0.0.1:PORT) it forwards absolute-form targets
 ("PUT http://bucket.localhost:5055/key") as they are: virtual-hosted
@@ -26,6 +32,7 @@ carry x-amz-security-token are logged as "token VALUE signed|unsigned".
 """
 import http.client
 import http.server
+import select
 import sys
 import threading
 
@@ -70,6 +77,19 @@ def main():
             if self.command != "HEAD":
                 self.wfile.write(body)
 
+        def hold(self):
+            # Logged (by pick) once the whole request is read: the client
+            # has sent it and waits for an answer that never comes.
+            sock = self.connection
+            while True:
+                select.select([sock], [], [])
+                try:
+                    if not sock.recv(65536):  # EOF: the client is gone
+                        break
+                except OSError:
+                    break
+            self.close_connection = True
+
         def handle_any(self):
             n = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(n) if n else None
@@ -85,6 +105,10 @@ def main():
                 return self.error(500, "InternalError")
             if action == "404":
                 return self.error(404, "NoSuchUpload")
+            if action == "501":
+                return self.error(501, "NotImplemented")
+            if action == "hold":
+                return self.hold()
             conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=60)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
             conn.request(self.command, self.path, body=body, headers=headers)

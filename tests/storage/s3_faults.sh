@@ -18,7 +18,7 @@ require_prog curl cmp head
 s3_up
 dir=$DPTRAIN_S3_DIR
 upstream=${DPTRAIN_S3_ENDPOINT##*:}
-plan 22
+plan 24
 
 work=$dir/data
 mkdir -p "$work" || bail_out "cannot create $work"
@@ -27,27 +27,10 @@ mib=$((1024 * 1024))
 part=$((5 * mib))
 head -c $((13 * mib + 777)) /dev/urandom >"$work/big"
 
-proxy_pid=
 proxy_up() { # RULE...: a new proxy with these rules; its faults in $work/faults
-	proxy_down
-	: >"$work/faults"
-	/usr/bin/python3 "$top_srcdir/tests/storage/s3_faults.py" 0 "$upstream" "$work/faults" "$@" \
-		>"$work/proxy.out" 2>"$work/proxy.err" &
-	proxy_pid=$!
-	for _ in $(seq 1 100); do
-		grep -q '^ready ' "$work/proxy.out" && break
-		sleep 0.05
-	done
-	proxy=http://127.0.0.1:$(awk '/^ready/ { print $2 }' "$work/proxy.out")
-	grep -q '^ready ' "$work/proxy.out" || bail_out "the proxy did not start: $(cat "$work/proxy.err")"
+	s3_proxy_up "$work/faults" "$@"
+	proxy=$s3_proxy
 }
-proxy_down() {
-	[ -n "$proxy_pid" ] || return 0
-	kill "$proxy_pid" 2>/dev/null
-	wait "$proxy_pid" 2>/dev/null
-	proxy_pid=
-}
-trap 'rc=$?; proxy_down; (exit $rc); dpt_teardown' EXIT
 via() { DPTRAIN_S3_ENDPOINT=$proxy timed "$tool" "$@"; }  # through the proxy
 direct() { timed "$tool" "$@"; }                        # to the server
 faults() { grep -c -- "$1" "$work/faults"; }
@@ -134,7 +117,17 @@ rc=$?
 ok $? "503 for ever: DPT_ES3, SlowDown, gave up after 3 attempts" || diag "rc $rc: $out"
 is "$(faults '^503 GET')" 3 "three attempts reached the proxy"
 
-# 19-20. A session token is sent and signed; the server refuses one it did
+# 19-20. A server without ListMultipartUploads (501 NotImplemented): gc asks once,
+# warns that it cannot collect uploads, and succeeds (a retention after
+# every commit must not fail, nor wait through retries, for it).
+proxy_up 'GET:?uploads:501:10'
+out=$(via "$uri" gc "" 0 2>&1)
+rc=$?
+[ $rc = 0 ] && [[ $out == *"does not implement ListMultipartUploads"* ]] && [ "$(echo "$out" | tail -n 1)" = 0 ]
+ok $? "gc on a server without ListMultipartUploads: a warning, nothing removed, success" || diag "rc $rc: $out"
+is "$(faults '^501 GET')" 1 "501 is final: one request, no retry"
+
+# 21-22. A session token is sent and signed; the server refuses one it did
 # not issue, and the error says so.
 proxy_up
 out=$(AWS_SESSION_TOKEN=token-of-test via "$uri" stat big 2>&1)
@@ -146,7 +139,7 @@ rc=$?
 [ $rc = 1 ] && [[ $out == *DPT_EAUTH* && $out == *InvalidToken* && $out == *"session token is refused"* ]]
 ok $? "a token the server did not issue: DPT_EAUTH naming the session token" || diag "rc $rc: $out"
 
-# 21-22. Virtual-hosted addressing (bucket.localhost:PORT/key), sent through
+# 23-24. Virtual-hosted addressing (bucket.localhost:PORT/key), sent through
 # the proxy as an HTTP proxy: no DNS is needed for ckpt.localhost.
 proxy_up
 echo 'virtual host' >"$work/vh"
