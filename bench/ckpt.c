@@ -84,9 +84,22 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The work directory (dd files, the run: gigabytes) and the process that
+ * made it: a failed run removes it too. */
+static const char *work_dir;
+static pid_t work_owner;
+
 static void die(const char *what)
 {
 	fprintf(stderr, "bench/ckpt: %s\n", what);
+	if (work_dir && getpid() == work_owner) {
+		char cmd[4200];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", work_dir);
+		if (system(cmd) == 0)
+			fprintf(stderr, "bench/ckpt: removed %s\n", work_dir);
+		else
+			fprintf(stderr, "bench/ckpt: cannot remove %s\n", work_dir);
+	}
 	exit(1);
 }
 
@@ -700,6 +713,8 @@ int main(int argc, char **argv)
 	snprintf(c.work, sizeof(c.work), "%s/dptrain-bench-ckpt.XXXXXX", base);
 	if (!mkdtemp(c.work))
 		die("cannot create the work directory (--dir)");
+	work_dir = c.work;
+	work_owner = getpid();
 	if (c.s3)
 		s3_setup(&c, &peer);
 	else
