@@ -92,16 +92,6 @@ void dpt_ckpt_opts_default(struct dpt_ckpt_opts *opts)
 	memset(opts, 0, sizeof(*opts));
 }
 
-static const char *env_or(const char *opt, const char *env)
-{
-	const char *v;
-
-	if (opt)
-		return opt;
-	v = getenv(env);
-	return v && *v ? v : NULL;
-}
-
 int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		 const struct dpt_ckpt_opts *opts)
 {
@@ -117,8 +107,8 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		dpt_ckpt_opts_default(&def);
 		opts = &def;
 	}
-	uri = env_or(opts->uri, "DPTRAIN_CKPT_URI");
-	run = env_or(opts->run, "DPTRAIN_RUN");
+	uri = dpt__opt_or_env(opts->uri, "DPTRAIN_CKPT_URI");
+	run = dpt__opt_or_env(opts->run, "DPTRAIN_RUN");
 	if (!uri) {
 		dpt__error("no checkpoint URI: set DPTRAIN_CKPT_URI (or "
 			   "srun --dp-ckpt=URI) to file:///path or "
@@ -137,7 +127,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		return DPT_EINVAL;
 	}
 	keep = opts->keep_last;
-	if (keep == 0 && (v = env_or(NULL, "DPTRAIN_KEEP"))) {
+	if (keep == 0 && (v = dpt__opt_or_env(NULL, "DPTRAIN_KEEP"))) {
 		long k;
 		if (dpt__parse_long(v, 1, INT_MAX, &k)) {
 			dpt__error("DPTRAIN_KEEP='%s': expected the number of "

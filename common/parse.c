@@ -232,3 +232,13 @@ int dpt__hex_value(int c)
 		return c - 'A' + 10;
 	return -1;
 }
+
+const char *dpt__opt_or_env(const char *opt, const char *env)
+{
+	const char *v;
+
+	if (opt)
+		return opt;
+	v = getenv(env);
+	return v && *v ? v : NULL;
+}

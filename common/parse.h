@@ -27,6 +27,10 @@ const char *dpt__format_duration(long seconds, char *buf, size_t size);
 /* The value of hex digit C (either case), or -1. */
 int dpt__hex_value(int c);
 
+/* OPT when set, else the environment variable ENV when set and not
+ * empty, else NULL: an option of the API over its environment default. */
+const char *dpt__opt_or_env(const char *opt, const char *env);
+
 /* "yes|no|true|false|on|off|1|0". */
 int dpt__parse_bool(const char *s, bool *out);
 

@@ -89,17 +89,6 @@ static int env_long(const char *name, long min, long max, long def, long *out)
 	return rc ? DPT_ECONFIG : 0;
 }
 
-/* An option, else its environment variable (strings). */
-static const char *pick(const char *opt, const char *env)
-{
-	const char *v;
-
-	if (opt)
-		return opt;
-	v = getenv(env);
-	return v && *v ? v : NULL;
-}
-
 /* An option if set (not -1), else the first environment variable set. */
 static int pick_index(int opt, const char *env1, const char *env2, long def,
 		      long *out)
@@ -177,10 +166,10 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
 static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 		     struct dpt__agent_config *ac)
 {
-	const char *endpoint = pick(o->coordinator, "DPTRAIN_COORDINATOR");
-	const char *secret = pick(o->secret, "DPTRAIN_SECRET");
-	const char *backend = pick(o->backend, "DPTRAIN_BACKEND");
-	const char *data_host = pick(o->data_host, "DPTRAIN_DATA_HOST");
+	const char *endpoint = dpt__opt_or_env(o->coordinator, "DPTRAIN_COORDINATOR");
+	const char *secret = dpt__opt_or_env(o->secret, "DPTRAIN_SECRET");
+	const char *backend = dpt__opt_or_env(o->backend, "DPTRAIN_BACKEND");
+	const char *data_host = dpt__opt_or_env(o->data_host, "DPTRAIN_DATA_HOST");
 	long node, local, task, connect_ms, timeout_ms, comm_ms;
 	char name[256];
 	int rc;

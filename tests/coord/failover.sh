@@ -14,13 +14,6 @@
 bound_ms=3000
 plan 23
 
-all_joined() { # PREFIX N
-	local i
-	for ((i = 0; i < $2; i++)); do
-		grep -q '^joined' "$coord_dir/$1$i.out" 2>/dev/null || return 1
-	done
-}
-
 # kill_one PREFIX N VICTIM: let them train a moment, kill -9 the victim;
 # sets t_kill.
 kill_one() {

@@ -115,6 +115,14 @@ worker_wait() { # NAME SECONDS: its exit status, 124 if it had to be killed
 
 worker_out() { cat "$coord_dir/$1.out" 2>/dev/null; }
 
+# all_joined PREFIX N: workers PREFIX0..PREFIX(N-1) have printed "joined".
+all_joined() { # PREFIX N
+	local i
+	for ((i = 0; i < $2; i++)); do
+		grep -q '^joined' "$coord_dir/$1$i.out" 2>/dev/null || return 1
+	done
+}
+
 # wait_for SECONDS COMMAND...: poll COMMAND until it succeeds.
 wait_for() {
 	local i

@@ -12,13 +12,6 @@
 
 plan 9
 
-all_joined() { # PREFIX N
-	local i
-	for ((i = 0; i < $2; i++)); do
-		grep -q '^joined' "$coord_dir/$1$i.out" 2>/dev/null || return 1
-	done
-}
-
 # 1. Three workers, barrier loop (only the coordinator can tell them),
 # timeout 10 s. Task 2 freezes; the plugin reports it killed by SIGKILL.
 coord_start 3 --heartbeat-ms 500 --timeout-ms 10000 --min-workers 2

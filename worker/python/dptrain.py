@@ -45,6 +45,7 @@ _DTYPES = {
 }
 _OPS = {"sum": 0, "avg": 1}
 _LATEST = 2**64 - 1  # DPT_CKPT_LATEST
+_ENOENT = -7  # DPT_ENOENT (include/dptrain/error.h)
 _MAX_DIMS = 8  # DPT_CKPT_MAX_DIMS
 
 
@@ -456,7 +457,7 @@ class Checkpoint:
         info = _CkptInfo()
         rc = _lib.dpt_ckpt_load(self._handle(), _LATEST if step is None else step,
                                 ctypes.byref(info))
-        if rc == -7 and step is None:  # DPT_ENOENT: nothing saved yet
+        if rc == _ENOENT and step is None:  # nothing saved yet
             return None
         _check(rc, "load of %s" % ("the newest step" if step is None else "step %d" % step))
         return LoadInfo(info)
