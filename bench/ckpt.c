@@ -629,7 +629,10 @@ static void usage(void)
 	      "[--saves K] [--loads L]\n"
 	      "                  [--replicated FRACTION] [--dir DIR] [--buffered]\n"
 	      "                  [--s3 s3://BUCKET[/PREFIX] [--part-size MiB] "
-	      "[--inflight N]]\n",
+	      "[--inflight N]]\n"
+	      "--size: at least 64 (rounded down to a multiple of 64); ranks, "
+	      "load ranks, saves: 1 to 64;\nloads: at least 1; replicated "
+	      "fraction: 0 to below 1\n",
 	      stderr);
 	exit(2);
 }
