@@ -64,6 +64,7 @@ struct dpt_ctx {
 
 	/* Shared with the agent's abort hook, under LOCK. */
 	pthread_mutex_t lock;
+	pthread_cond_t verdict; /* on_abort ran: ENDED or LINK_DEAD changed */
 	uint32_t ended;	       /* newest generation the coordinator ended */
 	bool link_dead;	       /* the coordinator is gone or refused us */
 	uint32_t comm_generation; /* the generation of CPU/NCCL */
@@ -305,6 +306,7 @@ static void on_abort(void *arg, uint32_t generation, int cause)
 			dpt__cpu_comm_abort(ctx->cpu);
 		atomic_store(&ctx->nccl_abort, 1);
 	}
+	pthread_cond_broadcast(&ctx->verdict);
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -627,6 +629,7 @@ int dpt_init(struct dpt_ctx **out, const struct dpt_init_opts *opts)
 	if (!ctx)
 		return DPT_ENOMEM;
 	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_cond_init(&ctx->verdict, NULL);
 	atomic_init(&ctx->nccl_abort, 0);
 	ctx->rank = ctx->world = ctx->local_rank = -1;
 	rc = configure(ctx, opts, &ac);
@@ -709,6 +712,26 @@ static int ready(struct dpt_ctx *ctx)
 	return 0;
 }
 
+/* A peer that vanished from the data plane may have left because the
+ * coordinator died (workers abort their collectives when they lose it):
+ * wait, at most VERDICT_WAIT_MS, for the coordinator's answer to the
+ * FAULT (it ends the generation at once) or for the link to fail. */
+#define VERDICT_WAIT_MS 500
+static void await_verdict(struct dpt_ctx *ctx)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += VERDICT_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&ctx->lock);
+	while (!ctx->link_dead && ctx->ended < ctx->generation &&
+	       pthread_cond_timedwait(&ctx->verdict, &ctx->lock, &until) == 0)
+		;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 /* After a collective: a failure breaks the generation (and, when the data
  * plane saw it first, the coordinator is told). */
 static int after(struct dpt_ctx *ctx, int rc)
@@ -717,6 +740,10 @@ static int after(struct dpt_ctx *ctx, int rc)
 
 	if (!rc || rc == DPT_EINVAL)
 		return rc;
+	if (rc == DPT_EPEERLOST) {
+		report_fault(ctx, rc);
+		await_verdict(ctx);
+	}
 	lost = dpt__agent_failed(ctx->agent);
 	if (lost) {
 		ctx->state = W_LOST;
@@ -847,6 +874,7 @@ int dpt_finalize(struct dpt_ctx **pctx)
 		dpt__agent_stop(&ctx->agent, LEAVE_LINGER_MS);
 	}
 	pthread_mutex_destroy(&ctx->lock);
+	pthread_cond_destroy(&ctx->verdict);
 	explicit_bzero(&ctx->keys, sizeof(ctx->keys));
 	free(ctx);
 	*pctx = NULL;
