@@ -25,6 +25,7 @@
 #include <dptrain/dptrain.h>
 
 #include "ckpt/ckpt_int.h"
+#include "worker/vote.h"
 #include "log.h"
 #include "parse.h"
 
@@ -722,12 +723,18 @@ failed:
 
 /* ------------------------------------------------------------ commit */
 
-static int allreduce_count(struct dpt_ckpt *ck, int32_t mine, int32_t *sum)
+/* Every rank's result (0 or a dpt_error) counted by the coordinator, which
+ * knows the members (doc/protocol.md, VOTE): *FAILED is the number of
+ * ranks whose result is an error. A rank lost before it voted fails the
+ * vote itself (DPT_EPEERLOST on the others). */
+static int vote(struct dpt_ckpt *ck, int mine, uint32_t *failed)
 {
-	*sum = mine;
+	int first;
+
+	*failed = mine != 0;
 	if (!ck->ctx)
 		return 0;
-	return dpt_allreduce(ck->ctx, sum, sum, 1, DPT_INT32, DPT_SUM);
+	return dpt__vote(ck->ctx, mine, failed, &first);
 }
 
 /* Rank 0: the manifest of the step from every rank's fragment. */
@@ -903,10 +910,10 @@ out:
  * durable. */
 static int agree_and_commit(struct dpt_ckpt *ck)
 {
-	int32_t failed;
+	uint32_t failed;
 	int rc;
 
-	rc = allreduce_count(ck, ck->io_rc != 0, &failed);
+	rc = vote(ck, ck->io_rc, &failed);
 	if (rc) {
 		dpt__error("step %" PRIu64 " not committed: %s", ck->frag.step,
 			   dpt_strerror(rc));
@@ -915,7 +922,7 @@ static int agree_and_commit(struct dpt_ckpt *ck)
 	if (failed) {
 		if (ck->io_rc)
 			return ck->io_rc;
-		dpt__error("step %" PRIu64 " not committed: %d of %d ranks "
+		dpt__error("step %" PRIu64 " not committed: %" PRIu32 " of %d ranks "
 			   "failed to write their shard (their logs say why)",
 			   ck->frag.step, failed, ck->world);
 		return DPT_EIO;
@@ -1203,7 +1210,7 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 			next--;
 	}
 	for (;;) {
-		int32_t failed;
+		uint32_t failed;
 
 		if (rank == 0) {
 			pick[0] = next > 0 && !pick[1] ? (int64_t)l.committed[--next] : -1;
@@ -1230,7 +1237,7 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 		ck->stats.bytes_needed = ck->stats.bytes_read = 0;
 		rc = load_step(ck, (uint64_t)pick[0], &ck->loaded);
 		{
-			int rc2 = allreduce_count(ck, rc != 0, &failed);
+			int rc2 = vote(ck, rc, &failed);
 			if (rc2) {
 				rc = rc2;
 				break;
@@ -1257,7 +1264,7 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 		if (!first)
 			first = rc ? rc : DPT_ECORRUPT;
 		if (rank == 0)
-			dpt__warn("step %" PRId64 " is unusable on %d rank(s) (see "
+			dpt__warn("step %" PRId64 " is unusable on %" PRIu32 " rank(s) (see "
 				  "above): trying the previous committed step",
 				  pick[0], failed);
 	}

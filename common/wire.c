@@ -165,6 +165,12 @@ static int fields_ok(const struct dpt__msg *m)
 				 is_text_char) >= 0;
 	case DPT_MSG_FAULT:
 		return m->u.fault_code < 0;
+	case DPT_MSG_VOTE:
+		return m->seq >= 1 && m->u.vote.code <= 0;
+	case DPT_MSG_VOTE_DONE:
+		return m->seq >= 1 && m->u.vote.code <= 0 &&
+		       (m->u.vote.failed == 0) == (m->u.vote.code == 0) &&
+		       m->u.vote.failed <= DPT_WIRE_WORLD_MAX;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_GET:
 	case DPT_MSG_KV_VALUE:
@@ -247,7 +253,10 @@ static size_t body_size(const struct dpt__msg *m)
 	case DPT_MSG_TASK_EXIT:
 		return 8;
 	case DPT_MSG_FAULT:
+	case DPT_MSG_VOTE:
 		return 4;
+	case DPT_MSG_VOTE_DONE:
+		return 8;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_VALUE:
 		return 2 + strlen(m->u.kv.key) + strlen(m->u.kv.value);
@@ -336,6 +345,12 @@ long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size)
 		break;
 	case DPT_MSG_FAULT:
 		put_u32(&w, (uint32_t)m->u.fault_code);
+		break;
+	case DPT_MSG_VOTE_DONE:
+		put_u32(&w, m->u.vote.failed);
+		/* fall through */
+	case DPT_MSG_VOTE:
+		put_u32(&w, (uint32_t)m->u.vote.code);
 		break;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_VALUE:
@@ -510,6 +525,12 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 		break;
 	case DPT_MSG_FAULT:
 		m->u.fault_code = (int32_t)get_u32(&r);
+		break;
+	case DPT_MSG_VOTE_DONE:
+		m->u.vote.failed = get_u32(&r);
+		/* fall through */
+	case DPT_MSG_VOTE:
+		m->u.vote.code = (int32_t)get_u32(&r);
 		break;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_VALUE:

@@ -51,7 +51,9 @@
 	XX(ERROR, 13, 0, 1)                                                    \
 	XX(KV_PUT, 14, 1, 0)                                                   \
 	XX(KV_GET, 15, 1, 0)                                                   \
-	XX(KV_VALUE, 16, 0, 1)
+	XX(KV_VALUE, 16, 0, 1)                                                 \
+	XX(VOTE, 17, 1, 0)                                                     \
+	XX(VOTE_DONE, 18, 0, 1)
 
 enum dpt__msg_type {
 #define DPT_WIRE_TYPE_ENUM(name, num, w, c) DPT_MSG_##name = num,
@@ -120,6 +122,12 @@ struct dpt__msg_kv {
 	char value[DPT_KV_VALUE_MAX + 1];
 };
 
+/* VOTE (CODE only) and VOTE_DONE. */
+struct dpt__msg_vote {
+	int32_t code;	 /* VOTE: 0 or a dpt_error; VOTE_DONE: the first one */
+	uint32_t failed; /* VOTE_DONE: members whose code was not 0 */
+};
+
 /*
  * A decoded message, or one to encode. Only the member of the union that
  * TYPE names is meaningful. A decoded ROSTER owns ROSTER (WORLD entries);
@@ -138,6 +146,7 @@ struct dpt__msg {
 		struct dpt__msg_task_exit task_exit;
 		struct dpt__msg_kv kv;
 		int32_t fault_code;
+		struct dpt__msg_vote vote;
 		uint8_t unique_id[DPT_NCCL_ID_SIZE];
 	} u;
 	uint32_t world;		  /* ROSTER */

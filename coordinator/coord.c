@@ -64,6 +64,9 @@ struct peer {
 	enum peer_role role;
 	uint32_t rank; /* ROLE_MEMBER */
 	uint32_t barrier_seq;
+	/* It arrived at barrier BARRIER_SEQ with a VOTE, and its code. */
+	bool voted;
+	int32_t vote;
 	uint64_t join_order;
 	int fd; /* the descriptor its messages came from, or -1 */
 	struct dpt__msg_join join;
@@ -536,6 +539,7 @@ static void form_generation(struct dpt__coord *c, int64_t now)
 	for (i = 0; i < n; i++) {
 		m[i]->rank = i;
 		m[i]->barrier_seq = 0;
+		m[i]->voted = false;
 		set_role(c, m[i], ROLE_MEMBER);
 	}
 	/* Ranks of a node are consecutive: local ranks and sizes come from
@@ -667,19 +671,43 @@ static void check_gathering(struct dpt__coord *c, int64_t now)
 		form_generation(c, now);
 }
 
+/* Releases the barrier once every member has arrived: BARRIER_DONE to
+ * those that sent BARRIER, VOTE_DONE (how many voted a failure, the code
+ * of the lowest such rank) to those that sent VOTE. */
 static void check_barrier(struct dpt__coord *c, int64_t now)
 {
-	struct dpt__msg m;
+	struct dpt__msg done, vote;
+	uint32_t voters = 0;
 
 	if (c->active == 0 || c->barrier_count < c->active)
 		return;
 	c->barrier_seq++;
 	c->barrier_count = 0;
-	dpt__msg_init(&m, DPT_MSG_BARRIER_DONE, c->generation);
-	m.seq = c->barrier_seq;
-	for (uint32_t r = 0; r < c->world; r++)
-		if (c->members[r])
-			send_msg(c, c->members[r], &m, now);
+	dpt__msg_init(&done, DPT_MSG_BARRIER_DONE, c->generation);
+	dpt__msg_init(&vote, DPT_MSG_VOTE_DONE, c->generation);
+	done.seq = vote.seq = c->barrier_seq;
+	for (uint32_t r = 0; r < c->world; r++) {
+		struct peer *p = c->members[r];
+
+		if (!p || !p->voted)
+			continue;
+		voters++;
+		if (p->vote && vote.u.vote.failed++ == 0)
+			vote.u.vote.code = p->vote;
+	}
+	if (vote.u.vote.failed)
+		dpt__warn("vote %" PRIu32 " of generation %" PRIu32 ": %" PRIu32
+			  " of %" PRIu32 " members failed (first: %s)",
+			  c->barrier_seq, c->generation, vote.u.vote.failed,
+			  voters, dpt_strerror(vote.u.vote.code));
+	for (uint32_t r = 0; r < c->world; r++) {
+		struct peer *p = c->members[r];
+
+		if (!p)
+			continue;
+		send_msg(c, p, p->voted ? &vote : &done, now);
+		p->voted = false;
+	}
 }
 
 /* Whether a newcomer may join now; sends the refusal if not. */
@@ -850,6 +878,8 @@ static void on_barrier(struct dpt__coord *c, struct peer *p,
 		return;
 	}
 	p->barrier_seq = seq;
+	p->voted = e->msg->type == DPT_MSG_VOTE;
+	p->vote = p->voted ? e->msg->u.vote.code : 0;
 	c->barrier_count++;
 	check_barrier(c, e->now);
 }
@@ -1157,6 +1187,7 @@ static enum coord_event event_of(uint8_t type)
 	case DPT_MSG_UNIQUE_ID:
 		return EV_UNIQUE_ID;
 	case DPT_MSG_BARRIER:
+	case DPT_MSG_VOTE:
 		return EV_BARRIER;
 	case DPT_MSG_LEAVE:
 		return EV_LEAVE;

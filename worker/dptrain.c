@@ -771,22 +771,52 @@ static int check_buffers(const void *a, const void *b, size_t count,
 	return 0;
 }
 
+/* Arrives at the next barrier with a BARRIER, or a VOTE of CODE, and waits
+ * for its release in *REPLY (to release when this returns 0). */
+static int barrier_round(struct dpt_ctx *ctx, uint8_t type, int code,
+			 struct dpt__msg *reply)
+{
+	uint32_t seq = ++ctx->barrier_seq;
+	int rc;
+
+	dpt__msg_init(reply, type, ctx->generation);
+	reply->seq = seq;
+	reply->u.vote.code = code; /* a BARRIER has no body */
+	rc = send_msg(ctx, reply);
+	if (!rc)
+		rc = await(ctx,
+			   type == DPT_MSG_VOTE ? DPT_MSG_VOTE_DONE :
+						  DPT_MSG_BARRIER_DONE,
+			   ctx->generation, seq, reply);
+	return rc;
+}
+
 int dpt_barrier(struct dpt_ctx *ctx)
 {
 	struct dpt__msg m;
-	uint32_t seq;
 	int rc = ready(ctx);
 
 	if (rc)
 		return rc;
-	seq = ++ctx->barrier_seq;
-	dpt__msg_init(&m, DPT_MSG_BARRIER, ctx->generation);
-	m.seq = seq;
-	rc = send_msg(ctx, &m);
-	if (!rc)
-		rc = await(ctx, DPT_MSG_BARRIER_DONE, ctx->generation, seq, &m);
+	rc = barrier_round(ctx, DPT_MSG_BARRIER, 0, &m);
 	if (!rc)
 		dpt__msg_release(&m);
+	return after(ctx, rc);
+}
+
+int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first)
+{
+	struct dpt__msg m;
+	int rc = ready(ctx);
+
+	if (rc)
+		return rc;
+	rc = barrier_round(ctx, DPT_MSG_VOTE, code > 0 ? DPT_EIO : code, &m);
+	if (!rc) {
+		*failed = m.u.vote.failed;
+		*first = m.u.vote.code;
+		dpt__msg_release(&m);
+	}
 	return after(ctx, rc);
 }
 

@@ -8,7 +8,7 @@ lib_LTLIBRARIES += worker/libdptrain.la
 pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h
 worker_libdptrain_la_SOURCES = \
 	worker/version.c \
-	worker/dptrain.c \
+	worker/dptrain.c worker/vote.h \
 	worker/agent.c worker/agent.h \
 	worker/nccl.c worker/nccl.h
 worker_libdptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)

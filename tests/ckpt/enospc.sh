@@ -14,7 +14,7 @@ mkdir -p "$mnt"
 mount -t tmpfs -o size=6m tmpfs "$mnt" 2>/dev/null || skip_all "cannot mount a tmpfs on $mnt"
 trap 'umount "$mnt" 2>/dev/null; ckpt_cleanup; dpt_teardown' EXIT
 
-plan 8
+plan 9
 root=$mnt/root
 run=$root/run
 out=$ckpt_dir/job
@@ -28,6 +28,8 @@ is $? 2 "both ranks fail to save step 2"
 is "$(ckpt_grep "$out.s2" '^FAIL wait' | wc -l)" 2 "the error comes from the commit (dpt_ckpt_wait)"
 grep -hq "rank-0000[01]-of-00002.safetensors.*[Nn]o space left" "$out".s2.[0-9]*
 ok $? "the message names the shard and the cause" || diag "$(cat "$out".s2.[0-9]*)"
+grep -q "vote [0-9]* of generation 1: [12] of 2 members failed (first: no space left on storage)" "$out.s2.coord"
+ok $? "the coordinator counted the failed votes and names the cause" || diag "$(cat "$out.s2.coord")"
 test ! -e "$run/step-0000000002/manifest.json"
 ok $? "step 2 is not committed"
 is "$(find "$mnt" -name '*dpt-tmp*' | wc -l)" 0 "no temporary file is left on the full file system"

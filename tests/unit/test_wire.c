@@ -122,6 +122,37 @@ static void every_message_roundtrips(void **state)
 	roundtrip(&in, &out);
 	assert_int_equal(out.u.fault_code, DPT_EPEERLOST);
 
+	dpt__msg_init(&in, DPT_MSG_VOTE, 5);
+	in.seq = 3;
+	in.u.vote.code = DPT_ENOSPC;
+	roundtrip(&in, &out);
+	assert_int_equal(out.seq, 3);
+	assert_int_equal(out.u.vote.code, DPT_ENOSPC);
+	assert_int_equal(dpt__wire_size(&in), DPT_WIRE_HDR_SIZE + 4);
+
+	dpt__msg_init(&in, DPT_MSG_VOTE_DONE, 5);
+	in.seq = 3;
+	in.u.vote.failed = 2;
+	in.u.vote.code = DPT_EIO;
+	roundtrip(&in, &out);
+	assert_int_equal(out.u.vote.failed, 2);
+	assert_int_equal(out.u.vote.code, DPT_EIO);
+	assert_int_equal(dpt__wire_size(&in), DPT_WIRE_HDR_SIZE + 8);
+
+	/* A vote is 0 or an error; a count of failures comes with the first
+	 * failure's code and without one none. */
+	dpt__msg_init(&in, DPT_MSG_VOTE, 5);
+	in.seq = 1;
+	in.u.vote.code = 7;
+	assert_int_equal(dpt__wire_size(&in), 0);
+	dpt__msg_init(&in, DPT_MSG_VOTE_DONE, 5);
+	in.seq = 1;
+	in.u.vote.failed = 1;
+	assert_int_equal(dpt__wire_size(&in), 0);
+	in.u.vote.failed = 0;
+	in.u.vote.code = DPT_EIO;
+	assert_int_equal(dpt__wire_size(&in), 0);
+
 	const enum dpt__msg_type empty[] = {DPT_MSG_BARRIER, DPT_MSG_BARRIER_DONE,
 					    DPT_MSG_HEARTBEAT, DPT_MSG_LEAVE,
 					    DPT_MSG_ACK};

@@ -1,0 +1,22 @@
+/*
+ * A barrier that also counts failures, through the coordinator (VOTE and
+ * VOTE_DONE, doc/protocol.md): the checkpoint commit's decision. Internal
+ * to libdptrain.
+ */
+#ifndef DPT_WORKER_VOTE_H
+#define DPT_WORKER_VOTE_H
+
+#include <stdint.h>
+
+#include <dptrain/dptrain.h>
+
+/*
+ * Every member calls it with CODE (0, or the dpt_error that failed it);
+ * returns once all have, with *FAILED the number of members whose code was
+ * not 0 and *FIRST the code of the lowest such rank (0 when none). Returns
+ * 0, or the error that broke the barrier (DPT_EPEERLOST when a member was
+ * lost before voting, DPT_ECOORDLOST, ...), like dpt_barrier.
+ */
+int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first);
+
+#endif
