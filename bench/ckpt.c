@@ -631,8 +631,8 @@ static void usage(void)
 	      "                  [--s3 s3://BUCKET[/PREFIX] [--part-size MiB] "
 	      "[--inflight N]]\n"
 	      "--size: at least 64 (rounded down to a multiple of 64); ranks, "
-	      "load ranks, saves: 1 to 64;\nloads: at least 1; replicated "
-	      "fraction: 0 to below 1\n",
+	      "load ranks, saves: 1 to 64 (default: 4, 3, 9);\nloads: at least "
+	      "1; replicated fraction: 0 to below 1\n",
 	      stderr);
 	exit(2);
 }
@@ -670,7 +670,7 @@ static void s3_setup(struct config *c, struct s3peer *peer)
 int main(int argc, char **argv)
 {
 	struct config c = {.size = 2048ull << 20, .ranks = 4, .load_ranks = 3,
-			   .saves = 3, .replicated = 0};
+			   .saves = 9, .replicated = 0};
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
 	char cmd[16384], out[65536], ddfile[4200];
 	double save_s[64], stall_r[64], peer_w, peer_r, xx;
