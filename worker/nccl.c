@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,7 +24,7 @@ struct dpt__nccl_comm {
 	ncclComm_t comm;
 	cudaStream_t stream;
 	int device;
-	int rank;
+	int rank, world;
 	atomic_int *abort;
 	int dead; /* aborted: the communicator is gone */
 };
@@ -144,6 +145,7 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 	device = local_rank % ndev;
 	c->device = device;
 	c->rank = rank;
+	c->world = world;
 	c->abort = abort;
 	c->dead = 1; /* until there is a communicator to abort */
 	e = cudaSetDevice(device);
@@ -218,45 +220,105 @@ static int finish(struct dpt__nccl_comm *c, ncclResult_t r)
 	return wait_ready(c, 1, 0);
 }
 
-int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
-			void *recv, size_t count, enum dpt_dtype dtype,
-			enum dpt_op op)
+enum coll { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER };
+
+static ncclResult_t enqueue(struct dpt__nccl_comm *c, enum coll k,
+			    const void *send, void *recv, size_t count,
+			    ncclDataType_t t, enum dpt_op op, int root)
 {
+	switch (k) {
+	case COLL_ALLREDUCE:
+		return ncclAllReduce(send, recv, count, t,
+				     op == DPT_AVG ? ncclAvg : ncclSum, c->comm,
+				     c->stream);
+	case COLL_BROADCAST:
+		return ncclBroadcast(send, recv, count, t, root, c->comm,
+				     c->stream);
+	case COLL_ALLGATHER:
+		return ncclAllGather(send, recv, count, t, c->comm, c->stream);
+	}
+	return ncclInvalidArgument;
+}
+
+/* Whether P is host memory that NCCL cannot use: pageable, or pinned but
+ * not device memory. Managed memory is the device's too. */
+static bool host_memory(const void *p)
+{
+	struct cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError(); /* old runtimes: unregistered memory */
+		return true;
+	}
+	return a.type == cudaMemoryTypeUnregistered ||
+	       a.type == cudaMemoryTypeHost;
+}
+
+/* One collective. NCCL moves device memory only; host buffers (the
+ * checkpoint commit's fragments and results, a few KiB) are staged
+ * through a device buffer allocated for the call. */
+static int collective(struct dpt__nccl_comm *c, enum coll k, const void *send,
+		      void *recv, size_t count, enum dpt_dtype dtype,
+		      enum dpt_op op, int root)
+{
+	size_t in = count * dpt_dtype_size(dtype);
+	size_t out = k == COLL_ALLGATHER ? in * (size_t)c->world : in;
 	ncclDataType_t t;
+	cudaError_t e;
+	char *dev;
+	int rc;
 
 	if (c->dead)
 		return DPT_EGENERATION;
 	if (nccl_type(dtype, &t))
 		return DPT_EINVAL;
-	return finish(c, ncclAllReduce(send, recv, count, t,
-				       op == DPT_AVG ? ncclAvg : ncclSum,
-				       c->comm, c->stream));
+	if (in == 0 || (!host_memory(send) && !host_memory(recv)))
+		return finish(c, enqueue(c, k, send, recv, count, t, op, root));
+	e = cudaMalloc((void **)&dev, in + out);
+	if (e != cudaSuccess) {
+		dpt__error("cannot stage %zu bytes of host memory for nccl in "
+			   "device memory: %s",
+			   in + out, cudaGetErrorString(e));
+		return DPT_ECUDA;
+	}
+	e = cudaMemcpyAsync(dev, send, in, cudaMemcpyHostToDevice, c->stream);
+	rc = e == cudaSuccess ?
+		     finish(c, enqueue(c, k, dev, dev + in, count, t, op, root)) :
+		     DPT_ECUDA;
+	if (!rc) {
+		e = cudaMemcpyAsync(recv, dev + in, out, cudaMemcpyDeviceToHost,
+				    c->stream);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(c->stream);
+		if (e != cudaSuccess)
+			rc = DPT_ECUDA;
+	}
+	if (e != cudaSuccess)
+		dpt__error("staging host memory for nccl: %s",
+			   cudaGetErrorString(e));
+	cudaFree(dev);
+	return rc;
+}
+
+int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
+			void *recv, size_t count, enum dpt_dtype dtype,
+			enum dpt_op op)
+{
+	return collective(c, COLL_ALLREDUCE, send, recv, count, dtype, op, 0);
 }
 
 int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
 			enum dpt_dtype dtype, int root)
 {
-	ncclDataType_t t;
-
-	if (c->dead)
-		return DPT_EGENERATION;
-	if (nccl_type(dtype, &t))
-		return DPT_EINVAL;
-	return finish(c, ncclBroadcast(buf, buf, count, t, root, c->comm,
-				       c->stream));
+	return collective(c, COLL_BROADCAST, buf, buf, count, dtype, DPT_SUM,
+			  root);
 }
 
 int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
 			void *recv, size_t count, enum dpt_dtype dtype)
 {
-	ncclDataType_t t;
-
-	if (c->dead)
-		return DPT_EGENERATION;
-	if (nccl_type(dtype, &t))
-		return DPT_EINVAL;
-	return finish(c, ncclAllGather(send, recv, count, t, c->comm,
-				       c->stream));
+	return collective(c, COLL_ALLGATHER, send, recv, count, dtype, DPT_SUM,
+			  0);
 }
 
 void dpt__nccl_comm_destroy(struct dpt__nccl_comm **cp)

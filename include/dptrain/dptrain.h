@@ -147,7 +147,8 @@ DPT_EXPORT int dpt_barrier(struct dpt_ctx *ctx);
  * DPT_FLOAT64, DPT_BFLOAT16 and DPT_FLOAT16; the integer types are
  * accepted by the CPU backend and NCCL too). SEND may equal RECV (in
  * place). Buffers are host memory with the CPU backend, device memory
- * with NCCL; the caller owns them.
+ * with NCCL (host memory is accepted too and staged through a device
+ * buffer, a copy each way: for small buffers); the caller owns them.
  *
  * Returns 0; DPT_EPEERLOST (a peer vanished: the coordinator is told) or
  * DPT_EGENERATION (the coordinator ended the generation): call

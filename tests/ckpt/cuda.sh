@@ -3,7 +3,9 @@
 # saved from device memory by 4 ranks and loaded resharded by 3 into
 # device memory and by 8 into host memory; saved by 3 ranks with every
 # other tensor on the device (host and device copies in one snapshot)
-# and loaded by 4 into device memory. Each rank copies its tensors back
+# and loaded by 4 into device memory; saved and loaded by one rank on the
+# NCCL backend (whose collectives stage the commit's host buffers through
+# device memory). Each rank copies its tensors back
 # to the host and checks every byte, the step, the cursor and the blobs;
 # `dptrain ckpt verify` checks every checksum of what the GPUs wrote.
 . "$top_srcdir/tests/lib.sh"
@@ -16,7 +18,7 @@ cuda=none) skip_all "libdptrain is built without CUDA" ;;
 "cuda=built devices=0"*) skip_all "no usable CUDA device (${probe#*error=})" ;;
 esac
 
-plan 16
+plan 20
 diag "$probe"
 uri=file://$ckpt_dir/root
 block=4096
@@ -38,3 +40,4 @@ roundtrip 4 --device 3 --device a 1
 roundtrip 4 --device 8 "" b 3
 roundtrip 3 --device-some 4 --device c 1
 roundtrip 2 "" 3 --device-some d 5
+ckpt_backend=nccl roundtrip 1 --device 1 --device e 1

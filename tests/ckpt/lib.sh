@@ -53,7 +53,7 @@ ckpt_job_start() { # N OUT ARGS...
 	ep=$(cat "$out.endpoint" 2>/dev/null) || bail_out "the coordinator did not start: $(cat "$out.coord")"
 	ckpt_pids=()
 	for ((i = 0; i < n; i++)); do
-		DPTRAIN_COORDINATOR=$ep DPTRAIN_SECRET=$secret DPTRAIN_BACKEND=cpu \
+		DPTRAIN_COORDINATOR=$ep DPTRAIN_SECRET=$secret DPTRAIN_BACKEND=${ckpt_backend:-cpu} \
 			SLURM_NODEID=0 SLURM_LOCALID=$i SLURM_PROCID=$i \
 			timeout -k 5 "${DPT_TIMEOUT:-60}" "$ckpt_worker" "$@" >"$out.$i" 2>&1 &
 		ckpt_pids+=($!)
