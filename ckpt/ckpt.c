@@ -67,9 +67,11 @@ struct dpt_ckpt {
 	 * created by the save would start at the caller's priority and could
 	 * take its core before the save returns (seen: up to 9 ms). WORK is
 	 * set by the save and cleared by the writer when the shard is
-	 * written or failed; QUIT ends the thread. Under MU. */
-	bool writer_up, work, quit;
-	pid_t writer_pid; /* a child of fork() has no writer thread */
+	 * written or failed; QUIT ends the thread. Under MU. WRITER_PID: the
+	 * process whose thread it is, 0 for none (a child of fork() has
+	 * none). */
+	bool work, quit;
+	pid_t writer_pid;
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -204,14 +206,14 @@ static void join_writer(struct dpt_ckpt *ck)
 
 static void stop_writer(struct dpt_ckpt *ck)
 {
-	if (!ck->writer_up || ck->writer_pid != getpid())
+	if (ck->writer_pid != getpid())
 		return;
 	pthread_mutex_lock(&ck->mu);
 	ck->quit = true;
 	pthread_cond_broadcast(&ck->cv);
 	pthread_mutex_unlock(&ck->mu);
 	pthread_join(ck->thread, NULL);
-	ck->writer_up = false;
+	ck->writer_pid = 0;
 }
 
 void dpt_ckpt_destroy(struct dpt_ckpt **ckp)
@@ -464,7 +466,7 @@ static int start_writer(struct dpt_ckpt *ck)
 {
 	int rc;
 
-	if (ck->writer_up && ck->writer_pid == getpid())
+	if (ck->writer_pid == getpid())
 		return 0;
 	ck->quit = false;
 	rc = pthread_create(&ck->thread, NULL, writer_main, ck);
@@ -473,7 +475,6 @@ static int start_writer(struct dpt_ckpt *ck)
 			   strerror(rc));
 		return DPT_ESYS;
 	}
-	ck->writer_up = true;
 	ck->writer_pid = getpid();
 	return 0;
 }
@@ -729,12 +730,10 @@ failed:
  * vote itself (DPT_EPEERLOST on the others). */
 static int vote(struct dpt_ckpt *ck, int mine, uint32_t *failed)
 {
-	int first;
-
 	*failed = mine != 0;
 	if (!ck->ctx)
 		return 0;
-	return dpt__vote(ck->ctx, mine, failed, &first);
+	return dpt__vote(ck->ctx, mine, failed, NULL);
 }
 
 /* Rank 0: the manifest of the step from every rank's fragment. */

@@ -814,7 +814,8 @@ int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first)
 	rc = barrier_round(ctx, DPT_MSG_VOTE, code > 0 ? DPT_EIO : code, &m);
 	if (!rc) {
 		*failed = m.u.vote.failed;
-		*first = m.u.vote.code;
+		if (first)
+			*first = m.u.vote.code;
 		dpt__msg_release(&m);
 	}
 	return after(ctx, rc);

@@ -13,9 +13,10 @@
 /*
  * Every member calls it with CODE (0, or the dpt_error that failed it);
  * returns once all have, with *FAILED the number of members whose code was
- * not 0 and *FIRST the code of the lowest such rank (0 when none). Returns
- * 0, or the error that broke the barrier (DPT_EPEERLOST when a member was
- * lost before voting, DPT_ECOORDLOST, ...), like dpt_barrier.
+ * not 0 and *FIRST (FIRST may be NULL) the code of the lowest such rank (0
+ * when none). Returns 0, or the error that broke the barrier
+ * (DPT_EPEERLOST when a member was lost before voting, DPT_ECOORDLOST,
+ * ...), like dpt_barrier.
  */
 int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first);
 
