@@ -954,8 +954,10 @@ int dpt_ckpt_wait(struct dpt_ckpt *ck)
 	 * MiB against 1.9 ms (doc/PERFORMANCE.md). The next snapshot, the
 	 * only part of a save that stalls training, would pay for it; this
 	 * call, which waits anyway, pays instead, once every rank's I/O is
-	 * over. */
-	retouch(ck->snap, ck->data_len);
+	 * over. Only what the buffer holds: a save that could not allocate
+	 * it is pending all the same. */
+	retouch(ck->snap, ck->data_len < ck->snap_cap ? ck->data_len :
+							ck->snap_cap);
 	return rc;
 }
 
