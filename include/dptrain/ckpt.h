@@ -213,10 +213,12 @@ DPT_EXPORT int dpt_ckpt_save(struct dpt_ckpt *ck,
 /*
  * dpt_ckpt_wait - wait until this rank's shard is durable, then commit
  * the step with every rank (collectives: call it on every rank): rank 0
- * writes the manifest once every rank's part is durable, then applies
- * retention. Returns 0 when the step is committed (or no save was in
- * flight); otherwise the step is not committed, the previous committed
- * step stays the newest, and the error is this rank's (DPT_ENOSPC,
+ * writes the manifest once every rank's part is durable, then starts
+ * retention (keep_last, keep_every) in a background thread that the next
+ * dpt_ckpt_wait, dpt_ckpt_load and dpt_ckpt_destroy wait for. Returns 0
+ * when the step is committed (or no save was in flight); otherwise the
+ * step is not committed, the previous committed step stays the newest,
+ * and the error is this rank's (DPT_ENOSPC,
  * DPT_EIO, ...), DPT_EIO when another rank failed, or the collective's
  * (DPT_EPEERLOST: a rank died).
  */
