@@ -27,15 +27,20 @@
  *
  * Last line: ckpt save_ratio=A stall_ratio=B load_ratio=C read_amplification=D
  *
+ * Retention keeps the 2 newest steps (--keep K): from the third save on,
+ * rank 0's background thread deletes a step while the next save runs.
+ *
  * Usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] [--saves K]
- *                   [--replicated F] [--dir DIR] [--buffered]
+ *                   [--keep K] [--replicated F] [--dir DIR] [--buffered]
  *                   [--s3 URI [--part-size MiB] [--inflight N]]
  */
+#define _GNU_SOURCE /* nftw */
 #include "config.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -67,7 +72,7 @@
 
 struct config {
 	uint64_t size;
-	int ranks, load_ranks, saves;
+	int ranks, load_ranks, saves, keep;
 	double replicated;
 	char dir[8192];	 /* the checkpoints' root URI */
 	char work[4000]; /* a local directory: secret, endpoint, dd files */
@@ -89,17 +94,30 @@ static double now_s(void)
 static const char *work_dir;
 static pid_t work_owner;
 
+static int remove_entry(const char *path, const struct stat *sb, int type,
+			struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0) {
+		fprintf(stderr, "bench/ckpt: cannot remove %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Removes the work directory and everything under it; 0 or -1 (said). */
+static int remove_work(const char *dir)
+{
+	return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void die(const char *what)
 {
 	fprintf(stderr, "bench/ckpt: %s\n", what);
-	if (work_dir && getpid() == work_owner) {
-		char cmd[4200];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", work_dir);
-		if (system(cmd) == 0)
-			fprintf(stderr, "bench/ckpt: removed %s\n", work_dir);
-		else
-			fprintf(stderr, "bench/ckpt: cannot remove %s\n", work_dir);
-	}
+	if (work_dir && getpid() == work_owner && remove_work(work_dir) == 0)
+		fprintf(stderr, "bench/ckpt: removed %s\n", work_dir);
 	exit(1);
 }
 
@@ -196,7 +214,7 @@ static int worker(const struct config *c, const char *endpoint,
 	dpt_ckpt_opts_default(&co);
 	co.uri = c->dir;
 	co.run = "run";
-	co.keep_last = 2;
+	co.keep_last = c->keep;
 	co.buffered_io = c->buffered;
 	co.part_size = c->part_size;
 	co.max_inflight = c->inflight;
@@ -627,12 +645,14 @@ static void usage(void)
 {
 	fputs("usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] "
 	      "[--saves K] [--loads L]\n"
-	      "                  [--replicated FRACTION] [--dir DIR] [--buffered]\n"
+	      "                  [--keep K] [--replicated FRACTION] [--dir DIR] "
+	      "[--buffered]\n"
 	      "                  [--s3 s3://BUCKET[/PREFIX] [--part-size MiB] "
 	      "[--inflight N]]\n"
 	      "--size: at least 64 (rounded down to a multiple of 64); ranks, "
 	      "load ranks, saves: 1 to 64 (default: 4, 3, 9);\nloads: at least "
-	      "1; replicated fraction: 0 to below 1\n",
+	      "1 (default 2); keep (retention's keep_last): at least 1 (default "
+	      "2);\nreplicated fraction: 0 to below 1\n",
 	      stderr);
 	exit(2);
 }
@@ -670,7 +690,7 @@ static void s3_setup(struct config *c, struct s3peer *peer)
 int main(int argc, char **argv)
 {
 	struct config c = {.size = 2048ull << 20, .ranks = 4, .load_ranks = 3,
-			   .saves = 9, .replicated = 0};
+			   .saves = 9, .keep = 2, .replicated = 0};
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
 	char cmd[16384], out[65536], ddfile[4200];
 	double save_s[64], stall_r[64], peer_w, peer_r, xx;
@@ -690,6 +710,8 @@ int main(int argc, char **argv)
 			c.load_ranks = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--saves") && v)
 			c.saves = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--keep") && v)
+			c.keep = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--loads") && v)
 			loads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--replicated") && v)
@@ -709,7 +731,7 @@ int main(int argc, char **argv)
 	}
 	if (c.size < (64u << 20) || c.ranks < 1 || c.ranks > 64 ||
 	    c.load_ranks < 1 || c.load_ranks > 64 || c.saves < 1 ||
-	    c.saves > 64 || loads < 1 || c.replicated < 0 || c.replicated >= 1 ||
+	    c.saves > 64 || c.keep < 1 || loads < 1 || c.replicated < 0 || c.replicated >= 1 ||
 	    c.inflight < 0)
 		usage();
 	c.size = c.size / (64u << 20) * (64u << 20); /* whole dd blocks */
@@ -724,9 +746,9 @@ int main(int argc, char **argv)
 		snprintf(c.dir, sizeof(c.dir), "file://%s", c.work);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("# %" PRIu64 " MiB state (%.0f%% replicated), %d ranks save, %d "
-	       "load, %d saves, in %s%s\n",
+	       "load, %d saves (keeping %d), in %s%s\n",
 	       c.size >> 20, c.replicated * 100, c.ranks, c.load_ranks, c.saves,
-	       c.dir, c.buffered ? ", buffered writes" : "");
+	       c.keep, c.dir, c.buffered ? ", buffered writes" : "");
 	if (c.s3)
 		printf("# peer: curl %s\n", peer.url);
 
@@ -827,9 +849,7 @@ int main(int argc, char **argv)
 
 	if (c.s3)
 		s3_remove_all(c.dir);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", c.work);
-	if (system(cmd) != 0)
-		fprintf(stderr, "bench/ckpt: cannot remove %s\n", c.work);
+	remove_work(c.work);
 	{
 		double save = bench_median(save_s, nsave);
 		double stall = bench_median(stall_r, nsave);
