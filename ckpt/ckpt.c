@@ -227,7 +227,8 @@ static void join_retention(struct dpt_ckpt *ck)
 
 static void retain(struct dpt_ckpt *ck, struct dpt__storage *st)
 {
-	if (dpt__ckpt_retain(st, ck->keep_last, ck->keep_every, GC_AGE_S, NULL))
+	if (dpt__ckpt_retain(st, ck->keep_last, ck->keep_every, GC_AGE_S,
+			     true, NULL))
 		dpt__warn("retention in '%s' failed (see above): the new step "
 			  "is committed all the same",
 			  dpt__storage_uri(st));

@@ -285,10 +285,13 @@ int dpt__ckpt_delete_prefix(struct dpt__storage *s, const char *prefix);
  * garbage collection"): keep the KEEP_LAST newest committed steps and the
  * multiples of KEEP_EVERY (0: none), delete uncommitted step directories
  * older than the newest commit and the storage's leftovers older than
- * GC_AGE_S. *DELETED (may be NULL) counts the steps removed.
+ * GC_AGE_S. RECYCLE: the shards of deleted committed steps are recycled
+ * for the next save's writers (dpt__storage_recycle) rather than deleted.
+ * *DELETED (may be NULL) counts the steps removed.
  */
 int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
-		     uint64_t keep_every, long gc_age_s, size_t *deleted);
+		     uint64_t keep_every, long gc_age_s, bool recycle,
+		     size_t *deleted);
 
 /* XXH3_64bits of each BLOCK-byte block of BUF (LEN bytes) into OUT. */
 void dpt__ckpt_checksum(const void *buf, uint64_t len, uint64_t block,

@@ -313,7 +313,8 @@ int main(int argc, char **argv)
 		size_t deleted = 0;
 		int k = keep_last == 0 ? INT_MAX :
 			keep_last > INT_MAX ? INT_MAX : (int)keep_last;
-		rc = dpt__ckpt_retain(s, k, keep_every, (long)age, &deleted);
+		rc = dpt__ckpt_retain(s, k, keep_every, (long)age, false,
+				      &deleted);
 		printf("%zu step(s) deleted\n", deleted);
 	}
 	dpt__storage_destroy(&s);

@@ -349,22 +349,33 @@ static int collect_key(void *ctx_p, const char *key, uint64_t size)
 	return 0;
 }
 
-int dpt__ckpt_delete_prefix(struct dpt__storage *s, const char *prefix)
+/* Deletes (or recycles) every object whose key starts with PREFIX. */
+static int remove_prefix(struct dpt__storage *s, const char *prefix,
+			 bool recycle)
 {
 	struct key_list l = {0};
 	int rc = dpt__storage_list(s, prefix, collect_key, &l);
 
 	if (!rc && l.n)
-		rc = dpt__storage_delete(s, (const char *const *)l.keys, l.n);
+		rc = (recycle ? dpt__storage_recycle : dpt__storage_delete)(
+			s, (const char *const *)l.keys, l.n);
 	for (size_t i = 0; i < l.n; i++)
 		free(l.keys[i]);
 	free(l.keys);
 	return rc;
 }
 
+int dpt__ckpt_delete_prefix(struct dpt__storage *s, const char *prefix)
+{
+	return remove_prefix(s, prefix, false);
+}
+
 /* Deletes every object of STEP, its manifest first when COMMITTED: the
- * step stops being committed before any of its shards goes. */
-static int delete_step(struct dpt__storage *s, uint64_t step, bool committed)
+ * step stops being committed before any of its shards goes. RECYCLE: the
+ * shards of a committed step are recycled (dpt__storage_recycle), which
+ * is safe once its manifest is gone. */
+static int delete_step(struct dpt__storage *s, uint64_t step, bool committed,
+		       bool recycle)
 {
 	char dir[32], prefix[40], manifest[64];
 	const char *mkey = manifest;
@@ -378,11 +389,12 @@ static int delete_step(struct dpt__storage *s, uint64_t step, bool committed)
 		if (rc)
 			return rc;
 	}
-	return dpt__ckpt_delete_prefix(s, prefix);
+	return remove_prefix(s, prefix, committed && recycle);
 }
 
 int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
-		     uint64_t keep_every, long gc_age_s, size_t *deleted)
+		     uint64_t keep_every, long gc_age_s, bool recycle,
+		     size_t *deleted)
 {
 	struct dpt__step_list l;
 	size_t n = 0;
@@ -403,7 +415,7 @@ int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
 		uint64_t st = l.committed[i];
 		if (keep_every && st % keep_every == 0)
 			continue;
-		rc = delete_step(s, st, true);
+		rc = delete_step(s, st, true, recycle);
 		if (rc && !first)
 			first = rc;
 		if (!rc) {
@@ -416,7 +428,7 @@ int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
 		uint64_t st = l.uncommitted[i];
 		if (st >= newest)
 			continue; /* may be a save in progress */
-		rc = delete_step(s, st, false);
+		rc = delete_step(s, st, false, false);
 		if (rc && !first)
 			first = rc;
 		if (!rc) {

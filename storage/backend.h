@@ -40,6 +40,9 @@ struct dpt__storage_ops {
 		    dpt__storage_list_fn fn, void *ctx);
 	int (*delete)(struct dpt__storage_backend *b, const char *const *keys,
 		      size_t n);
+	/* NULL: delete */
+	int (*recycle)(struct dpt__storage_backend *b, const char *const *keys,
+		       size_t n);
 	int (*gc)(struct dpt__storage_backend *b, const char *prefix,
 		  long older_than_s, size_t *removed);
 	/* NULL: nothing to prepare */

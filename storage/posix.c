@@ -36,6 +36,10 @@
  * block size in use (4 KiB sectors); 512-byte devices accept it too. */
 #define DIO_ALIGN 4096UL
 #define TMP_TAG ".dpt-tmp."
+/* Files that recycle() left in the root for the next writers: '@' is in
+ * no key, so no writer's temporary file has this name. */
+#define RECYCLED_AS "@recycled"
+#define RECYCLED "." RECYCLED_AS TMP_TAG
 
 struct io_job;
 struct io_worker {
@@ -95,6 +99,7 @@ struct posix_writer {
 	atomic_int err;		 /* sticky dpt_error */
 	atomic_uint_least64_t written; /* bytes written, summed */
 	atomic_uint_least64_t end;     /* furthest end of a write */
+	bool recycled; /* written over a recycled file: truncate at finish */
 };
 
 static const struct dpt__storage_ops posix_ops;
@@ -385,6 +390,47 @@ static int create_tmp(struct posix_backend *b, const char *key,
 	return DPT_EIO;
 }
 
+/* Claims a file left by recycle(): renames it from the root to a new
+ * temporary name for NAME in DIRFD, which goes to TMP, and opens it for
+ * writing. Returns the descriptor, or -1 when there is none to claim
+ * (or claiming failed: the caller creates a file). */
+static int claim_recycled(struct posix_backend *b, int dirfd, const char *name,
+			  char *tmp, size_t size)
+{
+	int dfd = openat(b->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	int fd = -1;
+	DIR *d;
+
+	if (dfd < 0)
+		return -1;
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -1;
+	}
+	while (fd < 0 && (de = readdir(d))) {
+		if (strncmp(de->d_name, RECYCLED, strlen(RECYCLED)) != 0 ||
+		    tmp_name(tmp, size, name))
+			continue;
+		/* Of writers racing for the file, one rename succeeds; the
+		 * others find it gone (ENOENT) and try the next. Never
+		 * replaces: where NOREPLACE is unknown, nothing is claimed. */
+		if (renameat2(b->rootfd, de->d_name, dirfd, tmp,
+			      RENAME_NOREPLACE) != 0) {
+			if (errno == EINVAL || errno == ENOSYS ||
+			    errno == ENOTSUP)
+				break;
+			continue;
+		}
+		fd = openat(dirfd, tmp, O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			unlinkat(dirfd, tmp, 0);
+	}
+	closedir(d);
+	return fd;
+}
+
 /* ------------------------------------------------------------ open */
 
 static void posix_destroy(struct dpt__storage_backend *base)
@@ -513,8 +559,11 @@ static int posix_writer_new(struct dpt__storage_backend *base, const char *key,
 	if (rc)
 		goto out;
 	w->name = w->key + (name - key);
-	rc = create_tmp(b, key, w->dirfd, w->name, w->tmp, sizeof(w->tmp),
-			&w->fd);
+	w->fd = claim_recycled(b, w->dirfd, w->name, w->tmp, sizeof(w->tmp));
+	w->recycled = w->fd >= 0;
+	if (!w->recycled)
+		rc = create_tmp(b, key, w->dirfd, w->name, w->tmp,
+				sizeof(w->tmp), &w->fd);
 	if (rc) {
 		w->tmp[0] = '\0';
 		goto out;
@@ -607,6 +656,11 @@ static int posix_finish(struct dpt__storage_writer *wb)
 			   b->root_msg, w->key, (unsigned long long)written,
 			   (unsigned long long)end);
 		rc = DPT_EINVAL;
+		goto out;
+	}
+	/* A recycled file may be longer than what was written over it. */
+	if (w->recycled && ftruncate(w->fd, (off_t)end) < 0) {
+		rc = set_err(w, errno);
 		goto out;
 	}
 	err = fsync_retry(w->fd);
@@ -1026,6 +1080,27 @@ static int posix_gc(struct dpt__storage_backend *base, const char *prefix,
 	return rc;
 }
 
+/* Removes the directories of KEY that are empty, deepest first; the
+ * first one still in use stops it. */
+static void remove_empty_dirs(struct posix_backend *b, const char *key)
+{
+	const char *name;
+	char *dir;
+
+	if (split_key(key, &dir, &name))
+		return;
+	for (;;) {
+		char *slash;
+		if (!dir[0] || unlinkat(b->rootfd, dir, AT_REMOVEDIR))
+			break;
+		slash = strrchr(dir, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+	free(dir);
+}
+
 static int posix_delete(struct dpt__storage_backend *base,
 			const char *const *keys, size_t n)
 {
@@ -1034,7 +1109,6 @@ static int posix_delete(struct dpt__storage_backend *base,
 
 	for (size_t i = 0; i < n; i++) {
 		const char *name;
-		char *dir;
 		int dirfd, rc;
 
 		rc = open_key_dir(b, keys[i], false, &dirfd, &name);
@@ -1056,20 +1130,42 @@ static int posix_delete(struct dpt__storage_backend *base,
 		}
 		fsync_retry(dirfd);
 		close(dirfd);
-		/* Remove the directories that this left empty, deepest
-		 * first; the first one still in use stops it. */
-		if (split_key(keys[i], &dir, &name))
+		remove_empty_dirs(b, keys[i]);
+	}
+	return first;
+}
+
+/* Renames each file to RECYCLED in the root for the next writers, and
+ * sets its time, from which gc counts its age; what cannot be recycled is
+ * deleted. */
+static int posix_recycle(struct dpt__storage_backend *base,
+			 const char *const *keys, size_t n)
+{
+	struct posix_backend *b = (struct posix_backend *)base;
+	int first = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char bin[300];
+		const char *name;
+		int dirfd, rc;
+
+		rc = open_key_dir(b, keys[i], false, &dirfd, &name);
+		if (rc == DPT_ENOENT)
 			continue;
-		for (;;) {
-			char *slash;
-			if (!dir[0] || unlinkat(b->rootfd, dir, AT_REMOVEDIR))
-				break;
-			slash = strrchr(dir, '/');
-			if (!slash)
-				break;
-			*slash = '\0';
+		if (!rc && tmp_name(bin, sizeof(bin), RECYCLED_AS) == 0 &&
+		    renameat2(dirfd, name, b->rootfd, bin, RENAME_NOREPLACE) == 0) {
+			if (utimensat(b->rootfd, bin, NULL, 0) < 0)
+				unlinkat(b->rootfd, bin, 0);
+			fsync_retry(dirfd);
+			close(dirfd);
+			remove_empty_dirs(b, keys[i]);
+			continue;
 		}
-		free(dir);
+		if (!rc)
+			close(dirfd);
+		rc = posix_delete(base, &keys[i], 1);
+		if (rc && !first)
+			first = rc;
 	}
 	return first;
 }
@@ -1086,6 +1182,7 @@ static const struct dpt__storage_ops posix_ops = {
 	.stat = posix_stat,
 	.list = posix_list,
 	.delete = posix_delete,
+	.recycle = posix_recycle,
 	.gc = posix_gc,
 };
 

@@ -266,17 +266,36 @@ int dpt__storage_list(struct dpt__storage *s, const char *prefix,
 	return s->backend->ops->list(s->backend, prefix, fn, ctx);
 }
 
-int dpt__storage_delete(struct dpt__storage *s, const char *const *keys,
-			size_t n)
+static int check_keys(struct dpt__storage *s, const char *const *keys,
+		      size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		int rc = check_key(s, keys[i], false);
 		if (rc)
 			return rc;
 	}
-	if (n == 0)
-		return 0;
+	return 0;
+}
+
+int dpt__storage_delete(struct dpt__storage *s, const char *const *keys,
+			size_t n)
+{
+	int rc = check_keys(s, keys, n);
+
+	if (rc || n == 0)
+		return rc;
 	return s->backend->ops->delete(s->backend, keys, n);
+}
+
+int dpt__storage_recycle(struct dpt__storage *s, const char *const *keys,
+			 size_t n)
+{
+	const struct dpt__storage_ops *ops = s->backend->ops;
+	int rc = check_keys(s, keys, n);
+
+	if (rc || n == 0)
+		return rc;
+	return (ops->recycle ? ops->recycle : ops->delete)(s->backend, keys, n);
 }
 
 int dpt__storage_reserve(struct dpt__storage *s, uint64_t bytes)

@@ -237,6 +237,17 @@ int dpt__storage_delete(struct dpt__storage *s, const char *const *keys,
 			size_t n);
 
 /*
+ * dpt__storage_recycle - delete the N objects KEYS like
+ * dpt__storage_delete, but let the storage reuse their space for the next
+ * writers. posix: each file is renamed into the root as a temporary file
+ * that the next writer claims and writes over (no freeing, no
+ * allocation) and that dpt__storage_gc removes when unclaimed for its
+ * age; a file that cannot be renamed is deleted. s3: a delete.
+ */
+int dpt__storage_recycle(struct dpt__storage *s, const char *const *keys,
+			 size_t n);
+
+/*
  * dpt__storage_gc - remove what writers that crashed left behind under
  * PREFIX, when older than OLDER_THAN_S seconds: s3: incomplete multipart
  * uploads (ListMultipartUploads, AbortMultipartUpload); posix: temporary

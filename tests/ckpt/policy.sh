@@ -1,12 +1,13 @@
 #!/bin/bash
 # Policies of one process (no coordinator): a save while one is in flight
 # is refused under DPT_CKPT_BUSY_REFUSE; a committed step is never
-# overwritten; retention keeps the newest K steps and the multiples of N.
+# overwritten; retention keeps the newest K steps and the multiples of N,
+# and the next saves write over the files of the steps it deleted.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/ckpt/lib.sh"
 [ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
-plan 10
+plan 12
 root=$ckpt_dir/root
 run=$root/run
 
@@ -35,6 +36,20 @@ is "$("$ckpt_tool" ckpt ls "file://$root" 2>&1 | awk 'NR > 1 { print $2 }' | xar
 out=$("$ckpt_worker" --solo --reregister load "file://$root" 2>&1)
 echo "$out" | grep -q '^loaded step=9 .* ok$' && ! echo "$out" | grep -q FAIL
 ok $? "tensors cleared and registered again load step 9" || diag "$out"
+
+# Retention recycles the shards of the steps it deletes, and the next
+# save writes over them: one process per save, so that each retention is
+# over (dpt_ckpt_destroy waits for it) before the next save starts.
+run2=$ckpt_dir/recycle/run
+shard=rank-00000-of-00001.safetensors
+"$ckpt_worker" --solo --keep-last 1 save "file://$ckpt_dir/recycle" 20 >/dev/null 2>&1
+inode20=$(stat -c %i "$run2/step-0000000020/$shard")
+"$ckpt_worker" --solo --keep-last 1 save "file://$ckpt_dir/recycle" 21 >/dev/null 2>&1
+out=$("$ckpt_worker" --solo --keep-last 1 save "file://$ckpt_dir/recycle" 22 2>&1)
+is "$(stat -c %i "$run2/step-0000000022/$shard" 2>&1)" "$inode20" \
+	"the shard of a step retention deleted is written over by a later save" || diag "$out" "$(ls -laR "$run2")"
+out=$("$ckpt_tool" ckpt verify "file://$run2" 2>&1)
+ok $? "the step written over a recycled shard verifies" || diag "$out"
 
 # srun --dp-keep=N reaches the library as DPTRAIN_KEEP.
 out=$(DPTRAIN_KEEP=2 "$ckpt_worker" --solo save "file://$root" 10 11 12 2>&1)

@@ -477,6 +477,110 @@ static void list_delete_gc(void **state)
 	assert_non_null(strstr(logged.data, "invalid key '../escape'"));
 }
 
+/* Writes N bytes of fill(SEED) to KEY with a writer. */
+static void write_object(struct dpt__storage *s, const char *key, size_t n,
+			 uint64_t seed)
+{
+	struct dpt__storage_writer *w;
+	unsigned char *buf = malloc(n);
+
+	fill(buf, n, seed);
+	assert_int_equal(dpt__storage_writer_new(s, key, &w), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, buf, n, 0), 0);
+	assert_int_equal(dpt__storage_writer_finish(&w), 0);
+	free(buf);
+}
+
+static ino_t inode_of(const struct fixture *f, const char *key)
+{
+	char path[200];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/root/%s", f->dir, key);
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_ino;
+}
+
+/* The names in the root of the files recycle() left there. */
+static int recycled_files(const struct fixture *f, char *name, size_t size)
+{
+	char root[80];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(root, sizeof(root), "%s/root", f->dir);
+	d = opendir(root);
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (strncmp(de->d_name, ".@recycled.dpt-tmp.", 19) == 0 &&
+		    n++ == 0 && name)
+			assert_true((size_t)snprintf(name, size, "%.79s/%.200s",
+						     root, de->d_name) < size);
+	closedir(d);
+	return n;
+}
+
+static void recycle_reuses_files(void **state)
+{
+	struct fixture *f = *state;
+	const char *old[] = {"step-1/shard", "missing/key"};
+	const char *again[] = {"step-2/shard"};
+	size_t n = 3 * MIB + 123, m = MIB + 4096 * 3, removed = 99;
+	unsigned char *want = malloc(n), *got = malloc(n);
+	char bin[300], path[200];
+	struct stat st;
+	ino_t ino;
+	char *l;
+
+	write_object(f->s, "step-1/shard", n, 1);
+	ino = inode_of(f, "step-1/shard");
+	/* Recycled: gone from the listing and its directory, kept in the
+	 * root under a temporary name with a fresh time. */
+	assert_int_equal(dpt__storage_recycle(f->s, old, 2), 0);
+	l = list(f->s, "");
+	assert_string_equal(l, "");
+	free(l);
+	snprintf(path, sizeof(path), "%s/root/step-1", f->dir);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(recycled_files(f, bin, sizeof(bin)), 1);
+	assert_int_equal(stat(bin, &st), 0);
+	assert_true(st.st_mtime >= time(NULL) - 60);
+	assert_int_equal(st.st_size, n);
+
+	/* The next writer (O_DIRECT here) writes over it: same inode, cut to
+	 * the shorter length, the new bytes only. */
+	assert_int_equal(open_with(f, true, 0), 0);
+	write_object(f->s, "step-2/shard", m, 2);
+	assert_int_equal(recycled_files(f, NULL, 0), 0);
+	assert_true(inode_of(f, "step-2/shard") == ino);
+	fill(want, m, 2);
+	assert_int_equal(dpt__storage_stat(f->s, "step-2/shard", &n), 0);
+	assert_int_equal(n, m);
+	assert_int_equal(dpt__storage_read(f->s, "step-2/shard", 0, m, got), 0);
+	assert_memory_equal(got, want, m);
+	/* With none left, a writer creates its file. */
+	write_object(f->s, "step-3/shard", 4096, 3);
+	assert_true(inode_of(f, "step-3/shard") != ino);
+
+	/* gc keeps a recycled file younger than its age, removes an older
+	 * one; a plain delete never recycles. */
+	assert_int_equal(dpt__storage_recycle(f->s, again, 1), 0);
+	assert_int_equal(dpt__storage_gc(f->s, "", 3600, &removed), 0);
+	assert_int_equal(removed, 0);
+	assert_int_equal(recycled_files(f, bin, sizeof(bin)), 1);
+	struct timespec past[2] = {{.tv_sec = 1000}, {.tv_sec = 1000}};
+	assert_int_equal(utimensat(AT_FDCWD, bin, past, 0), 0);
+	assert_int_equal(dpt__storage_gc(f->s, "", 3600, &removed), 0);
+	assert_int_equal(removed, 1);
+	assert_int_equal(recycled_files(f, NULL, 0), 0);
+	const char *third[] = {"step-3/shard"};
+	assert_int_equal(dpt__storage_delete(f->s, third, 1), 0);
+	assert_int_equal(recycled_files(f, NULL, 0), 0);
+	free(want);
+	free(got);
+}
+
 static void open_errors(void **state)
 {
 	struct fixture *f = *state;
@@ -512,6 +616,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(put_if_absent_race_has_one_winner,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(list_delete_gc, setup, teardown),
+		cmocka_unit_test_setup_teardown(recycle_reuses_files, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
 	};
 	dpt__buf_init(&logged, 1 << 20);
