@@ -1004,8 +1004,8 @@ int dpt_ckpt_wait(struct dpt_ckpt *ck)
 	 * only part of a save that stalls training, would pay for it; this
 	 * call, which waits anyway, pays instead, once every rank's I/O is
 	 * over, with a write (what the copy does; it left the stall lower
-	 * than a read in the benchmark). Only what the buffer holds: a save that could not allocate
-	 * it is pending all the same. */
+	 * than a read in the benchmark). Only what the buffer holds: a save
+	 * that could not allocate it is pending all the same. */
 	retouch(ck->snap, ck->data_len < ck->snap_cap ? ck->data_len :
 							ck->snap_cap);
 	return rc;
