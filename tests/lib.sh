@@ -122,6 +122,9 @@ squeue_t() { timed squeue "$@"; }
 # stopped when the test exits, however it exits.
 dpt_cluster_dirs=()
 dpt_s3_dirs=()
+# Files and directories of the test, removed by the teardown unless kept
+# for a failure: dpt_scratch+=("$path") in the test's own shell.
+dpt_scratch=()
 
 dpt_state_dir() { # KIND: a new state directory for this test
 	local base=${DPT_TEST_TMPDIR:-/tmp}
@@ -224,6 +227,13 @@ dpt_teardown() {
 		DPTRAIN_S3_DIR=$dir PURGE=$purge bash "$top_srcdir/tests/s3/down" >/dev/null 2>&1 ||
 			diag "tests/s3/down failed for $dir"
 		[ $purge = 1 ] || diag "S3 server state and log kept in $dir"
+	done
+	for dir in "${dpt_scratch[@]}"; do
+		if [ $purge = 1 ]; then
+			rm -rf -- "$dir"
+		else
+			diag "kept $dir"
+		fi
 	done
 	exit "$rc"
 }

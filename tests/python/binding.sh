@@ -26,6 +26,7 @@ ok $? "import without the library fails and names DPTRAIN_LIBRARY" || diag "$out
 
 cluster_up NODES=2 CPUS=4 GPUS=0
 ckdir=$(dpt_state_dir pyckpt) || exit 1
+dpt_scratch+=("$ckdir")
 ckpt=file://$ckdir
 run() { # NTASKS RUN ARG...: srun of worker.py, output in $out
 	local n=$1 name=$2

@@ -8,7 +8,8 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 require_root
-conf=$(mktemp /tmp/dptrain-conf.XXXXXX)
+conf=$(mktemp /tmp/dptrain-conf.XXXXXX) || bail_out "mktemp failed"
+dpt_scratch+=("$conf")
 printf 'max_keep = 5\nmin_grace = 2m\nmax_grace = 1h\n' >"$conf"
 chmod 644 "$conf"
 cluster_up NODES=2 CPUS=4 GPUS=0 \

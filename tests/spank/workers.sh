@@ -9,7 +9,8 @@
 require_root
 worker=$top_builddir/tests/coord/coord_worker
 [ -x "$worker" ] || bail_out "$worker is not built (make check builds it)"
-conf=$(mktemp /tmp/dptrain-conf.XXXXXX)
+conf=$(mktemp /tmp/dptrain-conf.XXXXXX) || bail_out "mktemp failed"
+dpt_scratch+=("$conf")
 # A 30 s timeout: a failure noticed in under 3 s did not wait for it.
 printf 'timeout_ms = 30000\n' >"$conf"
 chmod 644 "$conf"
