@@ -581,6 +581,60 @@ static void recycle_reuses_files(void **state)
 	free(got);
 }
 
+struct claim {
+	struct dpt__storage *s;
+	char key[32];
+};
+
+static void *write_claim(void *p)
+{
+	struct claim *c = p;
+	write_object(c->s, c->key, 64 * 1024 + 7, (uint64_t)c->key[4]);
+	return NULL;
+}
+
+/* Eight writers start at once with two recycled files in the root: each
+ * file is claimed by one writer, the others create theirs, and every
+ * object reads back whole. */
+static void recycle_claims_race(void **state)
+{
+	struct fixture *f = *state;
+	const char *old[] = {"old-1/shard", "old-2/shard"};
+	size_t n = 64 * 1024 + 7;
+	unsigned char want[64 * 1024 + 7], got[64 * 1024 + 7];
+	ino_t inos[2];
+	struct claim c[8];
+	pthread_t t[8];
+	int reused = 0;
+
+	write_object(f->s, old[0], 3 * MIB, 9);
+	write_object(f->s, old[1], 3 * MIB, 9);
+	inos[0] = inode_of(f, old[0]);
+	inos[1] = inode_of(f, old[1]);
+	assert_int_equal(dpt__storage_recycle(f->s, old, 2), 0);
+	assert_int_equal(recycled_files(f, NULL, 0), 2);
+	for (int i = 0; i < 8; i++) {
+		c[i].s = f->s;
+		snprintf(c[i].key, sizeof(c[i].key), "new-%d/shard", i);
+		pthread_create(&t[i], NULL, write_claim, &c[i]);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(recycled_files(f, NULL, 0), 0);
+	for (int i = 0; i < 8; i++) {
+		ino_t ino = inode_of(f, c[i].key);
+		uint64_t size;
+
+		reused += ino == inos[0] || ino == inos[1];
+		fill(want, n, (uint64_t)c[i].key[4]);
+		assert_int_equal(dpt__storage_stat(f->s, c[i].key, &size), 0);
+		assert_int_equal(size, n);
+		assert_int_equal(dpt__storage_read(f->s, c[i].key, 0, n, got), 0);
+		assert_memory_equal(got, want, n);
+	}
+	assert_int_equal(reused, 2);
+}
+
 static void open_errors(void **state)
 {
 	struct fixture *f = *state;
@@ -617,6 +671,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(list_delete_gc, setup, teardown),
 		cmocka_unit_test_setup_teardown(recycle_reuses_files, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(recycle_claims_race, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
 	};
