@@ -28,10 +28,13 @@
  * Last line: ckpt save_ratio=A stall_ratio=B load_ratio=C read_amplification=D
  *
  * Retention keeps the 2 newest steps (--keep K): from the third save on,
- * rank 0's background thread deletes a step while the next save runs.
+ * rank 0's background thread retires a step while the next save runs.
+ * Saves follow each other at once unless --interval S puts S seconds of
+ * idle "training" (a GPU job's CPU mostly waits) after each.
  *
  * Usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] [--saves K]
- *                   [--keep K] [--replicated F] [--dir DIR] [--buffered]
+ *                   [--keep K] [--interval S] [--replicated F] [--dir DIR]
+ *                   [--buffered]
  *                   [--s3 URI [--part-size MiB] [--inflight N]]
  */
 #define _GNU_SOURCE /* nftw */
@@ -74,6 +77,7 @@ struct config {
 	uint64_t size;
 	int ranks, load_ranks, saves, keep;
 	double replicated;
+	double interval; /* seconds idle after each save */
 	char dir[8192];	 /* the checkpoints' root URI */
 	char work[4000]; /* a local directory: secret, endpoint, dd files */
 	bool buffered;
@@ -270,6 +274,13 @@ static int worker(const struct config *c, const char *endpoint,
 			if (!rc)
 				report(fd, "save %d %d %.9f %.9f %.9f %" PRIu64 " %.9f\n",
 				       k, rank, t0, t1, t2, st.bytes_written, mc);
+			if (c->interval > 0)
+				nanosleep(&(struct timespec){
+						  .tv_sec = (time_t)c->interval,
+						  .tv_nsec = (long)((c->interval -
+								     (double)(time_t)c->interval) *
+								    1e9)},
+					  NULL);
 		}
 		free(warm);
 	} else {
@@ -645,14 +656,15 @@ static void usage(void)
 {
 	fputs("usage: bench/ckpt [--size MiB] [--ranks N] [--load-ranks M] "
 	      "[--saves K] [--loads L]\n"
-	      "                  [--keep K] [--replicated FRACTION] [--dir DIR] "
-	      "[--buffered]\n"
+	      "                  [--keep K] [--interval SECONDS] "
+	      "[--replicated FRACTION] [--dir DIR] [--buffered]\n"
 	      "                  [--s3 s3://BUCKET[/PREFIX] [--part-size MiB] "
 	      "[--inflight N]]\n"
 	      "--size: at least 64 (rounded down to a multiple of 64); ranks, "
 	      "load ranks, saves: 1 to 64 (default: 4, 3, 9);\nloads: at least "
 	      "1 (default 2); keep (retention's keep_last): at least 1 (default "
-	      "2);\nreplicated fraction: 0 to below 1\n",
+	      "2);\ninterval: idle seconds after each save, 0 to 3600 (default "
+	      "0); replicated fraction: 0 to below 1\n",
 	      stderr);
 	exit(2);
 }
@@ -712,6 +724,8 @@ int main(int argc, char **argv)
 			c.saves = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--keep") && v)
 			c.keep = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--interval") && v)
+			c.interval = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--loads") && v)
 			loads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--replicated") && v)
@@ -731,7 +745,8 @@ int main(int argc, char **argv)
 	}
 	if (c.size < (64u << 20) || c.ranks < 1 || c.ranks > 64 ||
 	    c.load_ranks < 1 || c.load_ranks > 64 || c.saves < 1 ||
-	    c.saves > 64 || c.keep < 1 || loads < 1 || c.replicated < 0 || c.replicated >= 1 ||
+	    c.saves > 64 || c.keep < 1 || !(c.interval >= 0 && c.interval <= 3600) ||
+	    loads < 1 || c.replicated < 0 || c.replicated >= 1 ||
 	    c.inflight < 0)
 		usage();
 	c.size = c.size / (64u << 20) * (64u << 20); /* whole dd blocks */
@@ -746,9 +761,9 @@ int main(int argc, char **argv)
 		snprintf(c.dir, sizeof(c.dir), "file://%s", c.work);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("# %" PRIu64 " MiB state (%.0f%% replicated), %d ranks save, %d "
-	       "load, %d saves (keeping %d), in %s%s\n",
+	       "load, %d saves (keeping %d, %.1f s idle after each), in %s%s\n",
 	       c.size >> 20, c.replicated * 100, c.ranks, c.load_ranks, c.saves,
-	       c.keep, c.dir, c.buffered ? ", buffered writes" : "");
+	       c.keep, c.interval, c.dir, c.buffered ? ", buffered writes" : "");
 	if (c.s3)
 		printf("# peer: curl %s\n", peer.url);
 
