@@ -275,12 +275,7 @@ static int worker(const struct config *c, const char *endpoint,
 				report(fd, "save %d %d %.9f %.9f %.9f %" PRIu64 " %.9f\n",
 				       k, rank, t0, t1, t2, st.bytes_written, mc);
 			if (c->interval > 0)
-				nanosleep(&(struct timespec){
-						  .tv_sec = (time_t)c->interval,
-						  .tv_nsec = (long)((c->interval -
-								     (double)(time_t)c->interval) *
-								    1e9)},
-					  NULL);
+				usleep((useconds_t)(c->interval * 1e6));
 		}
 		free(warm);
 	} else {

@@ -781,7 +781,8 @@ static int barrier_round(struct dpt_ctx *ctx, uint8_t type, int code,
 
 	dpt__msg_init(reply, type, ctx->generation);
 	reply->seq = seq;
-	reply->u.vote.code = code; /* a BARRIER has no body */
+	if (type == DPT_MSG_VOTE)
+		reply->u.vote.code = code;
 	rc = send_msg(ctx, reply);
 	if (!rc)
 		rc = await(ctx,
