@@ -170,7 +170,8 @@ static int fields_ok(const struct dpt__msg *m)
 	case DPT_MSG_VOTE_DONE:
 		return m->seq >= 1 && m->u.vote.code <= 0 &&
 		       (m->u.vote.failed == 0) == (m->u.vote.code == 0) &&
-		       m->u.vote.failed <= DPT_WIRE_WORLD_MAX;
+		       m->u.vote.failed <= DPT_WIRE_WORLD_MAX &&
+		       (m->u.vote.flags & ~DPT_VOTE_STOP) == 0;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_GET:
 	case DPT_MSG_KV_VALUE:
@@ -256,7 +257,7 @@ static size_t body_size(const struct dpt__msg *m)
 	case DPT_MSG_VOTE:
 		return 4;
 	case DPT_MSG_VOTE_DONE:
-		return 8;
+		return 12;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_VALUE:
 		return 2 + strlen(m->u.kv.key) + strlen(m->u.kv.value);
@@ -348,7 +349,9 @@ long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size)
 		break;
 	case DPT_MSG_VOTE_DONE:
 		put_u32(&w, m->u.vote.failed);
-		/* fall through */
+		put_u32(&w, (uint32_t)m->u.vote.code);
+		put_u32(&w, m->u.vote.flags);
+		break;
 	case DPT_MSG_VOTE:
 		put_u32(&w, (uint32_t)m->u.vote.code);
 		break;
@@ -528,7 +531,9 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 		break;
 	case DPT_MSG_VOTE_DONE:
 		m->u.vote.failed = get_u32(&r);
-		/* fall through */
+		m->u.vote.code = (int32_t)get_u32(&r);
+		m->u.vote.flags = get_u32(&r);
+		break;
 	case DPT_MSG_VOTE:
 		m->u.vote.code = (int32_t)get_u32(&r);
 		break;

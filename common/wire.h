@@ -20,7 +20,7 @@
 
 #define DPT_WIRE_MAGIC0 0x44 /* 'D' */
 #define DPT_WIRE_MAGIC1 0x50 /* 'P' */
-#define DPT_WIRE_VERSION 1
+#define DPT_WIRE_VERSION 2
 #define DPT_WIRE_HDR_SIZE 16
 /* Largest message a coordinator accepts (a JOIN is at most 166 bytes). */
 #define DPT_WIRE_IN_MAX 1024
@@ -126,7 +126,12 @@ struct dpt__msg_kv {
 struct dpt__msg_vote {
 	int32_t code;	 /* VOTE: 0 or a dpt_error; VOTE_DONE: the first one */
 	uint32_t failed; /* VOTE_DONE: members whose code was not 0 */
+	uint32_t flags;	 /* VOTE_DONE: DPT_VOTE_STOP */
 };
+
+/* VOTE_DONE flags. STOP: the step must stop (its job's end time is within
+ * the grace, doc/walltime.md). */
+#define DPT_VOTE_STOP 0x1u
 
 /*
  * A decoded message, or one to encode. Only the member of the union that

@@ -41,11 +41,13 @@ enum coord_event {
 	EV_PEER_CLOSED,
 	EV_JOIN_TIMEOUT,
 	EV_SHUTDOWN,
+	EV_STOP,
 };
 
 static const char *const event_names[] = {
 	"JOIN",	     "UNIQUE_ID",    "BARRIER",	     "LEAVE",	 "FAULT",
 	"TASK_EXIT", "PEER_EXPIRED", "PEER_CLOSED", "JOIN_TIMEOUT", "SHUTDOWN",
+	"STOP",
 };
 
 enum peer_role {
@@ -125,6 +127,10 @@ struct dpt__coord {
 	uint32_t active;
 	uint8_t backend;
 	bool any_left;
+	/* The step was stopped (doc/walltime.md): every VOTE_DONE says so
+	 * from then on; STOP_SENT once one has. */
+	bool stopping;
+	bool stop_sent;
 	uint32_t barrier_seq; /* barriers completed in this generation */
 	uint32_t barrier_count;
 	uint8_t last_id[DPT_NCCL_ID_SIZE];
@@ -686,6 +692,8 @@ static void check_barrier(struct dpt__coord *c, int64_t now)
 	dpt__msg_init(&done, DPT_MSG_BARRIER_DONE, c->generation);
 	dpt__msg_init(&vote, DPT_MSG_VOTE_DONE, c->generation);
 	done.seq = vote.seq = c->barrier_seq;
+	if (c->stopping)
+		vote.u.vote.flags = DPT_VOTE_STOP;
 	for (uint32_t r = 0; r < c->world; r++) {
 		struct peer *p = c->members[r];
 
@@ -706,6 +714,7 @@ static void check_barrier(struct dpt__coord *c, int64_t now)
 		if (!p)
 			continue;
 		send_msg(c, p, p->voted ? &vote : &done, now);
+		c->stop_sent |= p->voted && c->stopping;
 		p->voted = false;
 	}
 }
@@ -967,6 +976,11 @@ static void on_task_exit(struct dpt__coord *c, const struct event_ctx *e)
 		return;
 	}
 	t = &c->tasks[id];
+	if (c->state == ST_DONE) {
+		dpt__debug("task %" PRIu32 " exited (%s)", id, st);
+		t->state = TASK_EXITED;
+		return;
+	}
 	switch (t->state) {
 	case TASK_UNSEEN:
 		/* A clean exit without a join is a task that does not use
@@ -1074,7 +1088,9 @@ static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 {
 	enum coord_state before = c->state;
 
-	if (c->state == ST_DONE)
+	/* A finished coordinator still acknowledges the exits of its tasks:
+	 * it may linger for them (dpt__coord_tasks_running). */
+	if (c->state == ST_DONE && ev != EV_TASK_EXIT)
 		return;
 	switch (ev) {
 	case EV_JOIN:
@@ -1119,6 +1135,9 @@ static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 		}
 		fail(c, DPT_ECLOSED, e->msg ? e->msg->u.text.text : "shutdown",
 		     e->now);
+		break;
+	case EV_STOP:
+		c->stopping = true;
 		break;
 	}
 	if (c->state != before)
@@ -1347,6 +1366,31 @@ void dpt__coord_shutdown(struct dpt__coord *c, const char *why, int64_t now)
 	text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_ECLOSED,
 		 DPT_WIRE_NO_RANK, why);
 	coord_execute(c, EV_SHUTDOWN, NULL, &e);
+}
+
+void dpt__coord_stop(struct dpt__coord *c, const char *why, int64_t now)
+{
+	struct event_ctx e = {.now = now};
+
+	if (!c->stopping && c->state != ST_DONE)
+		dpt__warn("%s: the workers are told to stop at their next "
+			  "vote",
+			  why);
+	coord_execute(c, EV_STOP, NULL, &e);
+}
+
+bool dpt__coord_stop_sent(const struct dpt__coord *c)
+{
+	return c->stop_sent;
+}
+
+uint32_t dpt__coord_tasks_running(const struct dpt__coord *c)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->cfg.world_size; i++)
+		n += c->tasks[i].state != TASK_EXITED;
+	return n;
 }
 
 int dpt__coord_done(const struct dpt__coord *c, int *exit_code)

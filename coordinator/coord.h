@@ -8,6 +8,7 @@
 #ifndef DPT_COORDINATOR_COORD_H
 #define DPT_COORDINATOR_COORD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +71,19 @@ int64_t dpt__coord_next_deadline(const struct dpt__coord *c);
 
 /* Stop: tell every peer why (WHY is logged and sent) and finish. */
 void dpt__coord_shutdown(struct dpt__coord *c, const char *why, int64_t now);
+
+/*
+ * Stop the step (doc/walltime.md): from now on every VOTE_DONE carries
+ * DPT_VOTE_STOP. WHY is logged the first time. Idempotent.
+ */
+void dpt__coord_stop(struct dpt__coord *c, const char *why, int64_t now);
+
+/* Whether a VOTE_DONE with DPT_VOTE_STOP has been sent. */
+bool dpt__coord_stop_sent(const struct dpt__coord *c);
+
+/* The tasks of the step whose exit has not been reported (TASK_EXIT);
+ * reports are still taken once the coordinator is finished. */
+uint32_t dpt__coord_tasks_running(const struct dpt__coord *c);
 
 /* Whether the coordinator is finished; *EXIT_CODE receives its status
  * (0 when every member left cleanly). */

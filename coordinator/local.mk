@@ -4,7 +4,9 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/main.c \
 	coordinator/coord.c coordinator/coord.h \
 	coordinator/kv.c coordinator/kv.h \
+	coordinator/walltime.c coordinator/walltime.h \
 	coordinator/sodium_alloc.c
 coordinator_dptrain_coordinator_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
-coordinator_dptrain_coordinator_LDADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS)
+coordinator_dptrain_coordinator_LDADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS) \
+	$(SLURM_LIBS)
 dist_man_MANS += doc/man/dptrain-coordinator.1

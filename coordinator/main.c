@@ -33,6 +33,7 @@
 #include "coord.h"
 #include "log.h"
 #include "parse.h"
+#include "walltime.h"
 #include "wire.h"
 
 #define PROG "dptrain-coordinator"
@@ -52,6 +53,10 @@ struct options {
 	long min_workers;
 	long join_timeout_ms;
 	long io_threads;
+	long job_id;
+	long end_time;
+	long grace;
+	bool requeue;
 };
 
 static void usage(FILE *f)
@@ -94,6 +99,19 @@ static void usage(FILE *f)
 		"handshakes\n"
 		"                         (DPTRAIN_IO_THREADS; default: the "
 		"CPUs, at most 4)\n"
+		"  --job-id ID            the Slurm job whose end time stops "
+		"the step\n"
+		"                         (DPTRAIN_JOB_ID; doc/walltime.md)\n"
+		"  --end-time EPOCH       a fixed end time instead, in seconds "
+		"since the epoch\n"
+		"                         (DPTRAIN_END_TIME)\n"
+		"  --grace DURATION       stop the step this long before the "
+		"end time\n"
+		"                         (DPTRAIN_GRACE; default 10m)\n"
+		"  --requeue auto|off     requeue the job (--job-id) after a "
+		"stopped step ended\n"
+		"                         cleanly (DPTRAIN_REQUEUE; default "
+		"off)\n"
 		"  --log-level LEVEL      error, warn, info or debug "
 		"(DPTRAIN_LOG_LEVEL; default info)\n"
 		"  --help, --version\n"
@@ -151,6 +169,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		OPT_MIN,
 		OPT_JOIN_TIMEOUT,
 		OPT_IO_THREADS,
+		OPT_JOB_ID,
+		OPT_END_TIME,
+		OPT_GRACE,
+		OPT_REQUEUE,
 		OPT_LOG,
 		OPT_HELP,
 		OPT_VERSION,
@@ -167,6 +189,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"min-workers", required_argument, NULL, OPT_MIN},
 		{"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
 		{"io-threads", required_argument, NULL, OPT_IO_THREADS},
+		{"job-id", required_argument, NULL, OPT_JOB_ID},
+		{"end-time", required_argument, NULL, OPT_END_TIME},
+		{"grace", required_argument, NULL, OPT_GRACE},
+		{"requeue", required_argument, NULL, OPT_REQUEUE},
 		{"log-level", required_argument, NULL, OPT_LOG},
 		{"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -179,7 +205,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		"DPTRAIN_ENDPOINT_FILE",  "DPTRAIN_PARENT_PID",
 		"DPTRAIN_HEARTBEAT_MS",	  "DPTRAIN_TIMEOUT_MS",
 		"DPTRAIN_MIN_WORKERS",	  "DPTRAIN_JOIN_TIMEOUT_MS",
-		"DPTRAIN_IO_THREADS",	  "DPTRAIN_LOG_LEVEL",
+		"DPTRAIN_IO_THREADS",	  "DPTRAIN_JOB_ID",
+		"DPTRAIN_END_TIME",	  "DPTRAIN_GRACE",
+		"DPTRAIN_REQUEUE",	  "DPTRAIN_LOG_LEVEL",
 	};
 	const char *val[OPT_LOG - OPT_WORLD + 1] = {NULL};
 	const char *name[OPT_LOG - OPT_WORLD + 1];
@@ -236,6 +264,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		.min_workers = 1,
 		.join_timeout_ms = 300000,
 		.io_threads = default_io_threads(),
+		.grace = 600,
 	};
 	if (!V(OPT_WORLD)) {
 		fprintf(stderr, PROG ": --world-size is required (see --help)\n");
@@ -261,6 +290,28 @@ static int parse_options(int argc, char **argv, struct options *o)
 	if (!rc && V(OPT_IO_THREADS))
 		rc = number(N(OPT_IO_THREADS), V(OPT_IO_THREADS), 1, 64,
 			    &o->io_threads);
+	if (!rc && V(OPT_JOB_ID))
+		rc = number(N(OPT_JOB_ID), V(OPT_JOB_ID), 1, UINT32_MAX - 1,
+			    &o->job_id);
+	if (!rc && V(OPT_END_TIME))
+		rc = number(N(OPT_END_TIME), V(OPT_END_TIME), 1, LONG_MAX,
+			    &o->end_time);
+	if (!rc && V(OPT_GRACE) &&
+	    (rc = dpt__parse_duration(V(OPT_GRACE), &o->grace)) != 0)
+		fprintf(stderr,
+			PROG ": %s: '%s' is not a duration (minutes, MM:SS, "
+			     "HH:MM:SS, D-HH[:MM[:SS]], or with a unit: 30s, "
+			     "10m, 2h, 1d)\n",
+			N(OPT_GRACE), V(OPT_GRACE));
+	if (!rc && V(OPT_REQUEUE)) {
+		if (strcmp(V(OPT_REQUEUE), "auto") &&
+		    strcmp(V(OPT_REQUEUE), "off")) {
+			fprintf(stderr, PROG ": %s: '%s' is not auto or off\n",
+				N(OPT_REQUEUE), V(OPT_REQUEUE));
+			rc = DPT_EINVAL;
+		}
+		o->requeue = !strcmp(V(OPT_REQUEUE), "auto");
+	}
 	if (!rc && V(OPT_LOG)) {
 		rc = dpt__log_parse_level(V(OPT_LOG), &level);
 		if (rc)
@@ -278,6 +329,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 			PROG ": --timeout-ms (%ld) must be longer than "
 			     "--heartbeat-ms (%ld)\n",
 			o->timeout_ms, o->heartbeat_ms);
+		return DPT_EINVAL;
+	}
+	if (o->job_id && o->end_time) {
+		fprintf(stderr, PROG ": --job-id and --end-time exclude each "
+				     "other\n");
+		return DPT_EINVAL;
+	}
+	if (o->requeue && !o->job_id) {
+		fprintf(stderr,
+			PROG ": --requeue auto needs the job to requeue "
+			     "(--job-id)\n");
 		return DPT_EINVAL;
 	}
 	if (o->min_workers > o->world_size) {
@@ -700,12 +762,74 @@ static bool process_gone(long pid)
 	return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/*
+ * After the last worker left, and before a requeue ends the job: wait for
+ * the step's tasks to exit (slurmstepd's plugin reports each one), for a
+ * signal (srun's plugin stops the coordinator once the step is over), for
+ * the parent to exit, or LINGER_MS at most, so that a requeue does not
+ * kill a program that is still winding down after dpt_finalize.
+ */
+#define LINGER_MS 30000
+static void await_task_exits(void *router, void *mon, int sfd, int pidfd,
+			     const struct options *o, struct dpt__coord *c)
+{
+	int64_t until = now_ms() + LINGER_MS;
+
+	while (dpt__coord_tasks_running(c) > 0) {
+		zmq_pollitem_t items[3] = {
+			{.socket = router, .events = ZMQ_POLLIN},
+			{.fd = sfd, .events = sfd >= 0 ? ZMQ_POLLIN : 0},
+			{.fd = pidfd, .events = pidfd >= 0 ? ZMQ_POLLIN : 0},
+		};
+		int64_t left = until - now_ms();
+
+		if (left <= 0) {
+			dpt__warn("%" PRIu32 " tasks still run %d s after the "
+				  "last worker left",
+				  dpt__coord_tasks_running(c), LINGER_MS / 1000);
+			return;
+		}
+		if (zmq_poll(items, 3, left > 200 ? 200 : (long)left) < 0 &&
+		    errno != EINTR)
+			return;
+		if ((items[1].revents | items[2].revents) & ZMQ_POLLIN)
+			return;
+		if (o->parent_pid && pidfd < 0 && process_gone(o->parent_pid))
+			return;
+		if (items[0].revents & ZMQ_POLLIN)
+			read_router(router, mon, c);
+	}
+}
+
+/* Stops the step once the job's end time is within the grace. */
+static void check_end_time(struct dpt__walltime *w, const struct options *o,
+			   struct dpt__coord *coord, int64_t now)
+{
+	time_t end = dpt__walltime_end(w), t = time(NULL);
+	char when[32], why[160];
+	struct tm tm;
+
+	if (end <= 0 || t < end - o->grace)
+		return;
+	localtime_r(&end, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (o->job_id)
+		snprintf(why, sizeof(why),
+			 "job %ld ends at %s, in %ld s (grace %ld s)",
+			 o->job_id, when, (long)(end - t), o->grace);
+	else
+		snprintf(why, sizeof(why), "the step ends at %s, in %ld s "
+			 "(grace %ld s)", when, (long)(end - t), o->grace);
+	dpt__coord_stop(coord, why, now);
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
 	struct dpt__curve_keys keys;
 	struct dpt__coord_config cfg;
 	struct dpt__coord *coord = NULL;
+	struct dpt__walltime *walltime = NULL;
 	char secret[DPT_SECRET_HEX_LEN + 1];
 	char endpoint[ENDPOINT_MAX];
 	uint8_t worker_key[32];
@@ -785,6 +909,10 @@ int main(int argc, char **argv)
 		dpt__error("out of memory");
 		goto out;
 	}
+	if ((o.job_id || o.end_time) &&
+	    dpt__walltime_start(&walltime, (uint32_t)o.job_id,
+				(time_t)o.end_time) != 0)
+		goto out;
 	if (o.endpoint_file &&
 	    write_endpoint_file(o.endpoint_file, endpoint) != 0)
 		goto out;
@@ -811,6 +939,8 @@ int main(int argc, char **argv)
 			wait = 0;
 		if (o.parent_pid && pidfd < 0 && wait > 200)
 			wait = 200;
+		if (walltime && wait > 1000)
+			wait = 1000; /* the end time is checked every second */
 		if (zmq_poll(items, 5, (long)wait) < 0 && errno != EINTR) {
 			dpt__error("poll failed: %s", zmq_strerror(errno));
 			break;
@@ -849,13 +979,22 @@ int main(int argc, char **argv)
 				 o.parent_pid);
 			dpt__coord_shutdown(coord, why, now);
 		}
+		if (walltime)
+			check_end_time(walltime, &o, coord, now);
 		/* While messages wait unread, a peer's silence may be ours:
 		 * no eviction until the backlog is read. */
 		dpt__coord_on_tick(coord, now_ms(), !drained);
 	}
+	/* A stopped step that ended cleanly goes back to the queue: its
+	 * program committed a checkpoint before it left. */
+	if (exit_code == 0 && o.requeue && dpt__coord_stop_sent(coord)) {
+		await_task_exits(router, mon, sfd, pidfd, &o, coord);
+		dpt__walltime_requeue((uint32_t)o.job_id);
+	}
 	dpt__info("exiting with status %d", exit_code);
 
 out:
+	dpt__walltime_free(&walltime);
 	dpt__coord_destroy(&coord);
 	if (mon)
 		zmq_close(mon);

@@ -94,7 +94,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 {
 	const struct dpt__admin *a = &dpt__plugin.admin;
 	char secret[65], world[16], endpoint_file[320], ppid[16], hb[16],
-		to[16], minw[16], bind[96], portstr[8];
+		to[16], minw[16], bind[96], portstr[8], job[16], grace[24];
 	uint32_t ntasks = 0, jobid = 0, stepid = 0;
 	long port = 0;
 	int devnull, status;
@@ -144,6 +144,8 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	snprintf(to, sizeof(to), "%ld", a->timeout_ms);
 	snprintf(minw, sizeof(minw), "%ld", s->min_workers);
 	snprintf(bind, sizeof(bind), "tcp://%s:*", a->bind_addr);
+	snprintf(job, sizeof(job), "%u", jobid);
+	snprintf(grace, sizeof(grace), "%lds", s->grace);
 	char *argv[] = {
 		(char *)a->coordinator,
 		"--world-size", world,
@@ -153,6 +155,9 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 		"--heartbeat-ms", hb,
 		"--timeout-ms", to,
 		"--min-workers", minw,
+		"--job-id", job,
+		"--grace", grace,
+		"--requeue", s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off",
 		"--log-level", s->verbose ? "info" : "warn",
 		NULL,
 	};

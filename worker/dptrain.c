@@ -805,6 +805,24 @@ int dpt_barrier(struct dpt_ctx *ctx)
 	return after(ctx, rc);
 }
 
+int dpt_should_stop(struct dpt_ctx *ctx, int *stop)
+{
+	struct dpt__msg m;
+	int rc = ready(ctx);
+
+	if (!stop)
+		return DPT_EINVAL;
+	*stop = 0;
+	if (rc)
+		return rc;
+	rc = barrier_round(ctx, DPT_MSG_VOTE, 0, &m);
+	if (!rc) {
+		*stop = (m.u.vote.flags & DPT_VOTE_STOP) != 0;
+		dpt__msg_release(&m);
+	}
+	return after(ctx, rc);
+}
+
 int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first)
 {
 	struct dpt__msg m;

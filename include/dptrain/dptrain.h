@@ -142,6 +142,19 @@ DPT_EXPORT const char *dpt_backend(const struct dpt_ctx *ctx);
 DPT_EXPORT int dpt_barrier(struct dpt_ctx *ctx);
 
 /*
+ * dpt_should_stop - whether the program should stop now because its job's
+ * end time is within the grace (srun --dp-grace; doc/walltime.md).
+ * Collective: every rank of the generation calls it at the same point of
+ * the training loop (every step, or every few steps), and *STOP receives
+ * the same answer on every rank: 1, save a checkpoint, wait for its
+ * commit, dpt_finalize and exit 0 (the job is then requeued and resumes
+ * from that checkpoint); 0, go on. Once 1, it stays 1. Costs one round
+ * trip to the coordinator. Returns 0 (*STOP is 0 on any error), DPT_EINVAL
+ * when STOP is NULL, or as dpt_barrier.
+ */
+DPT_EXPORT int dpt_should_stop(struct dpt_ctx *ctx, int *stop);
+
+/*
  * dpt_allreduce - RECV = the sum (DPT_SUM) or the mean (DPT_AVG) of every
  * rank's SEND, element-wise, for COUNT elements of DTYPE (DPT_FLOAT32,
  * DPT_FLOAT64, DPT_BFLOAT16 and DPT_FLOAT16; the integer types are

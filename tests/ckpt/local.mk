@@ -6,6 +6,11 @@ check_PROGRAMS += tests/ckpt/ckpt_worker
 tests_ckpt_ckpt_worker_SOURCES = tests/ckpt/ckpt_worker.c
 tests_ckpt_ckpt_worker_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS)
 tests_ckpt_ckpt_worker_LDADD = worker/libdptrain.la $(XXHASH_LIBS)
+# A training loop that stops in time and resumes (tests/spank/walltime.sh,
+# tests/coord/stop.sh).
+check_PROGRAMS += tests/ckpt/train_loop
+tests_ckpt_train_loop_SOURCES = tests/ckpt/train_loop.c
+tests_ckpt_train_loop_LDADD = worker/libdptrain.la
 if HAVE_CUDA
 # --device: the tensors in GPU memory (tests/ckpt/cuda.sh).
 tests_ckpt_ckpt_worker_CFLAGS += $(CUDA_CFLAGS)

@@ -12,6 +12,7 @@ COORD_TESTS = \
 	tests/coord/security.sh \
 	tests/coord/failover.sh \
 	tests/coord/task_exit.sh \
+	tests/coord/stop.sh \
 	tests/coord/netns.sh
 TESTS += $(COORD_TESTS)
 EXTRA_DIST += $(COORD_TESTS) tests/coord/lib.sh

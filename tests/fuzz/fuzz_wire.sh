@@ -38,9 +38,10 @@ else
 	exit 1
 fi
 
-# Seeds: a JOIN, a ROSTER of two ranks, a GEN_END and a BARRIER.
+# Seeds (protocol version 2): a JOIN, a ROSTER of two ranks, a GEN_END, a
+# BARRIER and a VOTE_DONE with the STOP flag.
 mkdir "$work/corpus"
-hdr() { printf '\104\120\001'"$1"'\000\000\000\001\000\000\000\001\000\000\000'"$2"; }
+hdr() { printf '\104\120\002'"$1"'\000\000\000\001\000\000\000\001\000\000\000'"$2"; }
 { hdr '\001' '\041'
   printf '\000\000\000\001\000\000\000\002\000\000\000\003\000\000\000\004\000\000\000\003\020\000'
   printf '\011127.0.0.1\000'; } >"$work/corpus/join"
@@ -51,6 +52,8 @@ hdr() { printf '\104\120\001'"$1"'\000\000\000\001\000\000\000\001\000\000\000'"
 { hdr '\010' '\013'
   printf '\000\000\000\001\000\000\000\002\002ab'; } >"$work/corpus/gen_end"
 hdr '\005' '\000' >"$work/corpus/barrier"
+{ hdr '\022' '\014'
+  printf '\000\000\000\000\000\000\000\000\000\000\000\001'; } >"$work/corpus/vote_done"
 
 if (cd "$work" && ./fuzz_wire -runs="$RUNS" -max_total_time=60 -max_len=4096 \
 	corpus >fuzz.log 2>&1); then

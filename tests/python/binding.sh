@@ -17,7 +17,7 @@ export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
 worker=$top_srcdir/tests/python/worker.py
 dptrain_cli=$top_builddir/dptrain
 
-plan 9
+plan 10
 
 # Without the cluster: a missing library says what to do.
 out=$(DPTRAIN_LIBRARY=/nonexistent/libdptrain.so $py -c 'import dptrain' 2>&1)
@@ -32,7 +32,7 @@ run() { # NTASKS RUN ARG...: srun of worker.py, output in $out
 	local n=$1 name=$2
 	shift 2
 	out=$(DPT_TIMEOUT=180 srun_t -N 2 -n "$n" --dp-train="$name" --dp-ckpt="$ckpt" \
-		--dp-backend=cpu $py "$worker" "$@" 2>&1)
+		--dp-backend=cpu ${srun_args:-} $py "$worker" "$@" 2>&1)
 }
 
 run 4 coll collectives
@@ -60,3 +60,10 @@ is "$needed" $((3 * 4000 + 100003 * 10)) "the 3 ranks needed the replicated tens
 run 2 empty fresh
 is "$?:$(grep -c '^rank=[01] world=2 fresh ok' <<<"$out")" "0:2" \
 	"load() of a run with no committed step returns None on every rank" || diag "$out"
+
+# A job of one minute with a grace of 55 s: should_stop() turns True about
+# 5 s in, on every rank after the same number of questions.
+srun_args="--time=1 --dp-grace=55s" run 4 wall stop
+asked=$(grep -o '^rank=[0-3] world=4 stop asked=[0-9]* ok' <<<"$out" | grep -o 'asked=[0-9]*' | sort | uniq -c)
+[[ "$asked" =~ ^\ *4\ asked=[0-9]+$ ]]
+ok $? "should_stop() turns True near the end, on all 4 ranks at once ($asked)" || diag "$out"

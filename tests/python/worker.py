@@ -9,9 +9,12 @@ Debian's python3-torch, under srun --dp-train.
     worker.py load          the same names, split by this world size, loaded
                             from the newest step and checked element by element
     worker.py fresh         load() of a run without a committed step: None
+    worker.py stop          should_stop() until it says True (srun --time and
+                            --dp-grace make that happen), then once more
 Each prints one line "rank=R world=W <what> ok" on success.
 """
 import sys
+import time
 
 import numpy
 import torch
@@ -28,6 +31,7 @@ def box(n, rank, world):
 
 def collectives(ctx):
     w, r = ctx.world_size, ctx.rank
+    assert ctx.should_stop() is False  # no time limit: never
     for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
         for n in (1, 5, 4099, 65537):
             t = torch.full((n,), float(r + 1), dtype=dt)
@@ -114,12 +118,22 @@ def fresh(ctx):
     return "fresh"
 
 
+def stop(ctx):
+    asked = 1
+    while not ctx.should_stop():
+        asked += 1
+        time.sleep(0.05)
+    assert ctx.should_stop(), "a stop is never taken back"
+    return "stop asked=%d" % asked
+
+
 def main():
     with dptrain.init() as ctx:
         what = {"collectives": lambda: collectives(ctx),
                 "save": lambda: save(ctx, int(sys.argv[2])),
                 "load": lambda: load(ctx),
-                "fresh": lambda: fresh(ctx)}[sys.argv[1]]()
+                "fresh": lambda: fresh(ctx),
+                "stop": lambda: stop(ctx)}[sys.argv[1]]()
         print("rank=%d world=%d %s ok" % (ctx.rank, ctx.world_size, what), flush=True)
 
 

@@ -4,11 +4,13 @@ TESTS += \
 	tests/spank/env.sh \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
+	tests/spank/walltime.sh \
 	tests/spank/netns.sh
 EXTRA_DIST += \
 	tests/spank/options.sh \
 	tests/spank/env.sh \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
+	tests/spank/walltime.sh \
 	tests/spank/netns.sh \
 	tests/spank/ddp.py

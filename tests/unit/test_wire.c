@@ -134,10 +134,15 @@ static void every_message_roundtrips(void **state)
 	in.seq = 3;
 	in.u.vote.failed = 2;
 	in.u.vote.code = DPT_EIO;
+	in.u.vote.flags = DPT_VOTE_STOP;
 	roundtrip(&in, &out);
 	assert_int_equal(out.u.vote.failed, 2);
 	assert_int_equal(out.u.vote.code, DPT_EIO);
-	assert_int_equal(dpt__wire_size(&in), DPT_WIRE_HDR_SIZE + 8);
+	assert_int_equal(out.u.vote.flags, DPT_VOTE_STOP);
+	assert_int_equal(dpt__wire_size(&in), DPT_WIRE_HDR_SIZE + 12);
+	/* No flag but STOP is defined yet. */
+	in.u.vote.flags = 2;
+	assert_int_equal(dpt__wire_size(&in), 0);
 
 	/* A vote is 0 or an error; a count of failures comes with the first
 	 * failure's code and without one none. */
@@ -267,9 +272,9 @@ static void header_checks(void **state)
 	dpt__msg_init(&in, DPT_MSG_HEARTBEAT, 1);
 	buf = encode(&in, &len);
 
-	buf[2] = 2; /* another version: recognised as such */
+	buf[2] = DPT_WIRE_VERSION + 1; /* another version: recognised as such */
 	assert_int_equal(dpt__wire_decode(buf, len, 1024, &out), DPT_EVERSION);
-	assert_int_equal(out.version, 2);
+	assert_int_equal(out.version, DPT_WIRE_VERSION + 1);
 	assert_int_equal(out.type, DPT_MSG_HEARTBEAT);
 	buf[2] = DPT_WIRE_VERSION;
 

@@ -153,6 +153,7 @@ def _load_library():
         ("dpt_generation", ctypes.c_uint32, [vp]),
         ("dpt_backend", cs, [vp]),
         ("dpt_barrier", i, [vp]),
+        ("dpt_should_stop", i, [vp, ctypes.POINTER(i)]),
         ("dpt_allreduce", i, [vp, vp, vp, sz, i, i]),
         ("dpt_broadcast", i, [vp, vp, sz, i, i]),
         ("dpt_allgather", i, [vp, vp, vp, sz, i]),
@@ -274,6 +275,15 @@ class Context:
 
     def barrier(self):
         _check(_lib.dpt_barrier(self._handle()), "dptrain.barrier")
+
+    def should_stop(self):
+        """Collective: True on every rank once the job's end time is within
+        the grace (srun --dp-grace): save a checkpoint, wait for it,
+        finalize and exit 0; the job is requeued and resumes from it."""
+        stop = ctypes.c_int(0)
+        _check(_lib.dpt_should_stop(self._handle(), ctypes.byref(stop)),
+               "dptrain.should_stop")
+        return bool(stop.value)
 
     def allreduce(self, send, recv=None, op="sum"):
         """RECV (default: SEND, in place) = the sum or mean ("avg") of every

@@ -1,0 +1,149 @@
+/*
+ * The job's end time and its requeue, through libslurm (doc/walltime.md).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include <dptrain/error.h>
+
+#include "log.h"
+#include "walltime.h"
+
+struct dpt__walltime {
+	uint32_t job_id;
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool quit; /* under LOCK */
+	time_t end; /* under LOCK */
+};
+
+static pthread_once_t slurm_once = PTHREAD_ONCE_INIT;
+
+static void slurm_setup(void)
+{
+	slurm_init(NULL); /* slurm.conf: $SLURM_CONF or the default */
+}
+
+/* The error of a libslurm call that returned RC. */
+static const char *slurm_why(int rc)
+{
+	return slurm_strerror(rc == -1 || rc == 0 ? slurm_get_errno() : rc);
+}
+
+static void *poll_main(void *arg)
+{
+	struct dpt__walltime *w = arg;
+	bool warned = false;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->quit) {
+		time_t end = 0;
+		int rc;
+
+		pthread_mutex_unlock(&w->lock);
+		rc = slurm_get_end_time(w->job_id, &end);
+		if (rc != 0 && !warned)
+			dpt__warn("cannot read the end time of job %u from "
+				  "Slurm: %s (retrying every %d s)",
+				  w->job_id, slurm_why(rc), DPT_WALLTIME_POLL_S);
+		warned |= rc != 0;
+		pthread_mutex_lock(&w->lock);
+		if (rc == 0 && end > 0) {
+			if (end != w->end)
+				dpt__info("job %u ends at %ld (epoch seconds)",
+					  w->job_id, (long)end);
+			w->end = end;
+		}
+		if (w->quit)
+			break;
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += DPT_WALLTIME_POLL_S;
+		while (!w->quit &&
+		       pthread_cond_timedwait(&w->wake, &w->lock, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int dpt__walltime_start(struct dpt__walltime **out, uint32_t job_id,
+			time_t fixed_end)
+{
+	struct dpt__walltime *w = calloc(1, sizeof(*w));
+
+	*out = NULL;
+	if (!w)
+		return DPT_ENOMEM;
+	w->job_id = job_id;
+	w->end = job_id ? 0 : fixed_end;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->wake, NULL);
+	if (job_id) {
+		pthread_once(&slurm_once, slurm_setup);
+		if (pthread_create(&w->thread, NULL, poll_main, w) != 0) {
+			dpt__error("cannot start the end-time thread");
+			dpt__walltime_free(&w);
+			return DPT_EIO;
+		}
+		w->running = true;
+	}
+	*out = w;
+	return 0;
+}
+
+time_t dpt__walltime_end(struct dpt__walltime *w)
+{
+	time_t end;
+
+	pthread_mutex_lock(&w->lock);
+	end = w->end;
+	pthread_mutex_unlock(&w->lock);
+	return end;
+}
+
+void dpt__walltime_free(struct dpt__walltime **wp)
+{
+	struct dpt__walltime *w = *wp;
+
+	if (!w)
+		return;
+	if (w->running) {
+		pthread_mutex_lock(&w->lock);
+		w->quit = true;
+		pthread_cond_signal(&w->wake);
+		pthread_mutex_unlock(&w->lock);
+		pthread_join(w->thread, NULL);
+	}
+	pthread_cond_destroy(&w->wake);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	*wp = NULL;
+}
+
+int dpt__walltime_requeue(uint32_t job_id)
+{
+	int rc;
+
+	pthread_once(&slurm_once, slurm_setup);
+	rc = slurm_requeue(job_id, 0);
+	if (rc != 0) {
+		dpt__error("cannot requeue job %u: %s; its checkpoint is "
+			   "committed: submit the job again to resume from it",
+			   job_id, slurm_why(rc));
+		return DPT_EIO;
+	}
+	dpt__warn("requeued job %u: it resumes from its last checkpoint when "
+		  "Slurm starts it again",
+		  job_id);
+	return 0;
+}

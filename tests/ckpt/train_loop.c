@@ -1,0 +1,183 @@
+/*
+ * A training loop that survives its walltime (doc/walltime.md), for the
+ * tests: it resumes from the newest committed checkpoint, runs steps until
+ * --steps, asks dpt_should_stop after every step and, when told to stop,
+ * saves, waits for the commit and exits 0.
+ *
+ *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS]
+ *
+ * The state (a replicated int64 vector and an int64 matrix sharded by rows
+ * across the ranks) is a pure function of the step: each step mixes the
+ * step number into every element. On resume the loaded state is checked
+ * against that function computed from step 0, so a lost or repeated step
+ * shows. --every K also saves every K steps (0: only at a stop and at the
+ * end). --linger-ms MS: after dpt_finalize the program winds down for MS
+ * (logs flushed, files closed...) before it prints "bye rank=R" and exits:
+ * a requeue must not cut that short. Checkpoint root and run: DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun
+ * --dp-train sets them.
+ *
+ * Output: "fresh start rank=R world=W" or "resumed step=S rank=R world=W
+ * restart=C exact", then "stopped step=S rank=R committed" or "finished
+ * step=S rank=R committed"; "FAIL what: error" on failure.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dptrain/ckpt.h>
+#include <dptrain/dptrain.h>
+
+#define NREP 1024
+#define ROWS 64
+#define COLS 32
+
+static int64_t rep[NREP];
+static int64_t *rows; /* this rank's rows of the ROWS x COLS matrix */
+static uint64_t row0, nrows;
+
+/* One step of "training": every element mixes in the step number. */
+static int64_t mix(int64_t x, uint64_t step, uint64_t i)
+{
+	return (int64_t)((uint64_t)x * 6364136223846793005u + step * 1442695040888963407u + i);
+}
+
+static void train_step(uint64_t step)
+{
+	for (uint64_t i = 0; i < NREP; i++)
+		rep[i] = mix(rep[i], step, i);
+	for (uint64_t i = 0; i < nrows * COLS; i++)
+		rows[i] = mix(rows[i], step, row0 * COLS + i);
+}
+
+/* Whether the state is exactly what STEP steps from zero make. */
+static int state_is(uint64_t step)
+{
+	int64_t want;
+	int ok = 1;
+
+	for (uint64_t i = 0; i < NREP; i++) {
+		want = 0;
+		for (uint64_t s = 1; s <= step; s++)
+			want = mix(want, s, i);
+		ok &= want == rep[i];
+	}
+	for (uint64_t i = 0; i < nrows * COLS; i++) {
+		want = 0;
+		for (uint64_t s = 1; s <= step; s++)
+			want = mix(want, s, row0 * COLS + i);
+		ok &= want == rows[i];
+	}
+	return ok;
+}
+
+static int fail(const char *what, int rc)
+{
+	printf("FAIL %s: %s\n", what, dpt_strerror(rc));
+	fflush(stdout);
+	return 1;
+}
+
+static int save(struct dpt_ckpt *ck, uint64_t step)
+{
+	int rc = dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){.step = step});
+
+	return rc ? rc : dpt_ckpt_wait(ck);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t steps = 100, every = 0, step = 0, saved = 0;
+	long step_ms = 100, linger_ms = 0;
+	struct dpt_ctx *ctx = NULL;
+	struct dpt_ckpt *ck = NULL;
+	struct dpt_ckpt_opts co;
+	struct dpt_ckpt_info info;
+	int rc, rank, world, stop = 0;
+	const char *restarts = getenv("SLURM_RESTART_COUNT");
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--steps"))
+			steps = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--step-ms"))
+			step_ms = strtol(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--linger-ms"))
+			linger_ms = strtol(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--every"))
+			every = strtoull(argv[i + 1], NULL, 10);
+		else {
+			fprintf(stderr, "train_loop: unknown option '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	rc = dpt_init(&ctx, NULL);
+	if (rc)
+		return fail("dpt_init", rc);
+	rank = dpt_rank(ctx);
+	world = dpt_world_size(ctx);
+	row0 = (uint64_t)ROWS * rank / world;
+	nrows = (uint64_t)ROWS * (rank + 1) / world - row0;
+	rows = calloc(nrows * COLS + 1, sizeof(*rows));
+	dpt_ckpt_opts_default(&co);
+	rc = dpt_ckpt_new(&ck, ctx, &co);
+	if (!rc)
+		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
+			.name = "rep", .dtype = DPT_INT64,
+			.kind = DPT_CKPT_REPLICATED, .ndim = 1,
+			.shape = (uint64_t[]){NREP}, .data = rep});
+	if (!rc)
+		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
+			.name = "rows", .dtype = DPT_INT64,
+			.kind = DPT_CKPT_SHARDED, .ndim = 2,
+			.shape = (uint64_t[]){ROWS, COLS},
+			.offset = (uint64_t[]){row0, 0},
+			.count = (uint64_t[]){nrows, COLS}, .data = rows});
+	if (rc)
+		return fail("register", rc);
+
+	rc = dpt_ckpt_load(ck, DPT_CKPT_LATEST, &info);
+	if (rc == DPT_ENOENT) {
+		printf("fresh start rank=%d world=%d\n", rank, world);
+	} else if (rc) {
+		return fail("dpt_ckpt_load", rc);
+	} else {
+		step = saved = info.step;
+		if (!state_is(step))
+			return fail("resume", DPT_ECORRUPT);
+		printf("resumed step=%" PRIu64 " rank=%d world=%d restart=%s exact\n",
+		       step, rank, world, restarts ? restarts : "0");
+	}
+
+	while (step < steps) {
+		train_step(++step);
+		usleep((useconds_t)step_ms * 1000);
+		if (every && step % every == 0) {
+			rc = save(ck, step);
+			if (rc)
+				return fail("save", rc);
+			saved = step;
+		}
+		rc = dpt_should_stop(ctx, &stop);
+		if (rc)
+			return fail("dpt_should_stop", rc);
+		if (stop)
+			break;
+	}
+	rc = saved == step ? 0 : save(ck, step);
+	if (rc)
+		return fail("save", rc);
+	printf("%s step=%" PRIu64 " rank=%d committed\n",
+	       stop ? "stopped" : "finished", step, rank);
+	dpt_ckpt_destroy(&ck);
+	rc = dpt_finalize(&ctx);
+	free(rows);
+	if (rc)
+		return fail("dpt_finalize", rc);
+	usleep((useconds_t)linger_ms * 1000);
+	printf("bye rank=%d\n", rank);
+	return 0;
+}

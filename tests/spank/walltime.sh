@@ -1,0 +1,93 @@
+#!/bin/bash
+# A batch job that outlives its walltime (doc/walltime.md), on the real
+# test cluster: `sbatch --time=1` runs `srun --dp-train --dp-grace=50s`
+# with a training loop (tests/ckpt/train_loop) that needs longer than the
+# 10 s the grace leaves it. The coordinator reads the job's end time from
+# slurmctld and stops the step; every rank commits a checkpoint at the same
+# step; the coordinator requeues the job; Slurm runs it again, and the
+# loop resumes from that checkpoint with its state exact and finishes.
+# With --dp-requeue=off the step stops in time and the job just ends.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+
+require_root
+train=$top_builddir/tests/ckpt/train_loop
+[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
+cluster_up NODES=2 CPUS=4 GPUS=0
+work=$(mktemp -d /tmp/dptrain-walltime.XXXXXX) || bail_out "mktemp failed"
+dpt_scratch+=("$work")
+chmod 755 "$work"
+plan 13
+
+# job_state ID: the job's state, restart count and exit code.
+job_state() {
+	scontrol_t show job "$1" 2>/dev/null |
+		grep -o 'JobState=[A-Z_]*\|Restarts=[0-9]*\|ExitCode=[0-9:]*' | tr '\n' ' '
+}
+# wait_job ID SECONDS: until the job has ended (COMPLETED, FAILED, ...).
+wait_job() {
+	local i
+	for ((i = 0; i < $2; i++)); do
+		case $(job_state "$1") in
+		*JobState=PENDING* | *JobState=RUNNING* | *JobState=REQUEUED* | \
+			*JobState=CONFIGURING* | *JobState=COMPLETING* | "") sleep 1 ;;
+		*) return 0 ;;
+		esac
+	done
+	return 1
+}
+# submit NAME REQUEUE STEPS: a one-minute job of 4 tasks on 2 nodes.
+submit() {
+	cat >"$work/$1.sh" <<EOF
+#!/bin/bash
+#SBATCH -N 2 -n 4 --ntasks-per-node=2 --time=1 --requeue --open-mode=append
+#SBATCH -o $work/$1.out -J $1
+echo "run start restart=\${SLURM_RESTART_COUNT:-0} at \$(date +%s)"
+srun --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=50s --dp-requeue=$2 \\
+	$train --steps $3 --step-ms 100 --linger-ms 1500
+echo "srun exit \$?"
+EOF
+	sbatch_t --parsable "$work/$1.sh" | cut -d';' -f1
+}
+
+# 1-10. Requeue: stops ~10 s after the start, requeued, resumes, finishes.
+id=$(submit wt auto 150)
+[ -n "$id" ]
+ok $? "sbatch --time=1 of srun --dp-train --dp-grace=50s: job $id" || bail_out "sbatch failed"
+wait_job "$id" 300
+ok $? "the job ends within 5 minutes" || diag "$(job_state "$id")" "$(cat "$work/wt.out")"
+out=$(cat "$work/wt.out")
+state=$(job_state "$id")
+[[ "$state" =~ JobState=COMPLETED.*Restarts=([1-9]) ]]
+ok $? "it completed after a requeue ($state)" || diag "$out"
+stop=$(grep -o '^stopped step=[0-9]*' <<<"$out" | head -n 4 | sort | uniq -c | awk '{ print $1 " " $3 }')
+[[ "$stop" =~ ^4\ step=[0-9]+$ ]]
+ok $? "the first run's 4 ranks stopped at the same step ($stop)" || diag "$out"
+step=${stop#4 step=}
+[ "$step" -lt 150 ] 2>/dev/null && [ "$step" -gt 20 ]
+ok $? "stopped in time: step $step of 150, well after the start" || diag "$out"
+grep -q "job $id ends at .* (grace 50 s): the workers are told to stop" <<<"$out"
+ok $? "the coordinator said why it stopped the step" || diag "$out"
+grep -q "requeued job $id" <<<"$out"
+ok $? "the coordinator requeued the job" || diag "$out"
+is "$(sed -n "/^stopped/,/requeued job/p" <<<"$out" | grep -c '^bye rank=')" 4 \
+	"after every task had wound down (1.5 s after it left)" || diag "$out"
+is "$(grep -c "^resumed step=$step rank=[0-3] world=4 restart=1 exact$" <<<"$out")" 4 \
+	"the second run's 4 ranks resumed at step $step with the exact state" || diag "$out"
+is "$(grep -c '^finished step=150 rank=[0-3] committed$' <<<"$out")" 4 \
+	"and finished at step 150" || diag "$out"
+
+# 11-13. --dp-requeue=off: stopped in time and committed, not requeued.
+id=$(submit off off 150)
+wait_job "$id" 120
+out=$(cat "$work/off.out")
+state=$(job_state "$id")
+[[ "$state" =~ JobState=COMPLETED.*Restarts=0 ]]
+ok $? "--dp-requeue=off: the job completed without a requeue ($state)" || diag "$out"
+is "$(grep -c '^stopped step=[0-9]* rank=[0-3] committed$' <<<"$out")" 4 \
+	"its 4 ranks stopped in time and committed" || diag "$out"
+dptrain=$top_builddir/dptrain
+step=$(grep -o '^stopped step=[0-9]*' <<<"$out" | head -n 1 | cut -d= -f2)
+"$dptrain" ckpt verify "file://$work/ckpt/off" >/dev/null 2>&1 &&
+	"$dptrain" ckpt ls "file://$work/ckpt/off" 2>&1 | grep -qw "$step"
+ok $? "the checkpoint of step $step verifies" || diag "$("$dptrain" ckpt ls "file://$work/ckpt/off" 2>&1)"
