@@ -801,8 +801,9 @@ static void await_task_exits(void *router, void *mon, int sfd, int pidfd,
 	}
 }
 
-/* Stops the step once the job's end time is within the grace. */
-static void check_end_time(struct dpt__walltime *w, const struct options *o,
+/* Stops the step once the job's end time is within the grace; returns
+ * whether it did. */
+static bool check_end_time(struct dpt__walltime *w, const struct options *o,
 			   struct dpt__coord *coord, int64_t now)
 {
 	time_t end = dpt__walltime_end(w), t = time(NULL);
@@ -810,7 +811,7 @@ static void check_end_time(struct dpt__walltime *w, const struct options *o,
 	struct tm tm;
 
 	if (end <= 0 || t < end - o->grace)
-		return;
+		return false;
 	localtime_r(&end, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	if (o->job_id)
@@ -821,6 +822,7 @@ static void check_end_time(struct dpt__walltime *w, const struct options *o,
 		snprintf(why, sizeof(why), "the step ends at %s, in %ld s "
 			 "(grace %ld s)", when, (long)(end - t), o->grace);
 	dpt__coord_stop(coord, why, now);
+	return true;
 }
 
 int main(int argc, char **argv)
@@ -835,6 +837,7 @@ int main(int argc, char **argv)
 	uint8_t worker_key[32];
 	void *ctx = NULL, *router = NULL, *zap = NULL, *mon = NULL;
 	int sfd = -1, pidfd = -1, exit_code = 1, rc;
+	bool stopped = false;
 
 	dpt__log_set_ident(PROG);
 	if (parse_options(argc, argv, &o) != 0)
@@ -939,7 +942,7 @@ int main(int argc, char **argv)
 			wait = 0;
 		if (o.parent_pid && pidfd < 0 && wait > 200)
 			wait = 200;
-		if (walltime && wait > 1000)
+		if (walltime && !stopped && wait > 1000)
 			wait = 1000; /* the end time is checked every second */
 		if (zmq_poll(items, 5, (long)wait) < 0 && errno != EINTR) {
 			dpt__error("poll failed: %s", zmq_strerror(errno));
@@ -979,8 +982,8 @@ int main(int argc, char **argv)
 				 o.parent_pid);
 			dpt__coord_shutdown(coord, why, now);
 		}
-		if (walltime)
-			check_end_time(walltime, &o, coord, now);
+		if (walltime && !stopped)
+			stopped = check_end_time(walltime, &o, coord, now);
 		/* While messages wait unread, a peer's silence may be ours:
 		 * no eviction until the backlog is read. */
 		dpt__coord_on_tick(coord, now_ms(), !drained);

@@ -17,7 +17,7 @@ cluster_up NODES=2 CPUS=4 GPUS=0
 work=$(mktemp -d /tmp/dptrain-walltime.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")
 chmod 755 "$work"
-plan 13
+plan 15
 
 # job_state ID: the job's state, restart count and exit code.
 job_state() {
@@ -91,3 +91,13 @@ step=$(grep -o '^stopped step=[0-9]*' <<<"$out" | head -n 1 | cut -d= -f2)
 "$dptrain" ckpt verify "file://$work/ckpt/off" >/dev/null 2>&1 &&
 	"$dptrain" ckpt ls "file://$work/ckpt/off" 2>&1 | grep -qw "$step"
 ok $? "the checkpoint of step $step verifies" || diag "$("$dptrain" ckpt ls "file://$work/ckpt/off" 2>&1)"
+
+# 14-15. An interactive srun (its own job, not a batch job): stopped in
+# time and committed; Slurm refuses the requeue and the user is told why
+# and what to do.
+out=$(DPT_TIMEOUT=120 srun_t -N 1 -n 2 --time=1 --dp-train=inter --dp-ckpt="file://$work/ckpt" \
+	--dp-grace=55s "$train" --steps 100000 --step-ms 50 2>&1)
+is "$?:$(grep -c '^stopped step=[0-9]* rank=[01] committed$' <<<"$out")" "0:2" \
+	"srun --time=1 --dp-grace=55s: both ranks stopped in time and committed, srun exits 0" || diag "$out"
+grep -q "cannot requeue job [0-9]*: .*batch.*; its checkpoint is committed: submit the job again to resume from it" <<<"$out"
+ok $? "the refused requeue is explained" || diag "$out"
