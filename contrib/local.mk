@@ -6,4 +6,5 @@ EXTRA_DIST += \
 	contrib/setup/check.sh \
 	contrib/plugstack.conf.d/dptrain.conf \
 	contrib/examples/train_ddp.py \
+	contrib/examples/train_walltime.py \
 	.ci/run
