@@ -89,6 +89,9 @@ int dpt__walltime_start(struct dpt__walltime **out, uint32_t job_id,
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->wake, NULL);
 	if (job_id) {
+		/* Here, before the coordinator listens: libslurm exits the
+		 * process when it cannot read the Slurm configuration, which
+		 * must fail the step's start, not the running step. */
 		pthread_once(&slurm_once, slurm_setup);
 		if (pthread_create(&w->thread, NULL, poll_main, w) != 0) {
 			dpt__error("cannot start the end-time thread");
