@@ -28,6 +28,7 @@
 #include "worker/vote.h"
 #include "log.h"
 #include "parse.h"
+#include "wire.h"
 
 /* Leftovers of the storage (temporary files, multipart uploads) older
  * than this are removed after a commit: no save takes an hour per file. */
@@ -56,6 +57,9 @@ struct dpt_ckpt {
 	uint64_t keep_every;
 	enum dpt_ckpt_busy busy;
 	uint64_t block;
+	/* dpt_ckpt_step saves every EVERY_STEPS steps (DPTRAIN_CKPT_EVERY
+	 * "Nsteps"; 0: only when the coordinator says SAVE or STOP). */
+	uint64_t every_steps;
 
 	struct reg *regs;
 	size_t nregs;
@@ -123,6 +127,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	struct dpt_ckpt *ck = NULL;
 	char full[4096];
 	int rc, n, keep;
+	long secs, every_steps = 0;
 
 	*out = NULL;
 	if (!opts) {
@@ -160,6 +165,13 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		}
 		keep = (int)k;
 	}
+	if ((v = dpt__opt_or_env(NULL, "DPTRAIN_CKPT_EVERY")) &&
+	    dpt__parse_ckpt_every(v, &secs, &every_steps)) {
+		dpt__error("DPTRAIN_CKPT_EVERY='%s': expected auto, a duration "
+			   "or Nsteps (srun --dp-ckpt-every)",
+			   v);
+		return DPT_ECONFIG;
+	}
 	n = snprintf(full, sizeof(full), "%s%s%s", uri,
 		     run && uri[strlen(uri) - 1] != '/' ? "/" : "", run ? run : "");
 	if (n < 0 || (size_t)n >= sizeof(full)) {
@@ -175,6 +187,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	ck->device = -1;
 	ck->cuda_stream = opts->cuda_stream;
 	ck->keep_last = keep ? keep : DEFAULT_KEEP_LAST;
+	ck->every_steps = (uint64_t)every_steps;
 	ck->keep_every = opts->keep_every;
 	ck->busy = opts->busy;
 	ck->block = opts->block_size ? opts->block_size : DPT__CKPT_DEFAULT_BLOCK;
@@ -991,6 +1004,51 @@ static void retouch(unsigned char *p, uint64_t len)
 
 	for (uint64_t off = 0; off < len; off += 4096)
 		v[off] = 0;
+}
+
+int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
+		  int *stop, int *saved)
+{
+	uint32_t flags;
+	bool busy;
+	int rc;
+
+	if (saved)
+		*saved = 0;
+	if (!stop)
+		return DPT_EINVAL;
+	*stop = 0;
+	if (!ck || !meta)
+		return DPT_EINVAL;
+	/* A save in flight is committed as soon as every rank's shard is
+	 * written (no rank then waits in dpt_ckpt_wait), not at the next save:
+	 * each rank says whether its writer is still at work. */
+	pthread_mutex_lock(&ck->mu);
+	busy = ck->pending && ck->work;
+	pthread_mutex_unlock(&ck->mu);
+	rc = dpt__poll(ck->ctx, busy ? DPT_VOTE_BUSY : 0, &flags);
+	if (rc)
+		return rc;
+	/* The same decisions on every rank: the flags come from one vote,
+	 * every rank is at the same step and has the same save pending. */
+	if (ck->pending && !(flags & DPT_VOTE_BUSY)) {
+		rc = dpt_ckpt_wait(ck);
+		if (rc)
+			return rc;
+	}
+	if ((flags & (DPT_VOTE_SAVE | DPT_VOTE_STOP)) ||
+	    (ck->every_steps && meta->step % ck->every_steps == 0)) {
+		rc = dpt_ckpt_save(ck, meta);
+		if (saved)
+			*saved = 1;
+	}
+	if (flags & DPT_VOTE_STOP) {
+		int wrc = dpt_ckpt_wait(ck);
+
+		*stop = 1;
+		rc = rc ? rc : wrc;
+	}
+	return rc;
 }
 
 int dpt_ckpt_wait(struct dpt_ckpt *ck)

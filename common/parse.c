@@ -242,3 +242,33 @@ const char *dpt__opt_or_env(const char *opt, const char *env)
 	v = getenv(env);
 	return v && *v ? v : NULL;
 }
+
+int dpt__parse_ckpt_every(const char *s, long *seconds, long *steps)
+{
+	size_t len = strlen(s);
+	long n;
+	char num[32];
+
+	*seconds = 0;
+	if (steps)
+		*steps = 0;
+	if (strcmp(s, "auto") == 0) {
+		*seconds = DPT_CKPT_EVERY_AUTO_S;
+		return 0;
+	}
+	if (len > 5 && strcmp(s + len - 5, "steps") == 0) {
+		if (len - 5 >= sizeof(num))
+			return DPT_EINVAL;
+		memcpy(num, s, len - 5);
+		num[len - 5] = '\0';
+		if (dpt__parse_long(num, 1, 1000000000L, &n))
+			return DPT_EINVAL;
+		if (steps)
+			*steps = n;
+		return 0;
+	}
+	if (dpt__parse_duration(s, &n) || n <= 0)
+		return DPT_EINVAL;
+	*seconds = n;
+	return 0;
+}

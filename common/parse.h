@@ -20,6 +20,14 @@ int dpt__parse_long(const char *s, long min, long max, long *out);
  */
 int dpt__parse_duration(const char *s, long *seconds);
 
+/*
+ * A checkpoint interval, as srun --dp-ckpt-every takes it: "auto" (*SECONDS
+ * = DPT_CKPT_EVERY_AUTO_S), a duration (*SECONDS, at least 1) or "Nsteps"
+ * (*STEPS, 1 to 10^9); the other one is set to 0. STEPS may be NULL.
+ */
+#define DPT_CKPT_EVERY_AUTO_S 1800
+int dpt__parse_ckpt_every(const char *s, long *seconds, long *steps);
+
 /* Writes SECONDS in the shortest readable form ("90s", "10m", "1h30m",
  * "2d") into BUF; returns BUF. */
 const char *dpt__format_duration(long seconds, char *buf, size_t size);

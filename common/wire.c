@@ -166,12 +166,14 @@ static int fields_ok(const struct dpt__msg *m)
 	case DPT_MSG_FAULT:
 		return m->u.fault_code < 0;
 	case DPT_MSG_VOTE:
-		return m->seq >= 1 && m->u.vote.code <= 0;
+		return m->seq >= 1 && m->u.vote.code <= 0 &&
+		       (m->u.vote.flags & ~DPT_VOTE_BUSY) == 0;
 	case DPT_MSG_VOTE_DONE:
 		return m->seq >= 1 && m->u.vote.code <= 0 &&
 		       (m->u.vote.failed == 0) == (m->u.vote.code == 0) &&
 		       m->u.vote.failed <= DPT_WIRE_WORLD_MAX &&
-		       (m->u.vote.flags & ~DPT_VOTE_STOP) == 0;
+		       (m->u.vote.flags &
+			~(DPT_VOTE_STOP | DPT_VOTE_SAVE | DPT_VOTE_BUSY)) == 0;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_GET:
 	case DPT_MSG_KV_VALUE:
@@ -254,8 +256,9 @@ static size_t body_size(const struct dpt__msg *m)
 	case DPT_MSG_TASK_EXIT:
 		return 8;
 	case DPT_MSG_FAULT:
-	case DPT_MSG_VOTE:
 		return 4;
+	case DPT_MSG_VOTE:
+		return 8;
 	case DPT_MSG_VOTE_DONE:
 		return 12;
 	case DPT_MSG_KV_PUT:
@@ -354,6 +357,7 @@ long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size)
 		break;
 	case DPT_MSG_VOTE:
 		put_u32(&w, (uint32_t)m->u.vote.code);
+		put_u32(&w, m->u.vote.flags);
 		break;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_VALUE:
@@ -536,6 +540,7 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 		break;
 	case DPT_MSG_VOTE:
 		m->u.vote.code = (int32_t)get_u32(&r);
+		m->u.vote.flags = get_u32(&r);
 		break;
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_VALUE:

@@ -122,16 +122,20 @@ struct dpt__msg_kv {
 	char value[DPT_KV_VALUE_MAX + 1];
 };
 
-/* VOTE (CODE only) and VOTE_DONE. */
+/* VOTE and VOTE_DONE. */
 struct dpt__msg_vote {
 	int32_t code;	 /* VOTE: 0 or a dpt_error; VOTE_DONE: the first one */
 	uint32_t failed; /* VOTE_DONE: members whose code was not 0 */
-	uint32_t flags;	 /* VOTE_DONE: DPT_VOTE_STOP */
+	uint32_t flags;	 /* DPT_VOTE_*: VOTE BUSY only, VOTE_DONE all */
 };
 
-/* VOTE_DONE flags. STOP: the step must stop (its job's end time is within
- * the grace, doc/walltime.md). */
+/* Vote flags. STOP (VOTE_DONE): the step must stop (its job's end time is
+ * within the grace, doc/walltime.md). SAVE (VOTE_DONE): a periodic
+ * checkpoint is due (--ckpt-every). BUSY: this member's (VOTE), some
+ * member's (VOTE_DONE) checkpoint is still being written. */
 #define DPT_VOTE_STOP 0x1u
+#define DPT_VOTE_SAVE 0x2u
+#define DPT_VOTE_BUSY 0x4u
 
 /*
  * A decoded message, or one to encode. Only the member of the union that

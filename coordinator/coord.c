@@ -69,6 +69,7 @@ struct peer {
 	/* It arrived at barrier BARRIER_SEQ with a VOTE, and its code. */
 	bool voted;
 	int32_t vote;
+	uint32_t vote_flags;
 	uint64_t join_order;
 	int fd; /* the descriptor its messages came from, or -1 */
 	struct dpt__msg_join join;
@@ -131,6 +132,7 @@ struct dpt__coord {
 	 * from then on; STOP_SENT once one has. */
 	bool stopping;
 	bool stop_sent;
+	int64_t last_save; /* when SAVE was last sent (or the start) */
 	uint32_t barrier_seq; /* barriers completed in this generation */
 	uint32_t barrier_count;
 	uint8_t last_id[DPT_NCCL_ID_SIZE];
@@ -694,12 +696,15 @@ static void check_barrier(struct dpt__coord *c, int64_t now)
 	done.seq = vote.seq = c->barrier_seq;
 	if (c->stopping)
 		vote.u.vote.flags = DPT_VOTE_STOP;
+	if (c->cfg.save_every_ms && now - c->last_save >= c->cfg.save_every_ms)
+		vote.u.vote.flags |= DPT_VOTE_SAVE;
 	for (uint32_t r = 0; r < c->world; r++) {
 		struct peer *p = c->members[r];
 
 		if (!p || !p->voted)
 			continue;
 		voters++;
+		vote.u.vote.flags |= p->vote_flags & DPT_VOTE_BUSY;
 		if (p->vote && vote.u.vote.failed++ == 0)
 			vote.u.vote.code = p->vote;
 	}
@@ -715,6 +720,8 @@ static void check_barrier(struct dpt__coord *c, int64_t now)
 			continue;
 		send_msg(c, p, p->voted ? &vote : &done, now);
 		c->stop_sent |= p->voted && c->stopping;
+		if (p->voted && (vote.u.vote.flags & DPT_VOTE_SAVE))
+			c->last_save = now;
 		p->voted = false;
 	}
 }
@@ -889,6 +896,7 @@ static void on_barrier(struct dpt__coord *c, struct peer *p,
 	p->barrier_seq = seq;
 	p->voted = e->msg->type == DPT_MSG_VOTE;
 	p->vote = p->voted ? e->msg->u.vote.code : 0;
+	p->vote_flags = p->voted ? e->msg->u.vote.flags : 0;
 	c->barrier_count++;
 	check_barrier(c, e->now);
 }
@@ -1172,6 +1180,7 @@ int dpt__coord_new(struct dpt__coord **out,
 	}
 	c->lru.newer = c->lru.older = &c->lru;
 	c->next_heartbeat = now + cfg->heartbeat_ms;
+	c->last_save = now;
 	c->join_deadline = cfg->join_timeout_ms ? now + cfg->join_timeout_ms :
 						  0;
 	c->rl_malformed.window_start = now;

@@ -57,6 +57,7 @@ struct options {
 	long end_time;
 	long grace;
 	bool requeue;
+	long ckpt_every; /* seconds; 0: no periodic SAVE */
 };
 
 static void usage(FILE *f)
@@ -112,6 +113,12 @@ static void usage(FILE *f)
 		"stopped step ended\n"
 		"                         cleanly (DPTRAIN_REQUEUE; default "
 		"off)\n"
+		"  --ckpt-every auto|DURATION|Nsteps\n"
+		"                         tell the workers a checkpoint is due "
+		"this often\n"
+		"                         (DPTRAIN_CKPT_EVERY; auto: 30m; Nsteps "
+		"is the\n"
+		"                         workers' own count; default: never)\n"
 		"  --log-level LEVEL      error, warn, info or debug "
 		"(DPTRAIN_LOG_LEVEL; default info)\n"
 		"  --help, --version\n"
@@ -173,6 +180,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		OPT_END_TIME,
 		OPT_GRACE,
 		OPT_REQUEUE,
+		OPT_CKPT_EVERY,
 		OPT_LOG,
 		OPT_HELP,
 		OPT_VERSION,
@@ -193,6 +201,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"end-time", required_argument, NULL, OPT_END_TIME},
 		{"grace", required_argument, NULL, OPT_GRACE},
 		{"requeue", required_argument, NULL, OPT_REQUEUE},
+		{"ckpt-every", required_argument, NULL, OPT_CKPT_EVERY},
 		{"log-level", required_argument, NULL, OPT_LOG},
 		{"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -207,7 +216,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		"DPTRAIN_MIN_WORKERS",	  "DPTRAIN_JOIN_TIMEOUT_MS",
 		"DPTRAIN_IO_THREADS",	  "DPTRAIN_JOB_ID",
 		"DPTRAIN_END_TIME",	  "DPTRAIN_GRACE",
-		"DPTRAIN_REQUEUE",	  "DPTRAIN_LOG_LEVEL",
+		"DPTRAIN_REQUEUE",	  "DPTRAIN_CKPT_EVERY",
+		"DPTRAIN_LOG_LEVEL",
 	};
 	const char *val[OPT_LOG - OPT_WORLD + 1] = {NULL};
 	const char *name[OPT_LOG - OPT_WORLD + 1];
@@ -311,6 +321,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 			rc = DPT_EINVAL;
 		}
 		o->requeue = !strcmp(V(OPT_REQUEUE), "auto");
+	}
+	if (!rc && V(OPT_CKPT_EVERY)) {
+		rc = dpt__parse_ckpt_every(V(OPT_CKPT_EVERY), &o->ckpt_every,
+					   NULL);
+		if (rc)
+			fprintf(stderr,
+				PROG ": %s: '%s' is not auto, a duration or "
+				     "Nsteps\n",
+				N(OPT_CKPT_EVERY), V(OPT_CKPT_EVERY));
 	}
 	if (!rc && V(OPT_LOG)) {
 		rc = dpt__log_parse_level(V(OPT_LOG), &level);
@@ -907,6 +926,7 @@ int main(int argc, char **argv)
 		.heartbeat_ms = (uint32_t)o.heartbeat_ms,
 		.timeout_ms = (uint32_t)o.timeout_ms,
 		.join_timeout_ms = (uint32_t)o.join_timeout_ms,
+		.save_every_ms = o.ckpt_every * 1000,
 	};
 	if (dpt__coord_new(&coord, &cfg, router, now_ms()) != 0) {
 		dpt__error("out of memory");

@@ -53,27 +53,16 @@ static int copy_str(char *dst, size_t size, const char *value, const char *what,
 /* "auto", "N" seconds as a duration, or "Nsteps". */
 static int parse_every(const char *v, struct dpt__ckpt_every *out)
 {
-	size_t len = strlen(v);
-	long n;
+	long secs, steps;
 
-	if (strcmp(v, "auto") == 0) {
-		*out = (struct dpt__ckpt_every){DPT_EVERY_AUTO, 0};
-		return 0;
-	}
-	if (len > 5 && strcmp(v + len - 5, "steps") == 0) {
-		char num[32];
-		if (len - 5 >= sizeof(num))
-			return DPT_EINVAL;
-		memcpy(num, v, len - 5);
-		num[len - 5] = '\0';
-		if (dpt__parse_long(num, 1, 1000000000L, &n))
-			return DPT_EINVAL;
-		*out = (struct dpt__ckpt_every){DPT_EVERY_STEPS, n};
-		return 0;
-	}
-	if (dpt__parse_duration(v, &n) || n <= 0)
+	if (dpt__parse_ckpt_every(v, &secs, &steps))
 		return DPT_EINVAL;
-	*out = (struct dpt__ckpt_every){DPT_EVERY_SECONDS, n};
+	if (strcmp(v, "auto") == 0)
+		*out = (struct dpt__ckpt_every){DPT_EVERY_AUTO, 0};
+	else if (steps)
+		*out = (struct dpt__ckpt_every){DPT_EVERY_STEPS, steps};
+	else
+		*out = (struct dpt__ckpt_every){DPT_EVERY_SECONDS, secs};
 	return 0;
 }
 
@@ -506,4 +495,19 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		return DPT_ERANGE;
 	}
 	return 0;
+}
+
+const char *dpt__every_string(const struct dpt__ckpt_every *e, char *buf,
+				size_t size)
+{
+	switch (e->kind) {
+	case DPT_EVERY_STEPS:
+		snprintf(buf, size, "%ldsteps", e->value);
+		return buf;
+	case DPT_EVERY_SECONDS:
+		snprintf(buf, size, "%lds", e->value);
+		return buf;
+	default:
+		return "auto";
+	}
 }

@@ -10,13 +10,14 @@
 #define DPT_SPANK_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #define DPT_CFG_STR 1024
 #define DPT_CFG_ROOTS 16
 
 enum dpt__requeue { DPT_REQUEUE_AUTO = 0, DPT_REQUEUE_OFF = 1 };
 enum dpt__ckpt_every_kind {
-	DPT_EVERY_AUTO = 0, /* the coordinator picks from measured costs */
+	DPT_EVERY_AUTO = 0, /* DPT_CKPT_EVERY_AUTO_S (common/parse.h) */
 	DPT_EVERY_SECONDS = 1,
 	DPT_EVERY_STEPS = 2,
 };
@@ -25,6 +26,10 @@ struct dpt__ckpt_every {
 	enum dpt__ckpt_every_kind kind;
 	long value; /* seconds or steps */
 };
+
+/* E as srun --dp-ckpt-every takes it ("auto", "90s", "10steps"), in BUF. */
+const char *dpt__every_string(const struct dpt__ckpt_every *e, char *buf,
+			      size_t size);
 
 /* What the admin sets: defaults (def_*) and bounds. */
 struct dpt__admin {

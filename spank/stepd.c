@@ -63,20 +63,6 @@ static int setf(spank_t sp, const char *name, const char *fmt, ...)
 	return set(sp, name, value);
 }
 
-static const char *every_string(const struct dpt__ckpt_every *e, char *buf,
-				size_t size)
-{
-	switch (e->kind) {
-	case DPT_EVERY_STEPS:
-		snprintf(buf, size, "%ldsteps", e->value);
-		return buf;
-	case DPT_EVERY_SECONDS:
-		snprintf(buf, size, "%lds", e->value);
-		return buf;
-	default:
-		return "auto";
-	}
-}
 
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 {
@@ -103,7 +89,7 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 
 	rc |= set(sp, "DPTRAIN_RUN", s->run);
 	rc |= set(sp, "DPTRAIN_CKPT_URI", s->ckpt_uri);
-	rc |= set(sp, "DPTRAIN_CKPT_EVERY", every_string(&s->every, every,
+	rc |= set(sp, "DPTRAIN_CKPT_EVERY", dpt__every_string(&s->every, every,
 							 sizeof(every)));
 	rc |= setf(sp, "DPTRAIN_KEEP", "%ld", s->keep);
 	rc |= setf(sp, "DPTRAIN_GRACE", "%ld", s->grace);

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "nccl.h"
 #include "parse.h"
+#include "vote.h"
 #include "wire.h"
 
 /* How many generations in a row may break while a worker joins before it
@@ -774,15 +775,17 @@ static int check_buffers(const void *a, const void *b, size_t count,
 /* Arrives at the next barrier with a BARRIER, or a VOTE of CODE, and waits
  * for its release in *REPLY (to release when this returns 0). */
 static int barrier_round(struct dpt_ctx *ctx, uint8_t type, int code,
-			 struct dpt__msg *reply)
+			 uint32_t flags, struct dpt__msg *reply)
 {
 	uint32_t seq = ++ctx->barrier_seq;
 	int rc;
 
 	dpt__msg_init(reply, type, ctx->generation);
 	reply->seq = seq;
-	if (type == DPT_MSG_VOTE)
+	if (type == DPT_MSG_VOTE) {
 		reply->u.vote.code = code;
+		reply->u.vote.flags = flags;
+	}
 	rc = send_msg(ctx, reply);
 	if (!rc)
 		rc = await(ctx,
@@ -799,28 +802,38 @@ int dpt_barrier(struct dpt_ctx *ctx)
 
 	if (rc)
 		return rc;
-	rc = barrier_round(ctx, DPT_MSG_BARRIER, 0, &m);
+	rc = barrier_round(ctx, DPT_MSG_BARRIER, 0, 0, &m);
 	if (!rc)
 		dpt__msg_release(&m);
 	return after(ctx, rc);
 }
 
-int dpt_should_stop(struct dpt_ctx *ctx, int *stop)
+int dpt__poll(struct dpt_ctx *ctx, uint32_t mine, uint32_t *flags)
 {
 	struct dpt__msg m;
 	int rc = ready(ctx);
 
-	if (!stop)
-		return DPT_EINVAL;
-	*stop = 0;
+	*flags = 0;
 	if (rc)
 		return rc;
-	rc = barrier_round(ctx, DPT_MSG_VOTE, 0, &m);
+	rc = barrier_round(ctx, DPT_MSG_VOTE, 0, mine, &m);
 	if (!rc) {
-		*stop = (m.u.vote.flags & DPT_VOTE_STOP) != 0;
+		*flags = m.u.vote.flags;
 		dpt__msg_release(&m);
 	}
 	return after(ctx, rc);
+}
+
+int dpt_should_stop(struct dpt_ctx *ctx, int *stop)
+{
+	uint32_t flags;
+	int rc;
+
+	if (!stop)
+		return DPT_EINVAL;
+	rc = dpt__poll(ctx, 0, &flags);
+	*stop = (flags & DPT_VOTE_STOP) != 0;
+	return rc;
 }
 
 int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first)
@@ -830,7 +843,7 @@ int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first)
 
 	if (rc)
 		return rc;
-	rc = barrier_round(ctx, DPT_MSG_VOTE, code > 0 ? DPT_EIO : code, &m);
+	rc = barrier_round(ctx, DPT_MSG_VOTE, code > 0 ? DPT_EIO : code, 0, &m);
 	if (!rc) {
 		*failed = m.u.vote.failed;
 		if (first)

@@ -4,15 +4,15 @@ Submit it with a time limit shorter than the training needs:
 
     sbatch -N 2 -n 4 --time=1 --requeue --open-mode=append -o train.out --wrap \\
         "srun --dp-train=fit --dp-ckpt=file:///scratch/$USER/ckpt --dp-grace=45s \\
-              python3 train_walltime.py 300"
+              --dp-ckpt-every=5s python3 train_walltime.py 300"
 
 It fits y = 3x - 2 on data each rank draws for itself, averaging the
 gradients with ctx.allreduce; each step also sleeps 0.1 s, standing in for
-a real model's compute. After every step it asks ctx.should_stop(), which
-turns True on every rank at the same step once the job's end is within
---dp-grace: it then commits a checkpoint of the model and the optimizer's
-momentum and exits, the job is requeued, and the next run resumes from
-that checkpoint. A rank's data at step S depends only on (rank, S), so a
+a real model's compute. After every step it calls ck.step(): that saves
+the model and the optimizer's momentum every --dp-ckpt-every, and once the
+job's end is within --dp-grace it saves, waits for the commit and returns
+True on every rank at the same step; the program exits, the job is
+requeued, and the next run resumes from that checkpoint. A rank's data at step S depends only on (rank, S), so a
 resumed run learns exactly what an uninterrupted one would have.
 """
 import os
@@ -65,11 +65,13 @@ with dptrain.init() as ctx:
         time.sleep(0.1)
         if rank == 0 and step % 50 == 0:
             print("step %4d loss %.5f" % (step, loss.item()), flush=True)
-        stop = ctx.should_stop()
+        # Saves when --dp-ckpt-every says so, and at the walltime, where
+        # it also waits for the commit and returns True.
+        stop = ck.step(step)
 
-    if step > start:
+    if step > start and ck.last_saved != step:
         ck.save(step)
-        ck.wait()
+    ck.wait()
     if rank == 0:
         w, b = model.weight.item(), model.bias.item()
         if stop:

@@ -25,14 +25,15 @@ echo "== srun -N 2 -n 4 --dp-train=demo python3 contrib/examples/train_ddp.py (P
 timeout 300 srun -N 2 -n 4 --dp-train=demo /usr/bin/python3 "$top/contrib/examples/train_ddp.py" 100
 echo
 echo "== sbatch --time=1: a job that needs longer than its one-minute limit (contrib/examples/train_walltime.py)"
-echo "   stopped 45 s before the end (--dp-grace=45s), checkpointed, requeued, resumed, until it finishes"
+echo "   checkpointed every 5 s (--dp-ckpt-every=5s), stopped 45 s before the end (--dp-grace=45s),"
+echo "   requeued, resumed, until it finishes"
 out=$DPTRAIN_CLUSTER_DIR/walltime.out
 # The binding and the library from this build tree (make install puts them
 # where Python and the loader look by themselves).
 export PYTHONPATH=$top/worker/python DPTRAIN_LIBRARY=$top/worker/.libs/libdptrain.so
 rm -rf "$DPTRAIN_CLUSTER_DIR/ckpt" "$out"
 job=$(sbatch --parsable -N 2 -n 4 --time=1 --requeue --open-mode=append -o "$out" -J walltime --wrap \
-	"srun --dp-train=fit --dp-ckpt=file://$DPTRAIN_CLUSTER_DIR/ckpt --dp-grace=45s /usr/bin/python3 $top/contrib/examples/train_walltime.py 200")
+	"srun --dp-train=fit --dp-ckpt=file://$DPTRAIN_CLUSTER_DIR/ckpt --dp-grace=45s --dp-ckpt-every=5s /usr/bin/python3 $top/contrib/examples/train_walltime.py 200")
 for _ in $(seq 1 300); do
 	case $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*') in
 	JobState=COMPLETED | JobState=FAILED | JobState=CANCELLED | JobState=TIMEOUT | JobState=NODE_FAIL) break ;;

@@ -224,6 +224,34 @@ DPT_EXPORT int dpt_ckpt_save(struct dpt_ckpt *ck,
  */
 DPT_EXPORT int dpt_ckpt_wait(struct dpt_ckpt *ck);
 
+/*
+ * dpt_ckpt_step - the end of training step META->step, on every rank:
+ * saves when a checkpoint is due and says whether to stop (the walltime,
+ * doc/walltime.md). One vote through the coordinator, then:
+ * - the commit of the save in flight, if there is one and every rank's
+ *   shard is written (so a periodic checkpoint is committed a step or so
+ *   after its writes end, and this never waits for a writer);
+ * - a save of META (asynchronous, as dpt_ckpt_save; the previous one is
+ *   committed first) when the coordinator says a periodic checkpoint is
+ *   due (srun --dp-ckpt-every=DURATION, or auto: 30 minutes; counted by
+ *   the coordinator), when META->step is a multiple of N
+ *   (--dp-ckpt-every=Nsteps, from $DPTRAIN_CKPT_EVERY), or when the step
+ *   must stop;
+ * - when the step must stop: dpt_ckpt_wait, and *STOP = 1: the program
+ *   calls dpt_ckpt_destroy and dpt_finalize and exits 0 (the job is
+ *   requeued and resumes from this step).
+ * *SAVED (SAVED may be NULL) is 1 when this call saved META->step: a
+ * program that ends its training at this step then only calls
+ * dpt_ckpt_wait, not dpt_ckpt_save again. Every rank gets the same answers, so all save the same steps. Returns 0,
+ * DPT_EINVAL, the vote's error (as dpt_barrier), or the save's or the
+ * commit's (as dpt_ckpt_save, dpt_ckpt_wait; a failed periodic save is
+ * committed by nobody, and its error is returned by the dpt_ckpt_step
+ * that would have committed it).
+ */
+DPT_EXPORT int dpt_ckpt_step(struct dpt_ckpt *ck,
+			     const struct dpt_ckpt_meta *meta, int *stop,
+			     int *saved);
+
 /* What dpt_ckpt_load found. Pointers are owned by the checkpoint object
  * and valid until the next load or its destruction. */
 struct dpt_ckpt_info {

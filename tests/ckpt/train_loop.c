@@ -4,14 +4,17 @@
  * --steps, asks dpt_should_stop after every step and, when told to stop,
  * saves, waits for the commit and exits 0.
  *
- *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS]
+ *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS] [--auto]
  *
  * The state (a replicated int64 vector and an int64 matrix sharded by rows
  * across the ranks) is a pure function of the step: each step mixes the
  * step number into every element. On resume the loaded state is checked
  * against that function computed from step 0, so a lost or repeated step
  * shows. --every K also saves every K steps (0: only at a stop and at the
- * end). --linger-ms MS: after dpt_finalize the program winds down for MS
+ * end). --auto: dpt_ckpt_step after every step instead, which saves when
+ * srun --dp-ckpt-every (DPTRAIN_CKPT_EVERY, the coordinator's
+ * --ckpt-every) says so and at the stop; each such save prints "saved
+ * step=S rank=R". --trace prints "step S" as each step ends. --linger-ms MS: after dpt_finalize the program winds down for MS
  * (logs flushed, files closed...) before it prints "bye rank=R" and exits:
  * a requeue must not cut that short. Checkpoint root and run: DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun
  * --dp-train sets them.
@@ -96,11 +99,17 @@ int main(int argc, char **argv)
 	struct dpt_ckpt *ck = NULL;
 	struct dpt_ckpt_opts co;
 	struct dpt_ckpt_info info;
-	int rc, rank, world, stop = 0;
+	int rc, rank, world, stop = 0, autosave = 0, trace = 0;
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--steps"))
+	for (int i = 1; i < argc; i += 2) {
+		if (!strcmp(argv[i], "--auto") || !strcmp(argv[i], "--trace")) {
+			*(argv[i][2] == 'a' ? &autosave : &trace) = 1;
+			i--;
+		} else if (i + 1 >= argc) {
+			fprintf(stderr, "train_loop: %s needs a value\n", argv[i]);
+			return 2;
+		} else if (!strcmp(argv[i], "--steps"))
 			steps = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--step-ms"))
 			step_ms = strtol(argv[i + 1], NULL, 10);
@@ -155,6 +164,23 @@ int main(int argc, char **argv)
 	while (step < steps) {
 		train_step(++step);
 		usleep((useconds_t)step_ms * 1000);
+		if (trace)
+			printf("step %" PRIu64 "\n", step);
+		if (autosave) {
+			int now_saved;
+
+			rc = dpt_ckpt_step(ck, &(struct dpt_ckpt_meta){.step = step},
+					   &stop, &now_saved);
+			if (rc)
+				return fail("dpt_ckpt_step", rc);
+			if (now_saved) {
+				saved = step;
+				printf("saved step=%" PRIu64 " rank=%d\n", step, rank);
+			}
+			if (stop)
+				break;
+			continue;
+		}
 		if (every && step % every == 0) {
 			rc = save(ck, step);
 			if (rc)
@@ -167,7 +193,7 @@ int main(int argc, char **argv)
 		if (stop)
 			break;
 	}
-	rc = saved == step ? 0 : save(ck, step);
+	rc = saved == step ? dpt_ckpt_wait(ck) : save(ck, step);
 	if (rc)
 		return fail("save", rc);
 	printf("%s step=%" PRIu64 " rank=%d committed\n",

@@ -1,5 +1,6 @@
 #!/bin/bash
-# The walltime stop on loopback (doc/walltime.md), without Slurm: a real
+# The walltime stop and periodic checkpoints on loopback (doc/walltime.md),
+# without Slurm: a real
 # coordinator given a fixed end time (--end-time, --grace) and real
 # training loops (tests/ckpt/train_loop) that ask dpt_should_stop after
 # every step. They stop at the same step once the end is within the grace,
@@ -12,7 +13,7 @@
 train=$top_builddir/tests/ckpt/train_loop
 [ -x "$train" ] || skip_all "build the training loop first (make check builds $train)"
 export DPTRAIN_CKPT_URI=file://$coord_dir/ckpt DPTRAIN_RUN=stop
-plan 17
+plan 26
 
 # train_start NAME TASK ARG...: one training loop with the task
 # environment the SPANK plugin would give it (one node).
@@ -100,3 +101,64 @@ is "$rc:$(outs d | grep -c '^finished')" "0:2" "without an end time the loops ru
 	diag "$(outs d)"
 coord_wait 10
 is "$?" 0 "the coordinator exits 0"
+
+# 18-20. dpt_ckpt_step with DPTRAIN_CKPT_EVERY=4steps (what srun
+# --dp-ckpt-every=4steps exports): saves at steps 4, 8 and 12 on both
+# ranks, and the last step at the end; all committed.
+coord_start 2
+rc=0
+DPTRAIN_RUN=every DPTRAIN_CKPT_EVERY=4steps DPTRAIN_KEEP=100 \
+	train_all e 2 --steps 14 --step-ms 1 --auto || rc=$?
+is "$rc:$(outs e | grep -o '^saved step=[0-9]*' | sort | uniq -c | tr -s ' ' | tr '\n' '|')" \
+	"0: 2 saved step=12| 2 saved step=4| 2 saved step=8|" \
+	"every 4 steps: both ranks saved steps 4, 8 and 12" || diag "$(outs e)"
+ls=$("$top_builddir/dptrain" ckpt ls "$DPTRAIN_CKPT_URI/every" 2>&1)
+is "$(awk '$3 == "committed" { print $2 }' <<<"$ls" | tr '\n' ' ')" "4 8 12 14 " \
+	"steps 4, 8, 12 and the final 14 are committed" || diag "$ls"
+coord_wait 10
+is "$?" 0 "the coordinator exits 0"
+
+# 21-22. A coordinator that says a checkpoint is due every second
+# (--ckpt-every 1s, as srun --dp-ckpt-every=1s starts it): over about 3 s
+# of steps, the ranks save the same steps, more than once.
+coord_start 2 --ckpt-every 1s
+rc=0
+DPTRAIN_RUN=timed DPTRAIN_KEEP=100 train_all t 2 --steps 120 --step-ms 25 --auto || rc=$?
+t0=$(grep -o '^saved step=[0-9]*' "$coord_dir/t0.out" | tr '\n' ' ')
+t1=$(grep -o '^saved step=[0-9]*' "$coord_dir/t1.out" | tr '\n' ' ')
+[ "$rc" = 0 ] && [ "$t0" = "$t1" ] && [ "$(wc -w <<<"$t0")" -ge 4 ] # "saved step=N" is 2 words: 2 saves or more
+ok $? "every second: both ranks saved the same steps (${t0% })" || diag "$(outs t)"
+coord_wait 10
+is "$?" 0 "the coordinator exits 0"
+
+# 23. With the stop, dpt_ckpt_step saves and commits the last step.
+coord_start 2 --end-time $(($(date +%s) + 5)) --grace 1h --ckpt-every 1h
+rc=0
+DPTRAIN_RUN=autostop train_all s 2 --steps 1000 --step-ms 1 --auto || rc=$?
+is "$rc:$(outs s | grep -c '^stopped step=1 rank=[01] committed$')" "0:2" \
+	"dpt_ckpt_step at the stop: step 1 saved and committed on both ranks" || diag "$(outs s)"
+coord_wait 10
+
+# 24. A periodic save is committed once its writes are done, not at the
+# next save: with a save every 4 steps of 200 ms, the commit of step 4
+# (the library's log, in the same stream) comes before step 8 ends (where
+# the next save would have committed it); here, during step 6 unless
+# its few kilobytes took longer than a step to write.
+coord_start 1
+DPTRAIN_RUN=prompt DPTRAIN_CKPT_EVERY=4steps SLURM_NODEID=0 SLURM_LOCALID=0 SLURM_PROCID=0 \
+	DPTRAIN_BACKEND=cpu DPTRAIN_DATA_HOST=127.0.0.1 \
+	"$train" --steps 10 --step-ms 200 --auto --trace >"$coord_dir/p.out" 2>&1
+order=$(grep -o '^step [4-8]$\|committed step 4 ' "$coord_dir/p.out" | tr '\n' ' ')
+[[ "$order" =~ ^step\ 4\ step\ 5\ (step\ 6\ )?(step\ 7\ )?committed\ step\ 4\ .*step\ 8 ]]
+ok $? "step 4 is committed once written, before step 8 (${order% })" || diag "$(cat "$coord_dir/p.out")"
+coord_wait 10
+
+# 25-26. Bad intervals are named.
+out=$("$coord_bin" --world-size 2 --ckpt-every often 2>&1)
+is "$?:$out" "2:dptrain-coordinator: --ckpt-every: 'often' is not auto, a duration or Nsteps" \
+	"a bad --ckpt-every is refused"
+coord_start 1
+rc=0
+DPTRAIN_CKPT_EVERY=3stepz train_all x 1 --steps 3 --auto || rc=$?
+[ "$rc" != 0 ] && grep -q "DPTRAIN_CKPT_EVERY='3stepz': expected auto, a duration or Nsteps" "$coord_dir/x0.log"
+ok $? "a bad DPTRAIN_CKPT_EVERY fails the checkpoint object, named" || diag "$(cat "$coord_dir/x0.log")"

@@ -17,7 +17,7 @@ export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
 worker=$top_srcdir/tests/python/worker.py
 dptrain_cli=$top_builddir/dptrain
 
-plan 10
+plan 11
 
 # Without the cluster: a missing library says what to do.
 out=$(DPTRAIN_LIBRARY=/nonexistent/libdptrain.so $py -c 'import dptrain' 2>&1)
@@ -67,3 +67,6 @@ srun_args="--time=1 --dp-grace=55s" run 4 wall stop
 asked=$(grep -o '^rank=[0-3] world=4 stop asked=[0-9]* ok' <<<"$out" | grep -o 'asked=[0-9]*' | sort | uniq -c)
 [[ "$asked" =~ ^\ *4\ asked=[0-9]+$ ]]
 ok $? "should_stop() turns True near the end, on all 4 ranks at once ($asked)" || diag "$out"
+step=${asked##*=}
+"$dptrain_cli" ckpt ls "$ckpt/wall" 2>&1 | grep -q "^\. *$step *committed"
+ok $? "Checkpoint.step($step) at the stop saved and committed it" || diag "$("$dptrain_cli" ckpt ls "$ckpt/wall" 2>&1)"

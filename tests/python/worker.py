@@ -10,7 +10,8 @@ Debian's python3-torch, under srun --dp-train.
                             from the newest step and checked element by element
     worker.py fresh         load() of a run without a committed step: None
     worker.py stop          should_stop() until it says True (srun --time and
-                            --dp-grace make that happen), then once more
+                            --dp-grace make that happen), then once more;
+                            then Checkpoint.step() saves and commits
 Each prints one line "rank=R world=W <what> ok" on success.
 """
 import sys
@@ -119,11 +120,14 @@ def fresh(ctx):
 
 
 def stop(ctx):
+    ck, _, _ = state(ctx, True)
     asked = 1
     while not ctx.should_stop():
         asked += 1
         time.sleep(0.05)
     assert ctx.should_stop(), "a stop is never taken back"
+    assert ck.step(asked) is True and ck.last_saved == asked
+    ck.close()
     return "stop asked=%d" % asked
 
 

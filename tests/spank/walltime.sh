@@ -17,7 +17,7 @@ cluster_up NODES=2 CPUS=4 GPUS=0
 work=$(mktemp -d /tmp/dptrain-walltime.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")
 chmod 755 "$work"
-plan 15
+plan 16
 
 # job_state ID: the job's state, restart count and exit code.
 job_state() {
@@ -36,15 +36,16 @@ wait_job() {
 	done
 	return 1
 }
-# submit NAME REQUEUE STEPS: a one-minute job of 4 tasks on 2 nodes.
+# submit NAME REQUEUE STEPS [SRUN_OPTIONS [LOOP_OPTIONS]]: a one-minute job
+# of 4 tasks on 2 nodes.
 submit() {
 	cat >"$work/$1.sh" <<EOF
 #!/bin/bash
 #SBATCH -N 2 -n 4 --ntasks-per-node=2 --time=1 --requeue --open-mode=append
 #SBATCH -o $work/$1.out -J $1
 echo "run start restart=\${SLURM_RESTART_COUNT:-0} at \$(date +%s)"
-srun --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=50s --dp-requeue=$2 \\
-	$train --steps $3 --step-ms 100 --linger-ms 1500
+srun --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=50s --dp-requeue=$2 ${4:-} \\
+	$train --steps $3 --step-ms 100 --linger-ms 1500 ${5:-}
 echo "srun exit \$?"
 EOF
 	sbatch_t --parsable "$work/$1.sh" | cut -d';' -f1
@@ -77,8 +78,9 @@ is "$(grep -c "^resumed step=$step rank=[0-3] world=4 restart=1 exact$" <<<"$out
 is "$(grep -c '^finished step=150 rank=[0-3] committed$' <<<"$out")" 4 \
 	"and finished at step 150" || diag "$out"
 
-# 11-13. --dp-requeue=off: stopped in time and committed, not requeued.
-id=$(submit off off 150)
+# 11-14. --dp-requeue=off: stopped in time and committed, not requeued;
+# with --dp-ckpt-every=3s the loop's dpt_ckpt_step also saved every 3 s.
+id=$(submit off off 150 "--dp-ckpt-every=3s --dp-keep=50" --auto)
 wait_job "$id" 120
 out=$(cat "$work/off.out")
 state=$(job_state "$id")
@@ -91,8 +93,14 @@ step=$(grep -o '^stopped step=[0-9]*' <<<"$out" | head -n 1 | cut -d= -f2)
 "$dptrain" ckpt verify "file://$work/ckpt/off" >/dev/null 2>&1 &&
 	"$dptrain" ckpt ls "file://$work/ckpt/off" 2>&1 | grep -qw "$step"
 ok $? "the checkpoint of step $step verifies" || diag "$("$dptrain" ckpt ls "file://$work/ckpt/off" 2>&1)"
+periodic=$(grep -o '^saved step=[0-9]*' <<<"$out" | cut -d= -f2 | sort -n | uniq -c |
+	awk -v s="$step" '$1 == 4 && $2 != s { print $2 }' | tr '\n' ' ')
+committed=$("$dptrain" ckpt ls "file://$work/ckpt/off" 2>&1 | awk '$3 == "committed" { print $2 }' | tr '\n' ' ')
+[ "$(wc -w <<<"$periodic")" -ge 2 ] && [ "$committed" = "$periodic$step " ]
+ok $? "--dp-ckpt-every=3s: all 4 ranks saved steps $periodic before the stop; all committed" ||
+	diag "$out" "committed: $committed"
 
-# 14-15. An interactive srun (its own job, not a batch job): stopped in
+# 15-16. An interactive srun (its own job, not a batch job): stopped in
 # time and committed; Slurm refuses the requeue and the user is told why
 # and what to do.
 out=$(DPT_TIMEOUT=120 srun_t -N 1 -n 2 --time=1 --dp-train=inter --dp-ckpt="file://$work/ckpt" \

@@ -55,6 +55,30 @@ static void durations(void **state)
 		assert_int_equal(dpt__parse_duration(bad[i], &v), DPT_EINVAL);
 }
 
+static void ckpt_every(void **state)
+{
+	long secs, steps;
+	(void)state;
+
+	assert_int_equal(dpt__parse_ckpt_every("auto", &secs, &steps), 0);
+	assert_int_equal(secs, DPT_CKPT_EVERY_AUTO_S);
+	assert_int_equal(steps, 0);
+	assert_int_equal(dpt__parse_ckpt_every("90s", &secs, &steps), 0);
+	assert_int_equal(secs, 90);
+	assert_int_equal(steps, 0);
+	assert_int_equal(dpt__parse_ckpt_every("1:00:00", &secs, NULL), 0);
+	assert_int_equal(secs, 3600);
+	assert_int_equal(dpt__parse_ckpt_every("500steps", &secs, &steps), 0);
+	assert_int_equal(secs, 0);
+	assert_int_equal(steps, 500);
+	assert_int_equal(dpt__parse_ckpt_every("500steps", &secs, NULL), 0);
+	assert_int_equal(secs, 0);
+	const char *bad[] = {"", "0s", "0steps", "steps", "-3steps", "3stepz",
+			     "10 steps", "2000000000steps", "often"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_not_equal(dpt__parse_ckpt_every(bad[i], &secs, &steps), 0);
+}
+
 static void format_durations(void **state)
 {
 	char b[32];
@@ -130,6 +154,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(longs),
 		cmocka_unit_test(durations),
+		cmocka_unit_test(ckpt_every),
 		cmocka_unit_test(format_durations),
 		cmocka_unit_test(bools),
 		cmocka_unit_test(kv_file),

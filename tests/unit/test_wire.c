@@ -125,23 +125,28 @@ static void every_message_roundtrips(void **state)
 	dpt__msg_init(&in, DPT_MSG_VOTE, 5);
 	in.seq = 3;
 	in.u.vote.code = DPT_ENOSPC;
+	in.u.vote.flags = DPT_VOTE_BUSY;
 	roundtrip(&in, &out);
 	assert_int_equal(out.seq, 3);
 	assert_int_equal(out.u.vote.code, DPT_ENOSPC);
-	assert_int_equal(dpt__wire_size(&in), DPT_WIRE_HDR_SIZE + 4);
+	assert_int_equal(out.u.vote.flags, DPT_VOTE_BUSY);
+	assert_int_equal(dpt__wire_size(&in), DPT_WIRE_HDR_SIZE + 8);
+	in.u.vote.flags = DPT_VOTE_STOP; /* the coordinator's to say */
+	assert_int_equal(dpt__wire_size(&in), 0);
 
 	dpt__msg_init(&in, DPT_MSG_VOTE_DONE, 5);
 	in.seq = 3;
 	in.u.vote.failed = 2;
 	in.u.vote.code = DPT_EIO;
-	in.u.vote.flags = DPT_VOTE_STOP;
+	in.u.vote.flags = DPT_VOTE_STOP | DPT_VOTE_SAVE | DPT_VOTE_BUSY;
 	roundtrip(&in, &out);
 	assert_int_equal(out.u.vote.failed, 2);
 	assert_int_equal(out.u.vote.code, DPT_EIO);
-	assert_int_equal(out.u.vote.flags, DPT_VOTE_STOP);
+	assert_int_equal(out.u.vote.flags,
+			 DPT_VOTE_STOP | DPT_VOTE_SAVE | DPT_VOTE_BUSY);
 	assert_int_equal(dpt__wire_size(&in), DPT_WIRE_HDR_SIZE + 12);
-	/* No flag but STOP is defined yet. */
-	in.u.vote.flags = 2;
+	/* No other flag is defined yet. */
+	in.u.vote.flags = 8;
 	assert_int_equal(dpt__wire_size(&in), 0);
 
 	/* A vote is 0 or an error; a count of failures comes with the first

@@ -167,6 +167,8 @@ def _load_library():
         ("dpt_ckpt_prepare", i, [vp]),
         ("dpt_ckpt_save", i, [vp, ctypes.POINTER(_CkptMeta)]),
         ("dpt_ckpt_wait", i, [vp]),
+        ("dpt_ckpt_step", i, [vp, ctypes.POINTER(_CkptMeta), ctypes.POINTER(i),
+                              ctypes.POINTER(i)]),
         ("dpt_ckpt_load", i, [vp, u64, ctypes.POINTER(_CkptInfo)]),
         ("dpt_ckpt_stats", None, [vp, ctypes.POINTER(_CkptStats)]),
     ):
@@ -391,6 +393,7 @@ class Checkpoint:
         if cuda_stream is not None:
             opts.cuda_stream = cuda_stream
         self._tensors = {}  # keeps the registered memory alive
+        self.last_saved = None  # the step of the last save started
         self._ck = ctypes.c_void_p()
         _check(_lib.dpt_ckpt_new(ctypes.byref(self._ck),
                                  ctx._handle() if ctx else None,
@@ -443,17 +446,41 @@ class Checkpoint:
         """Allocate (and map) the snapshot buffers now, not in the first save."""
         _check(_lib.dpt_ckpt_prepare(self._handle()), "dptrain.Checkpoint.prepare")
 
-    def save(self, step, sample_cursor=0, rng=b"", user=b""):
-        """Snapshot the registered tensors as STEP and write them in the
-        background; returns once the tensors may change again."""
+    @staticmethod
+    def _meta(step, sample_cursor, rng, user):
+        # The bytes objects must outlive the call: the caller keeps META,
+        # whose _keep holds them.
         rng, user = bytes(rng), bytes(user)
         meta = _CkptMeta(step=step, sample_cursor=sample_cursor,
                          rng=ctypes.cast(ctypes.c_char_p(rng), ctypes.c_void_p),
                          rng_len=len(rng),
                          user=ctypes.cast(ctypes.c_char_p(user), ctypes.c_void_p),
                          user_len=len(user))
+        meta._keep = (rng, user)
+        return meta
+
+    def save(self, step, sample_cursor=0, rng=b"", user=b""):
+        """Snapshot the registered tensors as STEP and write them in the
+        background; returns once the tensors may change again."""
+        meta = self._meta(step, sample_cursor, rng, user)
         _check(_lib.dpt_ckpt_save(self._handle(), ctypes.byref(meta)),
                "save of step %d" % step)
+        self.last_saved = step
+
+    def step(self, step, sample_cursor=0, rng=b"", user=b""):
+        """The end of training step STEP, on every rank: saves it when a
+        checkpoint is due (srun --dp-ckpt-every) or the job's end is near,
+        and returns True when the program must stop (the step is then
+        committed: close, finalize and exit; the job is requeued).
+        last_saved is then STEP if it saved."""
+        meta = self._meta(step, sample_cursor, rng, user)
+        stop, saved = ctypes.c_int(0), ctypes.c_int(0)
+        _check(_lib.dpt_ckpt_step(self._handle(), ctypes.byref(meta),
+                                  ctypes.byref(stop), ctypes.byref(saved)),
+               "checkpoint step %d" % step)
+        if saved.value:
+            self.last_saved = step
+        return bool(stop.value)
 
     def wait(self):
         """Wait until the save in flight is committed (or failed)."""
