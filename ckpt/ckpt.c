@@ -1030,17 +1030,18 @@ int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 	if (rc)
 		return rc;
 	/* The same decisions on every rank: the flags come from one vote,
-	 * every rank is at the same step and has the same save pending. */
-	if (ck->pending && !(flags & DPT_VOTE_BUSY)) {
+	 * every rank is at the same step and has the same save pending. A
+	 * failed commit does not keep the next save or the stop from
+	 * happening; the first error is returned. */
+	if (ck->pending && !(flags & DPT_VOTE_BUSY))
 		rc = dpt_ckpt_wait(ck);
-		if (rc)
-			return rc;
-	}
 	if ((flags & (DPT_VOTE_SAVE | DPT_VOTE_STOP)) ||
 	    (ck->every_steps && meta->step % ck->every_steps == 0)) {
-		rc = dpt_ckpt_save(ck, meta);
+		int src = dpt_ckpt_save(ck, meta);
+
 		if (saved)
-			*saved = 1;
+			*saved = src == 0;
+		rc = rc ? rc : src;
 	}
 	if (flags & DPT_VOTE_STOP) {
 		int wrc = dpt_ckpt_wait(ck);
