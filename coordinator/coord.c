@@ -56,6 +56,7 @@ enum peer_role {
 	ROLE_WAITING, /* was in the previous generation, expected back */
 };
 
+#define CLOSE_GRACE_MS 100 /* see evict_closed */
 #define ID_MAX 255 /* a ZeroMQ routing id is at most 255 bytes */
 
 struct peer {
@@ -110,9 +111,11 @@ struct dpt__coord {
 	struct peer lru; /* sentinel */
 	struct peer **by_fd; /* the peer whose messages come from a descriptor */
 	size_t by_fd_len;
-	/* Peers whose connection closed, by routing id, evicted once the
-	 * messages they sent before the close have been handled. */
+	/* Peers whose connection closed, by routing id and when, evicted
+	 * CLOSE_GRACE_MS later, once the messages they sent before the close
+	 * have been handled. */
 	struct closed_id {
+		int64_t at;
 		uint8_t len;
 		uint8_t id[ID_MAX];
 	} *closed;
@@ -1297,7 +1300,7 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	dpt__msg_release(&m);
 }
 
-void dpt__coord_on_disconnect(struct dpt__coord *c, int fd)
+void dpt__coord_on_disconnect(struct dpt__coord *c, int fd, int64_t now)
 {
 	struct peer *p;
 
@@ -1308,23 +1311,36 @@ void dpt__coord_on_disconnect(struct dpt__coord *c, int fd)
 	if (dpt__array_room(&c->closed, c->nclosed, &c->closed_cap,
 			    sizeof(*c->closed)))
 		return; /* out of memory: the timeout finds it */
+	c->closed[c->nclosed].at = now;
 	c->closed[c->nclosed].len = p->id_len;
 	memcpy(c->closed[c->nclosed].id, p->id, p->id_len);
 	c->nclosed++;
 }
 
-/* Evict the peers whose connection closed, unless they left meanwhile
- * (their LEAVE came before the close) or came back on a new connection. */
+/* Evict the peers whose connection closed CLOSE_GRACE_MS ago or more,
+ * unless they left meanwhile (their LEAVE came before the close) or came
+ * back on a new connection. The grace is for the last messages: ZeroMQ's
+ * I/O thread hands a message to the socket and the close to the monitor
+ * through two queues, and the close can be seen first (a worker's LEAVE
+ * right before it exits was, under load: its clean exit taken for a
+ * crash). */
 static void evict_closed(struct dpt__coord *c, int64_t now)
 {
 	struct event_ctx e = {.fd = -1, .now = now};
+	size_t kept = 0;
 
-	for (size_t i = 0; i < c->nclosed && c->state != ST_DONE; i++) {
-		struct peer *p = peer_find(c, c->closed[i].id, c->closed[i].len);
-		if (p && p->fd < 0)
+	for (size_t i = 0; i < c->nclosed; i++) {
+		struct peer *p;
+
+		if (now - c->closed[i].at < CLOSE_GRACE_MS) {
+			c->closed[kept++] = c->closed[i];
+			continue;
+		}
+		p = peer_find(c, c->closed[i].id, c->closed[i].len);
+		if (p && p->fd < 0 && c->state != ST_DONE)
 			coord_execute(c, EV_PEER_CLOSED, p, &e);
 	}
-	c->nclosed = 0;
+	c->nclosed = kept;
 }
 
 void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
@@ -1364,6 +1380,8 @@ int64_t dpt__coord_next_deadline(const struct dpt__coord *c)
 	}
 	if (c->join_deadline && c->join_deadline < t)
 		t = c->join_deadline;
+	if (c->nclosed && c->closed[0].at + CLOSE_GRACE_MS < t)
+		t = c->closed[0].at + CLOSE_GRACE_MS;
 	return t;
 }
 

@@ -54,14 +54,14 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 			   const void *data, size_t len, int fd, int64_t now);
 
 /*
- * The connection on descriptor FD closed (the ROUTER's monitor): the peer
- * whose messages came from it, if any, is evicted by the next
- * dpt__coord_on_tick that is not BEHIND, after the messages it sent
- * before the close (a LEAVE, say). Every close must be reported before
- * the messages that arrived after it, or a reused descriptor would be
- * blamed on its new owner.
+ * The connection on descriptor FD closed at NOW (the ROUTER's monitor):
+ * the peer whose messages came from it, if any, is evicted by the first
+ * dpt__coord_on_tick that is not BEHIND 100 ms later, after the messages
+ * it sent before the close (a LEAVE, say). Every close must be reported
+ * before the messages that arrived after it, or a reused descriptor would
+ * be blamed on its new owner.
  */
-void dpt__coord_on_disconnect(struct dpt__coord *c, int fd);
+void dpt__coord_on_disconnect(struct dpt__coord *c, int fd, int64_t now);
 
 /* Run the timers that are due: heartbeats, evictions, join timeouts.
  * BEHIND: messages are waiting unread, so nobody may be judged silent. */

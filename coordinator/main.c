@@ -627,7 +627,7 @@ static void monitor_drain(void *mon, struct dpt__coord *c, int64_t now)
 		if (rc < 0)
 			break;
 		if (event == ZMQ_EVENT_DISCONNECTED) {
-			dpt__coord_on_disconnect(c, (int)value);
+			dpt__coord_on_disconnect(c, (int)value, now);
 		} else {
 			failed++;
 			last = event;
