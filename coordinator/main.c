@@ -826,7 +826,7 @@ static bool check_end_time(struct dpt__walltime *w, const struct options *o,
 			   struct dpt__coord *coord, int64_t now)
 {
 	time_t end = dpt__walltime_end(w), t = time(NULL);
-	char when[32], why[160];
+	char who[32] = "the step", when[32], why[160];
 	struct tm tm;
 
 	if (end <= 0 || t < end - o->grace)
@@ -834,12 +834,9 @@ static bool check_end_time(struct dpt__walltime *w, const struct options *o,
 	localtime_r(&end, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	if (o->job_id)
-		snprintf(why, sizeof(why),
-			 "job %ld ends at %s, in %ld s (grace %ld s)",
-			 o->job_id, when, (long)(end - t), o->grace);
-	else
-		snprintf(why, sizeof(why), "the step ends at %s, in %ld s "
-			 "(grace %ld s)", when, (long)(end - t), o->grace);
+		snprintf(who, sizeof(who), "job %ld", o->job_id);
+	snprintf(why, sizeof(why), "%s ends at %s, in %ld s (grace %ld s)",
+		 who, when, (long)(end - t), o->grace);
 	dpt__coord_stop(coord, why, now);
 	return true;
 }

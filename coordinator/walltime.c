@@ -33,10 +33,11 @@ static void slurm_setup(void)
 	slurm_init(NULL); /* slurm.conf: $SLURM_CONF or the default */
 }
 
-/* The error of a libslurm call that returned RC. */
+/* The error of a libslurm call that returned RC (-1 and errno, or the
+ * error itself). */
 static const char *slurm_why(int rc)
 {
-	return slurm_strerror(rc == -1 || rc == 0 ? slurm_get_errno() : rc);
+	return slurm_strerror(rc == -1 ? slurm_get_errno() : rc);
 }
 
 static void *poll_main(void *arg)

@@ -103,8 +103,11 @@ int main(int argc, char **argv)
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 
 	for (int i = 1; i < argc; i += 2) {
-		if (!strcmp(argv[i], "--auto") || !strcmp(argv[i], "--trace")) {
-			*(argv[i][2] == 'a' ? &autosave : &trace) = 1;
+		if (!strcmp(argv[i], "--auto")) {
+			autosave = 1;
+			i--; /* no value */
+		} else if (!strcmp(argv[i], "--trace")) {
+			trace = 1;
 			i--;
 		} else if (i + 1 >= argc) {
 			fprintf(stderr, "train_loop: %s needs a value\n", argv[i]);
