@@ -14,8 +14,10 @@ PACKAGES=(
 	# tests: a real Slurm cluster, cmocka, curl as an S3 client, PyTorch (CPU)
 	slurmctld slurmd slurm-client munge libcmocka-dev curl iproute2 util-linux procps
 	python3 python3-torch python3-numpy
+	# real training data for the PyTorch examples, tests and the demo; its plots
+	dataset-fashion-mnist gnuplot-nox
 	# benchmark peers
-	openmpi-bin libopenmpi-dev iperf3
+	openmpi-bin libopenmpi-dev iperf3 fio
 )
 
 missing=()
