@@ -22,5 +22,8 @@ endif
 
 include $(srcdir)/worker/cpu.mk
 
-# The Python binding: ctypes over libdptrain, no compiled part.
-dist_pythonmod_DATA = worker/python/dptrain.py
+# The Python package: ctypes over libdptrain, no compiled part
+# (dptrain, dptrain.torch, dptrain.lightning; doc/python.md).
+pythonpkgdir = $(pythonmoddir)/dptrain
+dist_pythonpkg_DATA = worker/python/dptrain/__init__.py \
+	worker/python/dptrain/torch.py
