@@ -26,4 +26,4 @@ include $(srcdir)/worker/cpu.mk
 # (dptrain, dptrain.torch, dptrain.lightning; doc/python.md).
 pythonpkgdir = $(pythonmoddir)/dptrain
 dist_pythonpkg_DATA = worker/python/dptrain/__init__.py \
-	worker/python/dptrain/torch.py
+	worker/python/dptrain/torch.py worker/python/dptrain/lightning.py
