@@ -1226,8 +1226,23 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	struct dpt__msg m;
 	int rc;
 
-	if (c->state == ST_DONE || id_len == 0 || id_len > ID_MAX)
+	if (id_len == 0 || id_len > ID_MAX)
 		return;
+	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
+	if (c->state == ST_DONE) {
+		/* A finished coordinator still takes the exit reports of its
+		 * tasks (and acknowledges them: slurmstepd waits for the
+		 * ACK), because it may linger until they have all exited
+		 * before it requeues the job (dpt__coord_tasks_running).
+		 * Anything else comes too late. */
+		if (rc == 0 && m.type == DPT_MSG_TASK_EXIT) {
+			e.msg = &m;
+			coord_execute(c, EV_TASK_EXIT, NULL, &e);
+		}
+		if (rc == 0)
+			dpt__msg_release(&m);
+		return;
+	}
 	p = peer_find(c, id, id_len);
 	/* Any traffic from a tracked peer proves it alive, even a message
 	 * that turns out malformed. */
@@ -1235,7 +1250,6 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 		peer_heard(c, p, now);
 		peer_set_fd(c, p, fd);
 	}
-	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
 	if (rc == DPT_EVERSION && m.type == DPT_MSG_JOIN) {
 		struct dpt__msg err;
 		char why[160];

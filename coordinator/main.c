@@ -841,6 +841,7 @@ static void await_task_exits(void *router, void *mon, int sfd, int pidfd,
 		if (items[0].revents & ZMQ_POLLIN)
 			read_router(router, mon, c);
 	}
+	dpt__info("every task of the step has exited");
 }
 
 /* Stops the step once the job's end time is within the grace; returns
