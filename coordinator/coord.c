@@ -889,6 +889,17 @@ static void on_barrier(struct dpt__coord *c, struct peer *p,
 	p->voted = e->msg->type == DPT_MSG_VOTE;
 	p->vote = p->voted ? e->msg->u.vote.code : 0;
 	p->vote_flags = p->voted ? e->msg->u.vote.flags : 0;
+	if ((p->vote_flags & DPT_VOTE_STOP) && !c->stopping) {
+		/* A rank was asked to stop (dpt_request_stop: a signal,
+		 * preemption): the same stop as the walltime's, from the
+		 * VOTE_DONE of this very vote on, so that every rank stops
+		 * at the same step. */
+		char desc[200];
+		dpt__warn("stop requested by %s: the workers are told to stop "
+			  "at this vote",
+			  describe(p, desc, sizeof(desc)));
+		c->stopping = true;
+	}
 	c->barrier_count++;
 	check_barrier(c, e->now);
 }

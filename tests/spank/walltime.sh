@@ -52,7 +52,7 @@ EOF
 }
 
 # 1-10. Requeue: stops ~10 s after the start, requeued, resumes, finishes.
-id=$(submit wt auto 150)
+id=$(submit wt auto 150 --dp-verbose)
 [ -n "$id" ]
 ok $? "sbatch --time=1 of srun --dp-train --dp-grace=50s: job $id" || bail_out "sbatch failed"
 wait_job "$id" 300

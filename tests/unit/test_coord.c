@@ -107,6 +107,22 @@ static void deliver(struct dpt__coord *c, const char *from,
 			      fd_of(from), now);
 }
 
+/* The coordinator's log lines since clear_log, one per line. */
+static char logged[65536];
+
+static void capture(enum dpt__log_level level, const char *msg)
+{
+	size_t len = strlen(logged);
+
+	(void)level;
+	snprintf(logged + len, sizeof(logged) - len, "%s\n", msg);
+}
+
+static void clear_log(void)
+{
+	logged[0] = '\0';
+}
+
 static struct dpt__coord *coord_new(uint32_t world, uint32_t min_workers,
 				    uint32_t join_timeout_ms)
 {
@@ -120,6 +136,7 @@ static struct dpt__coord *coord_new(uint32_t world, uint32_t min_workers,
 	struct dpt__coord *c;
 
 	clear_sent();
+	clear_log();
 	nnames = 0;
 	assert_int_equal(dpt__coord_new(&c, &cfg, &recorder, now), 0);
 	return c;
@@ -231,14 +248,94 @@ static void linger_counts_and_acks_task_exits(void **state)
 	assert_null(c);
 }
 
+/* Two members forming generation 1 with the CPU backend. */
+static struct dpt__coord *running_pair(void)
+{
+	struct dpt__coord *c = coord_new(2, 1, 0);
+
+	join(c, "w0", 0, 0);
+	join(c, "w1", 1, 0);
+	assert_int_equal(last("w0", DPT_MSG_WELCOME)->u.welcome.rank, 0);
+	assert_int_equal(last("w1", DPT_MSG_WELCOME)->u.welcome.rank, 1);
+	assert_int_equal(count("w1", DPT_MSG_ROSTER), 1);
+	clear_sent();
+	return c;
+}
+
+/*
+ * A stop asked by a rank (dpt_request_stop: VOTE flag STOP) stops the
+ * step from the VOTE_DONE of that same vote on, for every member, and
+ * the coordinator says which rank asked; afterwards it behaves as after
+ * a walltime stop (stop_sent, which leads to the requeue).
+ */
+static void member_stop_request_stops_everyone(void **state)
+{
+	struct dpt__coord *c = running_pair();
+
+	(void)state;
+	vote(c, "w0", 1, 1, 0, 0);
+	vote(c, "w1", 1, 1, 0, 0);
+	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags, 0);
+	assert_false(dpt__coord_stop_sent(c));
+	clear_log();
+	vote(c, "w0", 1, 2, 0, DPT_VOTE_BUSY);
+	vote(c, "w1", 1, 2, 0, DPT_VOTE_STOP);
+	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+			 DPT_VOTE_STOP | DPT_VOTE_BUSY);
+	assert_int_equal(last("w1", DPT_MSG_VOTE_DONE)->u.vote.flags,
+			 DPT_VOTE_STOP | DPT_VOTE_BUSY);
+	assert_true(dpt__coord_stop_sent(c));
+	assert_non_null(strstr(logged, "stop requested by rank 1 (task 1, "));
+	/* Once stopped, always: the next vote says so without asking, and
+	 * a second request logs nothing new. */
+	clear_log();
+	vote(c, "w0", 1, 3, 0, DPT_VOTE_STOP);
+	vote(c, "w1", 1, 3, 0, 0);
+	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+			 DPT_VOTE_STOP);
+	assert_null(strstr(logged, "stop requested"));
+	dpt__coord_destroy(&c);
+}
+
+/* Protocol 3 gave VOTE a new meaning: a worker of another version is
+ * refused at its JOIN, with both versions named. */
+static void other_version_join_is_refused(void **state)
+{
+	struct dpt__coord *c = coord_new(1, 1, 0);
+	struct dpt__msg m;
+	uint8_t buf[DPT_WIRE_IN_MAX];
+	long len;
+
+	(void)state;
+	dpt__msg_init(&m, DPT_MSG_JOIN, 0);
+	m.u.join = (struct dpt__msg_join){.task_id = 0,
+					  .caps = DPT_CAP_CPU,
+					  .addr = {.host = "127.0.0.1",
+						   .port = 40000}};
+	len = dpt__wire_encode(&m, buf, sizeof(buf));
+	assert_true(len > 0);
+	buf[2] = DPT_WIRE_VERSION - 1;
+	dpt__coord_on_message(c, "old", 3, buf, (size_t)len, 10, now);
+	assert_int_equal(last("old", DPT_MSG_ERROR)->u.text.code,
+			 DPT_EVERSION);
+	assert_non_null(strstr(last("old", DPT_MSG_ERROR)->u.text.text,
+			       "protocol version 2 is not supported: this "
+			       "coordinator speaks version 3"));
+	assert_int_equal(count("old", DPT_MSG_WELCOME), 0);
+	dpt__coord_destroy(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(linger_counts_and_acks_task_exits),
+		cmocka_unit_test(member_stop_request_stops_everyone),
+		cmocka_unit_test(other_version_join_is_refused),
 	};
 
 	/* The coordinator's logs are part of what is tested where a test
-	 * says so; elsewhere they would only drown the TAP output. */
-	dpt__log_set_level(DPT_LOG_ERROR);
+	 * says so, and kept out of the TAP output. */
+	dpt__log_set_level(DPT_LOG_INFO);
+	dpt__log_set_sink(capture);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
