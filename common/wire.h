@@ -20,7 +20,7 @@
 
 #define DPT_WIRE_MAGIC0 0x44 /* 'D' */
 #define DPT_WIRE_MAGIC1 0x50 /* 'P' */
-#define DPT_WIRE_VERSION 2
+#define DPT_WIRE_VERSION 3
 #define DPT_WIRE_HDR_SIZE 16
 /* Largest message a coordinator accepts (a JOIN is at most 166 bytes). */
 #define DPT_WIRE_IN_MAX 1024
@@ -126,11 +126,13 @@ struct dpt__msg_kv {
 struct dpt__msg_vote {
 	int32_t code;	 /* VOTE: 0 or a dpt_error; VOTE_DONE: the first one */
 	uint32_t failed; /* VOTE_DONE: members whose code was not 0 */
-	uint32_t flags;	 /* DPT_VOTE_*: VOTE BUSY only, VOTE_DONE all */
+	uint32_t flags;	 /* DPT_VOTE_*: VOTE STOP and BUSY, VOTE_DONE all */
 };
 
-/* Vote flags. STOP (VOTE_DONE): the step must stop (its job's end time is
- * within the grace, doc/walltime.md). SAVE (VOTE_DONE): a periodic
+/* Vote flags. STOP: this member asks the step to stop (VOTE, from
+ * dpt_request_stop, since protocol 3), the step must stop (VOTE_DONE: its
+ * job's end time is within the grace, or a member asked; doc/walltime.md).
+ * SAVE (VOTE_DONE): a periodic
  * checkpoint is due (--ckpt-every). BUSY: this member's (VOTE), some
  * member's (VOTE_DONE) checkpoint is still being written. */
 #define DPT_VOTE_STOP 0x1u

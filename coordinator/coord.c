@@ -97,7 +97,7 @@ struct ratelimit {
 
 struct dpt__coord {
 	struct dpt__coord_config cfg;
-	void *router;
+	struct dpt__coord_sender sender;
 	enum coord_state state;
 	int exit_code;
 	uint32_t generation; /* being formed (GATHERING) or live */
@@ -363,55 +363,49 @@ static void peer_remove(struct dpt__coord *c, struct peer *p)
 
 /* ------------------------------------------------------------ sending */
 
+int dpt__coord_send(const struct dpt__coord_sender *s, const uint8_t *id,
+		    size_t id_len, const struct dpt__msg *m)
+{
+	uint8_t buf[DPT_WIRE_IN_MAX];
+	long len = dpt__wire_encode(m, buf, sizeof(buf));
+	zmq_msg_t msg;
+	int rc;
+
+	if (len < 0) {
+		dpt__error("cannot encode %s: %s", dpt__msg_type_name(m->type),
+			   dpt_strerror((int)len));
+		return (int)len;
+	}
+	if (zmq_msg_init_size(&msg, (size_t)len) != 0)
+		return DPT_ENOMEM;
+	memcpy(zmq_msg_data(&msg), buf, (size_t)len);
+	rc = s->send(s->arg, id, id_len, &msg);
+	zmq_msg_close(&msg);
+	return rc;
+}
+
 static void send_raw(struct dpt__coord *c, struct peer *p, zmq_msg_t *msg,
 		     int64_t now)
 {
-	/* Never block: a peer whose queue is full (ZMQ_SNDHWM) loses the
-	 * message, and the protocol recovers from that through timeouts. */
-	if (zmq_send(c->router, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) <
-		    0 ||
-	    zmq_msg_send(msg, c->router, ZMQ_DONTWAIT) < 0) {
-		dpt__debug("cannot send to a peer: %s", zmq_strerror(errno));
+	/* Never blocks: a peer whose queue is full loses the message, and
+	 * the protocol recovers from that through timeouts. */
+	if (c->sender.send(c->sender.arg, p->id, p->id_len, msg) != 0)
 		return;
-	}
 	p->last_sent = now;
 }
 
 static void send_msg(struct dpt__coord *c, struct peer *p,
 		     const struct dpt__msg *m, int64_t now)
 {
-	uint8_t buf[512];
-	long len = dpt__wire_encode(m, buf, sizeof(buf));
-	zmq_msg_t msg;
-
-	if (len < 0) {
-		dpt__error("cannot encode %s: %s", dpt__msg_type_name(m->type),
-			   dpt_strerror((int)len));
-		return;
-	}
-	zmq_msg_init_size(&msg, (size_t)len);
-	memcpy(zmq_msg_data(&msg), buf, (size_t)len);
-	send_raw(c, p, &msg, now);
-	zmq_msg_close(&msg);
-}
-
-void dpt__router_send(void *router, const uint8_t *id, size_t id_len,
-		      const struct dpt__msg *m)
-{
-	uint8_t buf[DPT_WIRE_IN_MAX];
-	long len = dpt__wire_encode(m, buf, sizeof(buf));
-
-	if (len < 0)
-		return;
-	if (zmq_send(router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-		zmq_send(router, buf, (size_t)len, ZMQ_DONTWAIT);
+	if (dpt__coord_send(&c->sender, p->id, p->id_len, m) == 0)
+		p->last_sent = now;
 }
 
 /* Reply to an identity that is not (or no longer) a tracked peer. */
 static void send_to_id(struct dpt__coord *c, const uint8_t *id, size_t id_len,
 		       const struct dpt__msg *m)
 {
-	dpt__router_send(c->router, id, id_len, m);
+	dpt__coord_send(&c->sender, id, id_len, m);
 }
 
 static void text_msg(struct dpt__msg *m, enum dpt__msg_type type,
@@ -492,15 +486,10 @@ static void send_roster(struct dpt__coord *c, int64_t now)
 	}
 	dpt__wire_encode(&m, zmq_msg_data(&roster), size);
 	free(peers);
-	/* One encoding for all: zmq_msg_copy shares the buffer by reference
-	 * count, so N members cost N sends, not N encodings and copies. */
-	for (uint32_t r = 0; r < c->world; r++) {
-		zmq_msg_t copy;
-		zmq_msg_init(&copy);
-		zmq_msg_copy(&copy, &roster);
-		send_raw(c, c->members[r], &copy, now);
-		zmq_msg_close(&copy);
-	}
+	/* One encoding for all: the sender shares the buffer (zmq_msg_copy),
+	 * so N members cost N sends, not N encodings and copies. */
+	for (uint32_t r = 0; r < c->world; r++)
+		send_raw(c, c->members[r], &roster, now);
 	zmq_msg_close(&roster);
 }
 
@@ -900,6 +889,17 @@ static void on_barrier(struct dpt__coord *c, struct peer *p,
 	p->voted = e->msg->type == DPT_MSG_VOTE;
 	p->vote = p->voted ? e->msg->u.vote.code : 0;
 	p->vote_flags = p->voted ? e->msg->u.vote.flags : 0;
+	if ((p->vote_flags & DPT_VOTE_STOP) && !c->stopping) {
+		/* A rank was asked to stop (dpt_request_stop: a signal,
+		 * preemption): the same stop as the walltime's, from the
+		 * VOTE_DONE of this very vote on, so that every rank stops
+		 * at the same step. */
+		char desc[200];
+		dpt__warn("stop requested by %s: the workers are told to stop "
+			  "at this vote",
+			  describe(p, desc, sizeof(desc)));
+		c->stopping = true;
+	}
 	c->barrier_count++;
 	check_barrier(c, e->now);
 }
@@ -1160,8 +1160,8 @@ static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 /* ------------------------------------------------------------ interface */
 
 int dpt__coord_new(struct dpt__coord **out,
-		   const struct dpt__coord_config *cfg, void *router,
-		   int64_t now)
+		   const struct dpt__coord_config *cfg,
+		   const struct dpt__coord_sender *sender, int64_t now)
 {
 	struct dpt__coord *c = calloc(1, sizeof(*c));
 
@@ -1169,7 +1169,7 @@ int dpt__coord_new(struct dpt__coord **out,
 	if (!c)
 		return DPT_ENOMEM;
 	c->cfg = *cfg;
-	c->router = router;
+	c->sender = *sender;
 	c->state = ST_GATHERING;
 	c->generation = 1;
 	c->nbuckets = 64;
@@ -1177,7 +1177,7 @@ int dpt__coord_new(struct dpt__coord **out,
 		c->nbuckets *= 2;
 	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
 	c->tasks = calloc(cfg->world_size, sizeof(*c->tasks));
-	if (!c->buckets || !c->tasks || dpt__kv_new(&c->kv, router)) {
+	if (!c->buckets || !c->tasks || dpt__kv_new(&c->kv, &c->sender)) {
 		dpt__coord_destroy(&c);
 		return DPT_ENOMEM;
 	}
@@ -1237,8 +1237,23 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	struct dpt__msg m;
 	int rc;
 
-	if (c->state == ST_DONE || id_len == 0 || id_len > ID_MAX)
+	if (id_len == 0 || id_len > ID_MAX)
 		return;
+	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
+	if (c->state == ST_DONE) {
+		/* A finished coordinator still takes the exit reports of its
+		 * tasks (and acknowledges them: slurmstepd waits for the
+		 * ACK), because it may linger until they have all exited
+		 * before it requeues the job (dpt__coord_tasks_running).
+		 * Anything else comes too late. */
+		if (rc == 0 && m.type == DPT_MSG_TASK_EXIT) {
+			e.msg = &m;
+			coord_execute(c, EV_TASK_EXIT, NULL, &e);
+		}
+		if (rc == 0)
+			dpt__msg_release(&m);
+		return;
+	}
 	p = peer_find(c, id, id_len);
 	/* Any traffic from a tracked peer proves it alive, even a message
 	 * that turns out malformed. */
@@ -1246,7 +1261,6 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 		peer_heard(c, p, now);
 		peer_set_fd(c, p, fd);
 	}
-	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
 	if (rc == DPT_EVERSION && m.type == DPT_MSG_JOIN) {
 		struct dpt__msg err;
 		char why[160];

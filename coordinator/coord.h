@@ -3,7 +3,8 @@
  * machine"): peers, generations, barriers and liveness. It owns no socket
  * setup and no event loop: coordinator/main.c receives frames and timers
  * and hands them over here; this module sends its replies through the
- * ROUTER socket it is given.
+ * sender it is given (struct dpt__coord_sender), so that it can run, and
+ * be tested, without a socket and without a clock.
  */
 #ifndef DPT_COORDINATOR_COORD_H
 #define DPT_COORDINATOR_COORD_H
@@ -11,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <zmq.h>
 
 struct dpt__coord_config {
 	uint32_t world_size;	  /* workers expected in generation 1 */
@@ -25,22 +28,35 @@ struct dpt__coord;
 struct dpt__msg;
 
 /*
- * Send M to the peer with routing id ID through ROUTER: the id frame, then
- * the encoded message (any message but ROSTER, which is encoded once per
- * generation). A message that cannot be queued at once is dropped: a peer
- * that reads nothing is found by the timeout.
+ * Where the state machine's (and the key-value store's) messages go:
+ * coordinator/main.c sends them on its ROUTER socket, the unit tests
+ * record them. SEND queues MSG, one encoded protocol message, for the
+ * peer with routing id ID (ID_LEN bytes), without blocking; MSG stays the
+ * caller's (zmq_msg_copy shares its buffer: the roster is encoded once
+ * for all members). Returns 0, or -1 when it could not be queued: the
+ * message is lost, and the protocol recovers through its timeouts.
  */
-void dpt__router_send(void *router, const uint8_t *id, size_t id_len,
-		      const struct dpt__msg *m);
+struct dpt__coord_sender {
+	int (*send)(void *arg, const uint8_t *id, size_t id_len,
+		    zmq_msg_t *msg);
+	void *arg;
+};
+
+/* Encode M (any message but ROSTER) and send it through S; returns what
+ * S's send returns, or the encoder's error. */
+int dpt__coord_send(const struct dpt__coord_sender *s, const uint8_t *id,
+		    size_t id_len, const struct dpt__msg *m);
 
 /*
- * Create the state machine. ROUTER is the bound ROUTER socket; it stays
- * the caller's (the state machine only sends on it). NOW is the monotonic
- * time in milliseconds. Returns 0 or DPT_ENOMEM.
+ * Create the state machine. Its messages go through SENDER, which is
+ * copied (what SENDER's arg points to stays the caller's and must outlive
+ * the state machine). NOW is the monotonic time in milliseconds: the
+ * state machine reads no clock, every call is given the time. Returns 0
+ * or DPT_ENOMEM.
  */
 int dpt__coord_new(struct dpt__coord **out,
-		   const struct dpt__coord_config *cfg, void *router,
-		   int64_t now);
+		   const struct dpt__coord_config *cfg,
+		   const struct dpt__coord_sender *sender, int64_t now);
 /* Free everything; accepts NULL; nulls *C. */
 void dpt__coord_destroy(struct dpt__coord **c);
 

@@ -28,7 +28,7 @@ struct waiter {
 };
 
 struct dpt__kv {
-	void *router;
+	const struct dpt__coord_sender *sender;
 	struct entry entries[DPT_KV_KEYS_MAX];
 	size_t nentries;
 	struct waiter *waiting; /* oldest first */
@@ -36,14 +36,14 @@ struct dpt__kv {
 	size_t nwaiting;
 };
 
-int dpt__kv_new(struct dpt__kv **out, void *router)
+int dpt__kv_new(struct dpt__kv **out, const struct dpt__coord_sender *sender)
 {
 	struct dpt__kv *kv = calloc(1, sizeof(*kv));
 
 	*out = kv;
 	if (!kv)
 		return DPT_ENOMEM;
-	kv->router = router;
+	kv->sender = sender;
 	kv->tail = &kv->waiting;
 	return 0;
 }
@@ -66,7 +66,7 @@ void dpt__kv_destroy(struct dpt__kv **kvp)
 static void reply(struct dpt__kv *kv, const uint8_t *id, size_t id_len,
 		  const struct dpt__msg *m)
 {
-	dpt__router_send(kv->router, id, id_len, m);
+	dpt__coord_send(kv->sender, id, id_len, m);
 }
 
 static void reply_error(struct dpt__kv *kv, const uint8_t *id, size_t id_len,

@@ -1,7 +1,7 @@
 /*
  * The step's key-value store (doc/protocol.md, "Step key-value store"):
  * KV_PUT and KV_GET from clients that need not be members, answered
- * through the ROUTER socket the store is given. Independent of the
+ * through the sender the store is given. Independent of the
  * generation state machine in coord.c.
  */
 #ifndef DPT_COORDINATOR_KV_H
@@ -16,9 +16,11 @@
 #define DPT_KV_WAITING_MAX 4096
 
 struct dpt__kv;
+struct dpt__coord_sender;
 
-/* ROUTER stays the caller's. Returns 0 or DPT_ENOMEM. */
-int dpt__kv_new(struct dpt__kv **out, void *router);
+/* Replies go through SENDER, which must outlive the store (the
+ * coordinator's own copy). Returns 0 or DPT_ENOMEM. */
+int dpt__kv_new(struct dpt__kv **out, const struct dpt__coord_sender *sender);
 /* Accepts NULL; nulls *KV. */
 void dpt__kv_destroy(struct dpt__kv **kv);
 

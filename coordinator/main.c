@@ -700,6 +700,29 @@ static int setup_router(void *router, const struct dpt__curve_keys *keys,
 	return 0;
 }
 
+/* The state machine's sender (struct dpt__coord_sender): the routing id
+ * frame, then the message. Never blocks: ZMQ_DONTWAIT. */
+static int router_send(void *router, const uint8_t *id, size_t id_len,
+		       zmq_msg_t *msg)
+{
+	zmq_msg_t copy;
+
+	/* A copy shares MSG's buffer (a reference count): the roster is
+	 * encoded once and sent to every member. */
+	if (zmq_send(router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+		dpt__debug("cannot send to a peer: %s", zmq_strerror(errno));
+		return -1;
+	}
+	zmq_msg_init(&copy);
+	zmq_msg_copy(&copy, msg);
+	if (zmq_msg_send(&copy, router, ZMQ_DONTWAIT) < 0) {
+		dpt__debug("cannot send to a peer: %s", zmq_strerror(errno));
+		zmq_msg_close(&copy);
+		return -1;
+	}
+	return 0;
+}
+
 /* Drain the router: one batch of messages per loop turn, so that timers,
  * ZAP and signals are served in between under any load. Returns whether
  * everything that had arrived was read. */
@@ -818,6 +841,7 @@ static void await_task_exits(void *router, void *mon, int sfd, int pidfd,
 		if (items[0].revents & ZMQ_POLLIN)
 			read_router(router, mon, c);
 	}
+	dpt__info("every task of the step has exited");
 }
 
 /* Stops the step once the job's end time is within the grace; returns
@@ -846,6 +870,7 @@ int main(int argc, char **argv)
 	struct options o;
 	struct dpt__curve_keys keys;
 	struct dpt__coord_config cfg;
+	struct dpt__coord_sender sender;
 	struct dpt__coord *coord = NULL;
 	struct dpt__walltime *walltime = NULL;
 	char secret[DPT_SECRET_HEX_LEN + 1];
@@ -925,7 +950,11 @@ int main(int argc, char **argv)
 		.join_timeout_ms = (uint32_t)o.join_timeout_ms,
 		.save_every_ms = o.ckpt_every * 1000,
 	};
-	if (dpt__coord_new(&coord, &cfg, router, now_ms()) != 0) {
+	sender = (struct dpt__coord_sender){
+		.send = router_send,
+		.arg = router,
+	};
+	if (dpt__coord_new(&coord, &cfg, &sender, now_ms()) != 0) {
 		dpt__error("out of memory");
 		goto out;
 	}

@@ -19,7 +19,8 @@ UNIT_TESTS = \
 	tests/unit/test_parse \
 	tests/unit/test_buf \
 	tests/unit/test_spank_config \
-	tests/unit/test_wire
+	tests/unit/test_wire \
+	tests/unit/test_coord
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -39,6 +40,13 @@ tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
 tests_unit_test_wire_SOURCES = tests/unit/test_wire.c
 tests_unit_test_wire_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_wire_LDADD = $(UNIT_LDADD)
+# The coordinator's state machine and key-value store, with no socket: the
+# test injects the sender (libzmq only for its message buffers).
+tests_unit_test_coord_SOURCES = tests/unit/test_coord.c coordinator/coord.c \
+	coordinator/kv.c
+tests_unit_test_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
+tests_unit_test_coord_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
+tests_unit_test_coord_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
 endif
 
 include $(srcdir)/tests/cluster/local.mk

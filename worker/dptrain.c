@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -72,7 +73,14 @@ struct dpt_ctx {
 	struct dpt__cpu_comm *cpu;
 	struct dpt__nccl_comm *nccl;
 	atomic_int nccl_abort;
+	/* dpt_request_stop, from any thread or a signal handler: a
+	 * lock-free atomic is async-signal-safe (C11 7.14.1.1). */
+	atomic_int stop_requested;
+	bool stop_logged; /* the request was logged when first sent */
 };
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2,
+	       "dpt_request_stop needs a lock-free atomic int");
 
 /* ------------------------------------------------------------ options */
 
@@ -632,6 +640,7 @@ int dpt_init(struct dpt_ctx **out, const struct dpt_init_opts *opts)
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->verdict, NULL);
 	atomic_init(&ctx->nccl_abort, 0);
+	atomic_init(&ctx->stop_requested, 0);
 	ctx->rank = ctx->world = ctx->local_rank = -1;
 	rc = configure(ctx, opts, &ac);
 	if (rc)
@@ -783,6 +792,17 @@ static int barrier_round(struct dpt_ctx *ctx, uint8_t type, int code,
 	dpt__msg_init(reply, type, ctx->generation);
 	reply->seq = seq;
 	if (type == DPT_MSG_VOTE) {
+		/* A stop asked for on this rank rides on every vote from
+		 * then on: the coordinator stops the step at the first. */
+		if (atomic_load_explicit(&ctx->stop_requested,
+					 memory_order_relaxed)) {
+			flags |= DPT_VOTE_STOP;
+			if (!ctx->stop_logged)
+				dpt__info("rank %d asks the step to stop at "
+					  "vote %" PRIu32,
+					  ctx->rank, seq);
+			ctx->stop_logged = true;
+		}
 		reply->u.vote.code = code;
 		reply->u.vote.flags = flags;
 	}
@@ -834,6 +854,14 @@ int dpt_should_stop(struct dpt_ctx *ctx, int *stop)
 	rc = dpt__poll(ctx, 0, &flags);
 	*stop = (flags & DPT_VOTE_STOP) != 0;
 	return rc;
+}
+
+void dpt_request_stop(struct dpt_ctx *ctx)
+{
+	/* Nothing else: this runs in signal handlers. */
+	if (ctx)
+		atomic_store_explicit(&ctx->stop_requested, 1,
+				      memory_order_relaxed);
 }
 
 int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first)

@@ -142,8 +142,9 @@ DPT_EXPORT const char *dpt_backend(const struct dpt_ctx *ctx);
 DPT_EXPORT int dpt_barrier(struct dpt_ctx *ctx);
 
 /*
- * dpt_should_stop - whether the program should stop now because its job's
- * end time is within the grace (srun --dp-grace; doc/walltime.md).
+ * dpt_should_stop - whether the program should stop now: its job's end
+ * time is within the grace (srun --dp-grace; doc/walltime.md), or a rank
+ * asked for a stop (dpt_request_stop).
  * Collective: every rank of the generation calls it at the same point of
  * the training loop (every step, or every few steps), and *STOP receives
  * the same answer on every rank: 1, save a checkpoint, wait for its
@@ -153,6 +154,27 @@ DPT_EXPORT int dpt_barrier(struct dpt_ctx *ctx);
  * when STOP is NULL, or as dpt_barrier.
  */
 DPT_EXPORT int dpt_should_stop(struct dpt_ctx *ctx, int *stop);
+
+/*
+ * dpt_request_stop - ask for the same agreed stop as the walltime's, for
+ * every rank of the step (doc/walltime.md, "A stop asked by a rank"):
+ * this rank's next vote (dpt_should_stop, dpt_ckpt_step) carries the
+ * request, the coordinator answers that vote with the stop on every
+ * rank, so all stop at the same step and dpt_ckpt_step saves and commits
+ * there; once the step has ended cleanly the job is requeued, as after a
+ * walltime stop (srun --dp-requeue). Meant for a signal handler: Slurm's
+ * preemption (SIGTERM, then SIGKILL after GraceTime) and `scancel
+ * --signal=USR1|TERM`.
+ *
+ * Async-signal-safe: it only sets a lock-free atomic flag in CTX, which
+ * stays set (a request cannot be taken back). It sends nothing and
+ * blocks on nothing; the request waits for the next vote, so a program
+ * that never votes never stops. CTX may be NULL (nothing is done); it
+ * must otherwise be a context from dpt_init that dpt_finalize has not
+ * freed: clear the pointer a handler uses, or block the signal, before
+ * dpt_finalize.
+ */
+DPT_EXPORT void dpt_request_stop(struct dpt_ctx *ctx);
 
 /*
  * dpt_allreduce - RECV = the sum (DPT_SUM) or the mean (DPT_AVG) of every

@@ -5,6 +5,7 @@
  * saves, waits for the commit and exits 0.
  *
  *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS] [--auto]
+ *              [--trace] [--stop-signals]
  *
  * The state (a replicated int64 vector and an int64 matrix sharded by rows
  * across the ranks) is a pure function of the step: each step mixes the
@@ -16,7 +17,9 @@
  * --ckpt-every) says so and at the stop; each such save prints "saved
  * step=S rank=R". --trace prints "step S" as each step ends. --linger-ms MS: after dpt_finalize the program winds down for MS
  * (logs flushed, files closed...) before it prints "bye rank=R" and exits:
- * a requeue must not cut that short. Checkpoint root and run: DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun
+ * a requeue must not cut that short. --stop-signals: SIGUSR1 and SIGTERM
+ * ask for a stop (dpt_request_stop from the handler), as a program that
+ * must survive preemption and scancel --signal does. Checkpoint root and run: DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun
  * --dp-train sets them.
  *
  * Output: "fresh start rank=R world=W" or "resumed step=S rank=R world=W
@@ -26,6 +29,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,16 @@
 static int64_t rep[NREP];
 static int64_t *rows; /* this rank's rows of the ROWS x COLS matrix */
 static uint64_t row0, nrows;
+
+/* The context the signal handler asks to stop; NULL before dpt_init and
+ * from dpt_finalize on. */
+static struct dpt_ctx *volatile stop_ctx;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	dpt_request_stop(stop_ctx);
+}
 
 /* One step of "training": every element mixes in the step number. */
 static int64_t mix(int64_t x, uint64_t step, uint64_t i)
@@ -99,7 +113,7 @@ int main(int argc, char **argv)
 	struct dpt_ckpt *ck = NULL;
 	struct dpt_ckpt_opts co;
 	struct dpt_ckpt_info info;
-	int rc, rank, world, stop = 0, autosave = 0, trace = 0;
+	int rc, rank, world, stop = 0, autosave = 0, trace = 0, stop_signals = 0;
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 
 	for (int i = 1; i < argc; i += 2) {
@@ -108,6 +122,9 @@ int main(int argc, char **argv)
 			i--; /* no value */
 		} else if (!strcmp(argv[i], "--trace")) {
 			trace = 1;
+			i--;
+		} else if (!strcmp(argv[i], "--stop-signals")) {
+			stop_signals = 1;
 			i--;
 		} else if (i + 1 >= argc) {
 			fprintf(stderr, "train_loop: %s needs a value\n", argv[i]);
@@ -131,6 +148,14 @@ int main(int argc, char **argv)
 		return fail("dpt_init", rc);
 	rank = dpt_rank(ctx);
 	world = dpt_world_size(ctx);
+	if (stop_signals) {
+		struct sigaction sa = {.sa_handler = on_stop_signal};
+
+		sigemptyset(&sa.sa_mask);
+		stop_ctx = ctx;
+		sigaction(SIGUSR1, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
 	row0 = (uint64_t)ROWS * rank / world;
 	nrows = (uint64_t)ROWS * (rank + 1) / world - row0;
 	rows = calloc(nrows * COLS + 1, sizeof(*rows));
@@ -202,6 +227,7 @@ int main(int argc, char **argv)
 	printf("%s step=%" PRIu64 " rank=%d committed\n",
 	       stop ? "stopped" : "finished", step, rank);
 	dpt_ckpt_destroy(&ck);
+	stop_ctx = NULL; /* before the context is freed */
 	rc = dpt_finalize(&ctx);
 	free(rows);
 	if (rc)

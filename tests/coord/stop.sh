@@ -13,7 +13,7 @@
 train=$top_builddir/tests/ckpt/train_loop
 [ -x "$train" ] || skip_all "build the training loop first (make check builds $train)"
 export DPTRAIN_CKPT_URI=file://$coord_dir/ckpt DPTRAIN_RUN=stop
-plan 26
+plan 34
 
 # train_start NAME TASK ARG...: one training loop with the task
 # environment the SPANK plugin would give it (one node).
@@ -162,3 +162,54 @@ rc=0
 DPTRAIN_CKPT_EVERY=3stepz train_all x 1 --steps 3 --auto || rc=$?
 [ "$rc" != 0 ] && grep -q "DPTRAIN_CKPT_EVERY='3stepz': expected auto, a duration or Nsteps" "$coord_dir/x0.log"
 ok $? "a bad DPTRAIN_CKPT_EVERY fails the checkpoint object, named" || diag "$(cat "$coord_dir/x0.log")"
+
+# 27-31. A stop asked by one rank (doc/walltime.md, "A stop asked by a
+# rank"): no end time at all; rank 1's SIGUSR1 handler calls
+# dpt_request_stop, and all three ranks stop at the same step and commit
+# it there, as at the walltime.
+coord_start 3
+for i in 0 1 2; do
+	DPTRAIN_RUN=asked train_start "u$i" "$i" --steps 100000 --step-ms 20 --trace --stop-signals
+done
+wait_for 30 grep -q '^step 10$' "$coord_dir/u1.out" || diag "rank 1 did not reach step 10"
+kill -USR1 "${worker_pid[u1]}"
+rc=0
+for i in 0 1 2; do worker_wait "u$i" 60 || rc=$?; done
+is "$rc" 0 "SIGUSR1 to rank 1: the three loops exit 0" || diag "$(outs u)"
+stops=$(outs u | grep -o '^stopped step=[0-9]* rank=[0-2] committed$' | cut -d' ' -f2 | sort | uniq -c | awk '{ print $1 " " $2 }')
+[[ "$stops" =~ ^3\ step=[0-9]+$ ]]
+ok $? "every rank stopped at the same step and committed it ($stops)" || diag "$(outs u)"
+ustep=${stops#3 step=}
+[ "$ustep" -ge 10 ] 2>/dev/null && [ "$ustep" -le 40 ]
+ok $? "at the step after the signal ($ustep), not at the end" || diag "$(outs u)"
+grep -q "stop requested by rank 1 (task 1, .*): the workers are told to stop at this vote" "$coord_log"
+ok $? "the coordinator logs which rank asked" || diag "$(cat "$coord_log")"
+coord_wait 10
+is "$?" 0 "the coordinator exits 0"
+
+# 32-34. The same with dpt_ckpt_step (--auto) and Slurm's preemption
+# signal, SIGTERM, to rank 2: dpt_ckpt_step saves and commits the stop's
+# step on every rank, and the next run resumes from it, exact.
+coord_start 3 --ckpt-every 1h
+for i in 0 1 2; do
+	DPTRAIN_RUN=preempt train_start "v$i" "$i" --steps 100000 --step-ms 20 --trace --auto --stop-signals
+done
+wait_for 30 grep -q '^step 5$' "$coord_dir/v2.out" || diag "rank 2 did not reach step 5"
+kill -TERM "${worker_pid[v2]}"
+rc=0
+for i in 0 1 2; do worker_wait "v$i" 60 || rc=$?; done
+stops=$(outs v | grep -o '^stopped step=[0-9]* rank=[0-2] committed$' | cut -d' ' -f2 | sort | uniq -c | awk '{ print $1 " " $2 }')
+vstep=${stops#3 step=}
+ls=$("$top_builddir/dptrain" ckpt ls "$DPTRAIN_CKPT_URI/preempt" 2>&1)
+[ "$rc" = 0 ] && [[ "$stops" =~ ^3\ step=[0-9]+$ ]] &&
+	[ "$(awk '$3 == "committed" { print $2 }' <<<"$ls")" = "$vstep" ]
+ok $? "SIGTERM to rank 2: dpt_ckpt_step saved and committed step $vstep on every rank" ||
+	diag "$(outs v)" "$ls"
+grep -q "stop requested by rank 2 (task 2, " "$coord_log" && coord_wait 10
+ok $? "the coordinator logs rank 2's request and exits 0" || diag "$(cat "$coord_log")"
+coord_start 2
+rc=0
+DPTRAIN_RUN=preempt train_all w 2 --steps $((vstep + 5)) --step-ms 1 || rc=$?
+is "$rc:$(outs w | grep -c "^resumed step=$vstep rank=[01] world=2 restart=0 exact$")" "0:2" \
+	"the next run resumes from step $vstep with the exact state" || diag "$(outs w)"
+coord_wait 10

@@ -17,7 +17,7 @@ cluster_up NODES=2 CPUS=4 GPUS=0
 work=$(mktemp -d /tmp/dptrain-walltime.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")
 chmod 755 "$work"
-plan 16
+plan 17
 
 # job_state ID: the job's state, restart count and exit code.
 job_state() {
@@ -52,7 +52,7 @@ EOF
 }
 
 # 1-10. Requeue: stops ~10 s after the start, requeued, resumes, finishes.
-id=$(submit wt auto 150)
+id=$(submit wt auto 150 --dp-verbose)
 [ -n "$id" ]
 ok $? "sbatch --time=1 of srun --dp-train --dp-grace=50s: job $id" || bail_out "sbatch failed"
 wait_job "$id" 300
@@ -73,6 +73,11 @@ grep -q "requeued job $id" <<<"$out"
 ok $? "the coordinator requeued the job" || diag "$out"
 is "$(sed -n "/^stopped/,/requeued job/p" <<<"$out" | grep -c '^bye rank=')" 4 \
 	"after every task had wound down (1.5 s after it left)" || diag "$out"
+# The coordinator learnt that from slurmstepd's reports (TASK_EXIT), not
+# from srun stopping it at the end of the step: it says so before the
+# requeue.
+sed -n "/^stopped/,/requeued job/p" <<<"$out" | grep -q "every task of the step has exited"
+ok $? "the coordinator counted the tasks' exits before it requeued" || diag "$out"
 is "$(grep -c "^resumed step=$step rank=[0-3] world=4 restart=1 exact$" <<<"$out")" 4 \
 	"the second run's 4 ranks resumed at step $step with the exact state" || diag "$out"
 is "$(grep -c '^finished step=150 rank=[0-3] committed$' <<<"$out")" 4 \

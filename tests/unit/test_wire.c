@@ -131,7 +131,10 @@ static void every_message_roundtrips(void **state)
 	assert_int_equal(out.u.vote.code, DPT_ENOSPC);
 	assert_int_equal(out.u.vote.flags, DPT_VOTE_BUSY);
 	assert_int_equal(dpt__wire_size(&in), DPT_WIRE_HDR_SIZE + 8);
-	in.u.vote.flags = DPT_VOTE_STOP; /* the coordinator's to say */
+	in.u.vote.flags = DPT_VOTE_STOP | DPT_VOTE_BUSY; /* a rank asks */
+	roundtrip(&in, &out);
+	assert_int_equal(out.u.vote.flags, DPT_VOTE_STOP | DPT_VOTE_BUSY);
+	in.u.vote.flags = DPT_VOTE_SAVE; /* the coordinator's to say */
 	assert_int_equal(dpt__wire_size(&in), 0);
 
 	dpt__msg_init(&in, DPT_MSG_VOTE_DONE, 5);
