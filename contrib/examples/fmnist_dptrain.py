@@ -139,8 +139,8 @@ def main():
     ck.close()
     if stop:
         if rank == 0:
-            print("fmnist: stopped at step %d (%s): checkpoint committed, the job is "
-                  "requeued" % (step, ck.stop_signal or "walltime"), flush=True)
+            print("fmnist: stopped at step %d: checkpoint committed, the job is "
+                  "requeued" % step, flush=True)
         dist.destroy_process_group()
         return
     accuracy = test_accuracy(model, args, rank, world, device)

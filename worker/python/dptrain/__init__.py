@@ -186,6 +186,7 @@ def _load_library():
         ("dpt_backend", cs, [vp]),
         ("dpt_barrier", i, [vp]),
         ("dpt_should_stop", i, [vp, ctypes.POINTER(i)]),
+        ("dpt_request_stop", None, [vp]),
         ("dpt_allreduce", i, [vp, vp, vp, sz, i, i]),
         ("dpt_broadcast", i, [vp, vp, sz, i, i]),
         ("dpt_allgather", i, [vp, vp, vp, sz, i]),
@@ -320,6 +321,13 @@ class Context:
         _check(_lib.dpt_should_stop(self._handle(), ctypes.byref(stop)),
                "dptrain.should_stop")
         return bool(stop.value)
+
+    def request_stop(self):
+        """Ask for the agreed stop (dpt_request_stop): this rank's next
+        should_stop() or checkpoint step carries it, and every rank then
+        stops at that same step, as at the walltime. Safe in a signal
+        handler."""
+        _lib.dpt_request_stop(self._handle())
 
     def allreduce(self, send, recv=None, op="sum"):
         """RECV (default: SEND, in place) = the sum or mean ("avg") of every

@@ -287,7 +287,7 @@ class Checkpoint:
         # Runs in the main thread between two bytecodes: the C call only
         # sets a flag, which this rank's next vote carries.
         self.stop_signal = signal.Signals(signo).name
-        _lib.dpt_request_stop(self._ctx._handle())
+        self._ctx.request_stop()
         os.write(2, ("dptrain: rank %d: %s: stopping at the next step with a "
                      "checkpoint\n" % (self.rank, self.stop_signal)).encode())
 
