@@ -46,7 +46,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#define MAXT 16
+#define MAXT 24
 
 struct tensor {
 	const char *name;
@@ -147,6 +147,16 @@ static void define_state(uint64_t s)
 	add("bf.shard", DPT_BFLOAT16, DPT_CKPT_SHARDED, 2, (uint64_t[]){3, 777 * s}, 1);
 	add("f16.shard", DPT_FLOAT16, DPT_CKPT_SHARDED, 1, (uint64_t[]){501 * s}, 0);
 	add("i64.shard", DPT_INT64, DPT_CKPT_SHARDED, 1, (uint64_t[]){257 * s}, 0);
+	/* The dtypes PyTorch state dicts add (7 to 14), replicated and
+	 * sharded, a scalar among them. */
+	add("x.bool", DPT_BOOL, DPT_CKPT_REPLICATED, 2, (uint64_t[]){13 * s, 5}, 0);
+	add("x.i8", DPT_INT8, DPT_CKPT_SHARDED, 1, (uint64_t[]){333 * s}, 0);
+	add("x.i16", DPT_INT16, DPT_CKPT_REPLICATED, 1, (uint64_t[]){211 * s}, 0);
+	add("x.u16", DPT_UINT16, DPT_CKPT_SHARDED, 2, (uint64_t[]){4, 97 * s}, 1);
+	add("x.u32", DPT_UINT32, DPT_CKPT_REPLICATED, 0, NULL, 0);
+	add("x.u64", DPT_UINT64, DPT_CKPT_SHARDED, 1, (uint64_t[]){129 * s}, 0);
+	add("x.c64", DPT_COMPLEX64, DPT_CKPT_REPLICATED, 2, (uint64_t[]){7, 19 * s}, 0);
+	add("x.c128", DPT_COMPLEX128, DPT_CKPT_SHARDED, 2, (uint64_t[]){61 * s, 3}, 0);
 }
 
 /* The bytes of element I (global row-major index) of T at STEP. */
@@ -154,9 +164,12 @@ static void value(const struct tensor *t, uint64_t i, uint64_t step,
 		  unsigned char *out)
 {
 	uint64_t seed = XXH3_64bits(t->name, strlen(t->name)) ^ (step * 0x9e3779b97f4a7c15ull);
-	uint64_t h = XXH3_64bits_withSeed(&i, sizeof(i), seed);
+	uint64_t h[2] = {XXH3_64bits_withSeed(&i, sizeof(i), seed),
+			 XXH3_64bits_withSeed(&i, sizeof(i), ~seed)};
 
-	memcpy(out, &h, dpt_dtype_size(t->dtype));
+	memcpy(out, h, dpt_dtype_size(t->dtype)); /* up to 16 bytes */
+	if (t->dtype == DPT_BOOL)
+		out[0] &= 1;
 }
 
 /* Calls FN for each element of T's local box: global index, local index. */
@@ -191,7 +204,7 @@ static bool fill_one(const struct tensor *t, uint64_t g, uint64_t local, void *c
 static bool check_one(const struct tensor *t, uint64_t g, uint64_t local, void *ctx)
 {
 	size_t esz = dpt_dtype_size(t->dtype);
-	unsigned char want[8];
+	unsigned char want[16];
 
 	value(t, g, *(uint64_t *)ctx, want);
 	if (memcmp(want, t->data + local * esz, esz)) {
