@@ -19,7 +19,8 @@ UNIT_TESTS = \
 	tests/unit/test_parse \
 	tests/unit/test_buf \
 	tests/unit/test_spank_config \
-	tests/unit/test_wire
+	tests/unit/test_wire \
+	tests/unit/test_sampler
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -39,6 +40,11 @@ tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
 tests_unit_test_wire_SOURCES = tests/unit/test_wire.c
 tests_unit_test_wire_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_wire_LDADD = $(UNIT_LDADD)
+# The sampler's source is built in: the test also checks its internal
+# random stream (worker/sampler_int.h), which the library hides.
+tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c worker/sampler.c
+tests_unit_test_sampler_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_sampler_LDADD = $(UNIT_LDADD)
 endif
 
 include $(srcdir)/tests/cluster/local.mk

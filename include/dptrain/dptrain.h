@@ -1,7 +1,7 @@
 /*
  * libdptrain: ranks, collectives and sharded checkpoints for data-parallel
  * training programs started with `srun --dp-train`. The checkpoint API is
- * in <dptrain/ckpt.h>.
+ * in <dptrain/ckpt.h>, the elastic sampler in <dptrain/sampler.h>.
  */
 #ifndef DPTRAIN_DPTRAIN_H
 #define DPTRAIN_DPTRAIN_H
