@@ -5,3 +5,4 @@ dist_doc_DATA += doc/protocol.md
 dist_doc_DATA += doc/checkpoint-format.md
 dist_doc_DATA += doc/walltime.md
 dist_doc_DATA += doc/python.md
+dist_doc_DATA += doc/sampler.md

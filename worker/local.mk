@@ -5,9 +5,11 @@
 # NCCL backend, compiled to stubs that report DPT_ENOTSUP when configure
 # found no NCCL.
 lib_LTLIBRARIES += worker/libdptrain.la
-pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h
+pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h \
+	include/dptrain/sampler.h
 worker_libdptrain_la_SOURCES = \
 	worker/version.c \
+	worker/sampler.c worker/sampler_int.h \
 	worker/dptrain.c worker/vote.h \
 	worker/agent.c worker/agent.h \
 	worker/nccl.c worker/nccl.h

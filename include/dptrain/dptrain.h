@@ -1,7 +1,7 @@
 /*
  * libdptrain: ranks, collectives and sharded checkpoints for data-parallel
  * training programs started with `srun --dp-train`. The checkpoint API is
- * in <dptrain/ckpt.h>.
+ * in <dptrain/ckpt.h>, the elastic sampler in <dptrain/sampler.h>.
  */
 #ifndef DPTRAIN_DPTRAIN_H
 #define DPTRAIN_DPTRAIN_H
@@ -207,7 +207,9 @@ DPT_EXPORT void dpt_request_stop(struct dpt_ctx *ctx);
  *   matching float type (a complex sum, a complex mean);
  * - DPT_BOOL: DPT_SUM is a logical OR (1 where any rank has a nonzero
  *   byte, as PyTorch's all_reduce does on torch.bool); DPT_AVG has no
- *   boolean meaning and is refused with DPT_EINVAL.
+ *   boolean meaning and is refused with DPT_EINVAL. NCCL computes the
+ *   OR as the largest byte, which is 0 or 1 when the inputs are (the CPU
+ *   backend gives 1 for any nonzero byte).
  * The NCCL backend has no 16-bit integer type: DPT_INT16 and DPT_UINT16
  * reductions are refused there with DPT_ENOTSUP (broadcast and allgather
  * move them); everything else is as above.

@@ -283,7 +283,7 @@ static void expected(enum dpt_dtype dt, void *p, size_t i, int nsrc,
 	for (int k = 0; k < nsrc; k++) {
 		wrapped += (uint64_t)value(dt, k, i);
 		exact += (double)value(dt, k, i);
-		imag += (double)(-2 * value(dt, k, i));
+		imag += -2.0 * (double)value(dt, k, i);
 		any |= value(dt, k, i) != 0;
 	}
 	switch (dt) {
