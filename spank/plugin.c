@@ -79,14 +79,15 @@ static struct spank_option options[] = {
 	 "(%u: user, %j: job id; default: the site's root + /RUN)",
 	 1, 1, opt_cb},
 	{"dp-ckpt-every", "auto|" DURATION "|Nsteps",
-	 "dptrain: checkpoint interval (default: auto, from measured step and "
-	 "checkpoint times)",
+	 "dptrain: checkpoint interval of programs that call dpt_ckpt_step "
+	 "(default: the site's, or auto: 30 minutes)",
 	 1, 2, opt_cb},
-	{"dp-keep", "N", "dptrain: committed checkpoints to keep (default 3)", 1,
-	 3, opt_cb},
+	{"dp-keep", "N",
+	 "dptrain: committed checkpoints to keep (default: the site's, or 3)",
+	 1, 3, opt_cb},
 	{"dp-grace", DURATION,
 	 "dptrain: checkpoint and requeue this long before the walltime "
-	 "(default 10m)",
+	 "(default: the site's, or 10m)",
 	 1, 4, opt_cb},
 	{"dp-requeue", "auto|off",
 	 "dptrain: requeue the job before its walltime (default auto)", 1, 5,
@@ -96,14 +97,15 @@ static struct spank_option options[] = {
 	 "(default 1)",
 	 1, 6, opt_cb},
 	{"dp-backend", "auto|nccl|cpu",
-	 "dptrain: collective backend (default auto: NCCL with GPUs)", 1, 7,
-	 opt_cb},
+	 "dptrain: collective backend (default: the site's, or auto: NCCL "
+	 "with GPUs)",
+	 1, 7, opt_cb},
 	{"dp-verbose", NULL, "dptrain: log what the service does", 0, 8,
 	 opt_cb},
 	{"dp-gpu-bind", "none|rank",
 	 "dptrain: GPUs each task sees: none, every GPU of the step on its "
 	 "node (LOCAL_RANK picks one, as under torchrun), or rank, only the "
-	 "GPU of its local rank (default: none, or the site's choice)",
+	 "GPU of its local rank (default: the site's, or none)",
 	 1, 9, opt_cb},
 	{"dp-torchelastic", NULL,
 	 "dptrain: also export TORCHELASTIC_RUN_ID, so that Lightning and "
