@@ -19,7 +19,8 @@
  * --device-some (every other tensor), --lie-device (host memory
  * registered as device memory: the library must refuse it), --foreign
  * (load: the step was written by another program from this one's
- * tensors, tests/python/torch.sh: check the tensors, not the meta).
+ * tensors, tests/python/torch.sh: check the tensors it holds, found
+ * with dpt_ckpt_inspect, not the meta).
  *   ckpt_worker --cuda-probe   prints "cuda=none" (built without CUDA),
  *                              "cuda=built devices=N" or
  *                              "cuda=built devices=0 error=..."
@@ -255,6 +256,30 @@ static int setup(struct dpt_ckpt *ck, int rank, int world)
 	return 0;
 }
 
+/* --foreign: forget the tensors that the newest step does not hold (a
+ * program that cannot hold some dtypes saved the others). */
+static int keep_foreign(struct dpt_ckpt *ck)
+{
+	struct dpt_ckpt_contents c;
+	int kept = 0, rc;
+
+	rc = dpt_ckpt_inspect(ck, DPT_CKPT_LATEST, &c);
+	if (rc)
+		return rc;
+	for (int i = 0; i < ntensors; i++) {
+		bool held = false;
+
+		for (size_t j = 0; j < c.ntensors && !held; j++)
+			held = !strcmp(c.tensors[j].name, state[i].name);
+		if (held)
+			state[kept++] = state[i];
+		else
+			printf("skipped %s: not in step %" PRIu64 "\n", state[i].name, c.step);
+	}
+	ntensors = kept;
+	return 0;
+}
+
 static int fail(const char *what, int rc)
 {
 	printf("FAIL %s: %s (%s)\n", what, dpt_err_name(rc), dpt_strerror(rc));
@@ -339,6 +364,8 @@ int main(int argc, char **argv)
 	}
 #endif
 	rc = dpt_ckpt_new(&ck, ctx, &opts);
+	if (!rc && foreign)
+		rc = keep_foreign(ck);
 	if (!rc)
 		rc = setup(ck, rank, world);
 	if (!rc && reregister) {
@@ -434,7 +461,7 @@ int main(int argc, char **argv)
 		       "cursor=%" PRIu64 " user=%.*s needed=%" PRIu64
 		       " read=%" PRIu64 " ok\n",
 		       info.step, info.world_size, rank, world, info.sample_cursor,
-		       (int)info.user_len, (const char *)info.user,
+		       foreign ? 0 : (int)info.user_len, (const char *)info.user,
 		       st.bytes_needed, st.bytes_read);
 	} else {
 		fprintf(stderr, "ckpt_worker: unknown mode '%s'\n", mode);

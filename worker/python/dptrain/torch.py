@@ -170,6 +170,25 @@ def _build(sk, tensors):
     raise ValueError("unknown skeleton entry %r: a checkpoint of a newer dptrain?" % tag)
 
 
+def _prune(sk, tensors):
+    """Skeleton SK without the dict entries and list items whose tensors
+    are not in TENSORS (a load that is not strict), or None if nothing is
+    left of it."""
+    (tag, val), = sk.items()
+    if tag == "t":
+        return sk if val in tensors else None
+    if tag == "s":
+        inner = _prune(val, tensors)
+        return None if inner is None else {"s": inner}
+    if tag == "d":
+        kept = [[k, p] for k, p in ((k, _prune(v, tensors)) for k, v in val) if p is not None]
+        return {"d": kept}
+    if tag in ("l", "u"):
+        kept = [_prune(v, tensors) for v in val]
+        return None if any(k is None for k in kept) else {tag: kept}
+    return sk
+
+
 def _restore(live, sk, tensors, path):
     """LIVE (a value of the user's state) updated from skeleton SK: objects
     with load_state_dict() load their state, dicts and lists are updated in
@@ -377,11 +396,20 @@ class Checkpoint:
 
     # -------------------------------------------------------------- load
 
-    def _differences(self, contents, live):
-        diffs = []
+    def inspect(self, step=None):
+        """What the newest committed step (at or below STEP) holds, from its
+        manifest (dptrain.Contents: step, world_size, tensors by name with
+        their dtype and shape), or None when the run has none."""
+        return self._ck.inspect(step)
+
+    def _differences(self, contents, live, strict):
+        """The lines of what differs, and the stored tensors left out (not
+        strict: those the state neither holds nor can create)."""
+        diffs, skipped = [], set()
         for name, t in live.tensors.items():
             if name not in contents.tensors:
-                diffs.append("  %s: in the state, not in the checkpoint" % name)
+                if strict:
+                    diffs.append("  %s: in the state, not in the checkpoint" % name)
                 continue
             dt, shape = contents.tensors[name]
             want_dt, want = _DTYPE_NAMES[t.dtype], list(t.shape)
@@ -396,22 +424,33 @@ class Checkpoint:
             # Only objects that build their state lazily (an optimizer's
             # per-parameter state) may lack what the checkpoint holds; a
             # module's tensors are fixed by its structure.
-            if name.split(".")[0] not in live.roots or any(
+            dt = contents.tensors[name][0]
+            if dt not in _TORCH_DTYPES:
+                why = "stored as %s, which torch %s lacks" % (dt, torch.__version__)
+            elif name.split(".")[0] not in live.roots or any(
                     name.startswith(m + ".") for m in live.modules):
-                diffs.append("  %s: in the checkpoint, not in the state" % name)
-        return diffs
+                why = "in the checkpoint, not in the state"
+            else:
+                continue
+            if strict:
+                diffs.append("  %s: %s" % (name, why))
+            else:
+                skipped.add(name)
+        return diffs, skipped
 
-    def load(self, state, step=None):
+    def load(self, state, step=None, strict=True):
         """Loads the newest committed step (at or below STEP) into STATE in
         place, resharded for this world size. Returns the step, or None
         when the run has none. Raises CheckpointMismatch when the step
-        does not hold what STATE holds."""
-        contents = self._ck.inspect(step)
+        does not hold what STATE holds; not STRICT, tensors on one side only
+        are left alone (as torch's load_state_dict(strict=False)), a dtype
+        or shape that differs is still an error."""
+        contents = self.inspect(step)
         if contents is None:
             return None
         live = _Flat(state)
         self._document(contents.user, contents.step)  # refuses a newer format
-        diffs = self._differences(contents, live)
+        diffs, skipped = self._differences(contents, live, strict)
         if diffs:
             raise CheckpointMismatch(
                 "dptrain: step %d of %s does not match the state (%d difference%s; "
@@ -423,6 +462,8 @@ class Checkpoint:
         # a new one for state created lazily.
         dest, copy_back = {}, []
         for name, (dt, shape) in contents.tensors.items():
+            if name in skipped:
+                continue
             t = live.tensors.get(name)
             if t is None:
                 t = torch.empty(shape, dtype=_TORCH_DTYPES[dt])
@@ -453,7 +494,8 @@ class Checkpoint:
         # The structure of the step loaded: an older one than inspected
         # when the newest turned out damaged.
         doc = self._document(info.user, info.step)
-        _restore(state, doc["state"] if doc else live.skeleton, dest, [])
+        skeleton = _prune(doc["state"], dest) if doc else live.skeleton
+        _restore(state, skeleton, dest, [])
         if doc and self._rng and "rng" in doc:
             _set_rng_states(doc["rng"])
         for s in _Flat(state).samplers:
