@@ -23,7 +23,7 @@ work=$(mktemp -d /tmp/dptrain-preempt.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")
 chmod 755 "$work"
 dptrain=$top_builddir/dptrain
-plan 15
+plan 18
 
 job_state() {
 	scontrol_t show job "$1" 2>/dev/null |
@@ -105,10 +105,10 @@ ok $? "scancel -b --signal=TERM $id" || diag "$scancel_out"
 check_stop term "$id" 300
 
 # 11-15. The walltime: a one-minute job with a 50 s grace trains 10 s a run.
-id=$(submit wall 400 --time=1 0)
+id=$(submit wall 150 --time=1 0)
 [ -n "$id" ]
 ok $? "wall: sbatch --time=1 --requeue: job $id" || bail_out "sbatch failed"
-check_stop wall "$id" 400
+check_stop wall "$id" 150
 "$dptrain" ckpt verify "file://$work/ckpt/wall" >/dev/null 2>&1
 ok $? "wall: every committed step of the run verifies" ||
 	diag "$("$dptrain" ckpt verify "file://$work/ckpt/wall" 2>&1)"

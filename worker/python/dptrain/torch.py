@@ -270,6 +270,7 @@ class Checkpoint:
         self._staging = {}  # name -> pinned host copy of a CUDA tensor
         self._device_ok = True  # registering device memory works in this build
         self._signals = {}
+        self._stopped = False
         self.stop_signal = None
         root = uri or os.environ.get("DPTRAIN_CKPT_URI", "")
         name = os.environ.get("DPTRAIN_RUN", "") if run is None else run
@@ -306,6 +307,8 @@ class Checkpoint:
         # Runs in the main thread between two bytecodes: the C call only
         # sets a flag, which this rank's next vote carries.
         self.stop_signal = signal.Signals(signo).name
+        if self._stopped or not self._ctx._ctx:
+            return
         self._ctx.request_stop()
         os.write(2, ("dptrain: rank %d: %s: stopping at the next step with a "
                      "checkpoint\n" % (self.rank, self.stop_signal)).encode())
@@ -382,6 +385,7 @@ class Checkpoint:
             except DptrainError as e:
                 err = err or e
         if stop:
+            self._stopped = True
             try:
                 self._ck.wait()
             except DptrainError as e:
@@ -524,9 +528,13 @@ class Checkpoint:
     def close(self):
         """Waits for the save in flight, leaves the coordinator if this
         object joined it, puts the signal handlers back. Idempotent."""
-        for sig, prev in self._signals.items():
-            signal.signal(sig, prev)
-        self._signals = {}
+        # After a stop the process is on its way out, and the same signal
+        # may still reach it (Slurm signals the nodes one by one): the
+        # handlers stay, so that a late copy does not kill it mid-exit.
+        if not self._stopped:
+            for sig, prev in self._signals.items():
+                signal.signal(sig, prev)
+            self._signals = {}
         try:
             if self._ck._ck:
                 self._ck.wait()
