@@ -1,7 +1,7 @@
 # The GPU path run for real (tests/gpu/README): tests/gpu/bundle builds a
 # self-contained bundle of the CUDA and NCCL build, its test programs and
 # the runtime libraries a bare GPU machine lacks; bundle/run runs every
-# GPU test there. tests/gpu/bundle.sh builds and runs it here, where every
+# GPU test there. tests/gpu/no_gpu.sh builds and runs it here, where every
 # GPU test SKIPs with the reason, so that the bundle cannot rot.
 if HAVE_CUDA
 # The NCCL backend on device and host buffers (tests/gpu/nccl.sh) and the
@@ -14,14 +14,14 @@ tests_gpu_gpu_stall_SOURCES = tests/gpu/gpu_stall.c
 tests_gpu_gpu_stall_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
 tests_gpu_gpu_stall_LDADD = worker/libdptrain.la $(CUDA_LIBS)
 endif
-TESTS += tests/gpu/bundle.sh
-EXTRA_DIST += tests/gpu/bundle.sh tests/gpu/bundle tests/gpu/run \
+TESTS += tests/gpu/no_gpu.sh
+EXTRA_DIST += tests/gpu/no_gpu.sh tests/gpu/bundle tests/gpu/run \
 	tests/gpu/nccl.sh tests/gpu/torch.sh tests/gpu/torch_cuda.py \
 	tests/gpu/README
-# What tests/gpu/bundle.sh leaves in the build tree: its own CUDA build,
-# the bundle and the run's results.
+# What tests/gpu/no_gpu.sh leaves in the build tree: its own CUDA build,
+# the bundle, the build's output and the runs' results.
 clean-local: clean-local-gpu
 clean-local-gpu:
-	-rm -rf tests/gpu/build tests/gpu/bundle.out tests/gpu/bundle.out.new \
-		tests/gpu/bundle.res tests/gpu/bundle.log-build
+	-rm -rf tests/gpu/no_gpu.build tests/gpu/no_gpu.bundle \
+		tests/gpu/no_gpu.bundle.new tests/gpu/no_gpu.res tests/gpu/no_gpu.out
 .PHONY: clean-local-gpu

@@ -4,6 +4,9 @@
 # tree) and bundle/run runs it here, where there is no GPU: it must check
 # that every library resolves, SKIP every GPU test with the reason, print
 # its summary and exit 0. Its TAP stream is this test's.
+#
+# Not named tests/gpu/bundle.sh: GNU make's built-in rule '%: %.sh' would
+# then overwrite tests/gpu/bundle with it (make dist did).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
@@ -11,9 +14,14 @@
 [ -f /usr/local/cuda/include/nccl.h ] || skip_all "no NCCL in /usr/local/cuda"
 require_prog make gcc dpkg objdump timeout od
 
-build=$top_builddir/tests/gpu/build
-bundle=$top_builddir/tests/gpu/bundle.out
-out=$top_builddir/tests/gpu/bundle.log-build
+# Never run anything but the builder (a clobbered copy of this script
+# would start itself without end).
+grep -q '^# tests/gpu/bundle \[BUNDLE\]: build the GPU test bundle' "$top_srcdir/tests/gpu/bundle" ||
+	bail_out "$top_srcdir/tests/gpu/bundle is not the bundle builder"
+
+build=$top_builddir/tests/gpu/no_gpu.build
+bundle=$top_builddir/tests/gpu/no_gpu.bundle
+out=$top_builddir/tests/gpu/no_gpu.out
 if ! DPT_GPU_BUILD_DIR=$build bash "$top_srcdir/tests/gpu/bundle" "$bundle" >"$out" 2>&1; then
 	echo "1..1"
 	echo "not ok 1 - tests/gpu/bundle builds the bundle"
@@ -21,7 +29,7 @@ if ! DPT_GPU_BUILD_DIR=$build bash "$top_srcdir/tests/gpu/bundle" "$bundle" >"$o
 	exit 1
 fi
 sed 's/^/# /' "$out"
-res=$top_builddir/tests/gpu/bundle.res
+res=$top_builddir/tests/gpu/no_gpu.res
 rm -rf "$res"
 # First as a bare machine would run it, every carried library in use
 # (its TAP as comments: it must pass on its own), then as it runs on
