@@ -336,10 +336,11 @@ static int collective(struct dpt__nccl_comm *c, enum coll k, const void *send,
 	rc = stage_reserve(c, in + out);
 	if (rc)
 		return rc;
-	/* From pageable memory, the copy returns once the driver holds the
-	 * bytes; the stream is idle, so it cannot wait on a stuck kernel. */
-	e = cudaMemcpyAsync(c->stage, send, in, cudaMemcpyHostToDevice,
-			    c->stream);
+	/* cudaMemcpyDefault: one of SEND and RECV may be device memory (the
+	 * kind follows from the pointers under unified addressing). From
+	 * pageable memory, the copy returns once the driver holds the bytes;
+	 * the stream is idle, so it cannot wait on a stuck kernel. */
+	e = cudaMemcpyAsync(c->stage, send, in, cudaMemcpyDefault, c->stream);
 	if (e != cudaSuccess)
 		goto cuda_failed;
 	rc = finish(c,
@@ -349,7 +350,7 @@ static int collective(struct dpt__nccl_comm *c, enum coll k, const void *send,
 		return rc;
 	/* Only now that the collective is complete: a copy into pageable
 	 * memory blocks the host until the stream reaches it. */
-	e = cudaMemcpyAsync(recv, c->stage + in, out, cudaMemcpyDeviceToHost,
+	e = cudaMemcpyAsync(recv, c->stage + in, out, cudaMemcpyDefault,
 			    c->stream);
 	if (e != cudaSuccess)
 		goto cuda_failed;

@@ -11,7 +11,7 @@
  *   the host;
  * - the same collectives on host buffers, which the backend stages
  *   through device memory it keeps across calls: many calls of growing
- *   and shrinking sizes.
+ *   and shrinking sizes, and a host buffer reduced into a device one.
  *
  *   gpu_coll --probe          "gpus=N name=NAME" or "gpus=0 error=WHY"
  *   gpu_coll                  the checks above, then leaves
@@ -407,6 +407,41 @@ out:
 	free(want);
 }
 
+/* SEND in host memory, RECV on the device: staged one way, copied
+ * device to device the other. */
+static void check_mixed(struct dpt_ctx *ctx, size_t count)
+{
+	size_t bytes = count * sizeof(float);
+	float *in = malloc(bytes), *out = malloc(bytes), *want = malloc(bytes);
+	float *dout = NULL;
+	int rc = 0;
+	const char *why = NULL;
+
+	if (!in || !out || !want ||
+	    cudaMalloc((void **)&dout, bytes) != cudaSuccess) {
+		why = "no memory";
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		double s = 0;
+		for (int r = 0; r < world; r++)
+			s += value(DPT_FLOAT32, r, i, 77);
+		in[i] = (float)value(DPT_FLOAT32, rank, i, 77);
+		want[i] = (float)s;
+	}
+	rc = dpt_allreduce(ctx, in, dout, count, DPT_FLOAT32, DPT_SUM);
+	if (!rc && cudaMemcpy(out, dout, bytes, cudaMemcpyDeviceToHost))
+		why = "cudaMemcpy back failed";
+	else if (!rc)
+		why = compare(DPT_FLOAT32, out, want, count, 0);
+out:
+	report("allreduce-host-to-device", DPT_FLOAT32, count, HOST, rc, why);
+	cudaFree(dout);
+	free(in);
+	free(out);
+	free(want);
+}
+
 static void check_all(struct dpt_ctx *ctx)
 {
 	/* One element, an odd count, and 4 MiB of float32. */
@@ -438,6 +473,7 @@ static void check_all(struct dpt_ctx *ctx)
 		check_broadcast(ctx, DPT_FLOAT64, n, HOST, world - 1);
 		check_allgather(ctx, DPT_UINT8, n, HOST);
 	}
+	check_mixed(ctx, 1001);
 	/* Many small staged calls in a row: the checkpoint commit's pattern. */
 	for (int i = 0; i < 200; i++) {
 		int64_t v = rank + i, s;
