@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ struct dpt__nccl_comm {
 	int rank, world;
 	atomic_int *abort;
 	int dead; /* aborted: the communicator is gone */
+	int stuck; /* ncclCommAbort did not return: leave the device alone */
 	int timeout_ms; /* bound of one collective, staging included */
 	/* Device memory that host buffers are staged through, kept across
 	 * calls: a cudaMalloc and a cudaFree per collective would cost more
@@ -75,12 +77,80 @@ int dpt__nccl_unique_id(uint8_t id[DPT_NCCL_ID_SIZE])
 	return 0;
 }
 
+/* How long ncclCommAbort may take before this rank goes on without it. */
+#define ABORT_MS 10000
+
+/* One ncclCommAbort in a thread of its own; the thread and the waiter
+ * each hold a reference, and the last one frees it. */
+struct abort_job {
+	ncclComm_t comm;
+	atomic_int done;
+	atomic_int refs;
+};
+
+static void *abort_thread(void *arg)
+{
+	struct abort_job *j = arg;
+
+	ncclCommAbort(j->comm);
+	atomic_store(&j->done, 1);
+	if (atomic_fetch_sub(&j->refs, 1) == 1)
+		free(j);
+	return NULL;
+}
+
+/*
+ * Abort the communicator, waiting at most ABORT_MS. ncclCommAbort stops
+ * NCCL's kernels and proxy threads and returns; should it not (a device
+ * that no longer answers), the rank must still get out to rejoin or to
+ * exit, as the CPU backend's abort never blocks: the call is left
+ * running in its thread, and the communicator is marked stuck so that
+ * its destruction does not wait on the device either (cudaFree and
+ * cudaStreamDestroy may).
+ */
 static void comm_abort(struct dpt__nccl_comm *c)
 {
-	if (!c->dead) {
-		ncclCommAbort(c->comm);
-		c->dead = 1;
+	struct abort_job *j;
+	pthread_attr_t attr;
+	pthread_t t;
+	int64_t deadline;
+	int started = 0;
+
+	if (c->dead)
+		return;
+	c->dead = 1;
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->comm = c->comm;
+		atomic_init(&j->done, 0);
+		atomic_init(&j->refs, 2);
+		if (!pthread_attr_init(&attr)) {
+			pthread_attr_setdetachstate(&attr,
+						    PTHREAD_CREATE_DETACHED);
+			started = !pthread_create(&t, &attr, abort_thread, j);
+			pthread_attr_destroy(&attr);
+		}
 	}
+	if (!started) {
+		/* No thread to spare: abort here, unbounded. */
+		free(j);
+		ncclCommAbort(c->comm);
+		return;
+	}
+	deadline = now_ms() + ABORT_MS;
+	while (!atomic_load(&j->done) && now_ms() < deadline) {
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+		nanosleep(&ts, NULL);
+	}
+	if (!atomic_load(&j->done)) {
+		dpt__error("ncclCommAbort of rank %d has not returned after "
+			   "%d ms: going on without it; cuda device %d may be "
+			   "unusable until this process exits",
+			   c->rank, ABORT_MS, c->device);
+		c->stuck = 1;
+	}
+	if (atomic_fetch_sub(&j->refs, 1) == 1)
+		free(j);
 }
 
 /*
@@ -398,10 +468,12 @@ void dpt__nccl_comm_destroy(struct dpt__nccl_comm **cp)
 		else
 			comm_abort(c);
 	}
-	if (c->stage)
-		cudaFree(c->stage);
-	if (c->stream)
-		cudaStreamDestroy(c->stream);
+	if (!c->stuck) {
+		if (c->stage)
+			cudaFree(c->stage);
+		if (c->stream)
+			cudaStreamDestroy(c->stream);
+	}
 	free(c);
 	*cp = NULL;
 }

@@ -66,7 +66,10 @@ int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
 int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
 			void *recv, size_t count, enum dpt_dtype dtype);
 
-/* Finalize (or, after a failure, abort) and free; accepts NULL; nulls *C. */
+/* Finalize (or, after a failure, abort) and free; accepts NULL; nulls *C.
+ * Bounded: the finalize is given 10 s, then aborted; an abort (here or
+ * in a failed call) that has not returned after 10 s is left running in
+ * its thread, and the communicator's device resources are left alone. */
 void dpt__nccl_comm_destroy(struct dpt__nccl_comm **c);
 
 #endif
