@@ -21,9 +21,9 @@
  *
  * Output, one line each: "joined rank=R world=W generation=G
  * backend=B device=D", "check WHAT DTYPE COUNT MEMORY ok|FAIL", with
- * --rejoin "looping pid=P" (the process to kill), "lost error=NAME after_ms=T" and "rejoined rank=R
- * world=W generation=G rejoin_ms=T", then "done checks=C failures=F".
- * Exit status 0 when every check passed.
+ * --rejoin "looping pid=P" (the process to kill), "lost error=NAME after_ms=T"
+ * and "rejoined rank=R world=W generation=G rejoin_ms=T", then "done checks=C
+ * failures=F". Exit status 0 when every check passed.
  *
  * Inputs are small integers, exact in every dtype, and so are their sums
  * over up to 8 ranks: sums and gathers are compared byte for byte. The
@@ -47,15 +47,14 @@
 static int checks, failures;
 static int rank, world;
 
-static const enum dpt_dtype dtypes[] = {DPT_FLOAT32, DPT_FLOAT64,
-					DPT_BFLOAT16, DPT_FLOAT16,
-					DPT_INT32,   DPT_INT64,
+static const enum dpt_dtype dtypes[] = {DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16,
+					DPT_FLOAT16, DPT_INT32,	  DPT_INT64,
 					DPT_UINT8};
 static const char *const dtype_names[] = {
-	[DPT_FLOAT32] = "float32", [DPT_FLOAT64] = "float64",
-	[DPT_BFLOAT16] = "bfloat16", [DPT_FLOAT16] = "float16",
-	[DPT_INT32] = "int32",	   [DPT_INT64] = "int64",
-	[DPT_UINT8] = "uint8",
+    [DPT_FLOAT32] = "float32",	 [DPT_FLOAT64] = "float64",
+    [DPT_BFLOAT16] = "bfloat16", [DPT_FLOAT16] = "float16",
+    [DPT_INT32] = "int32",	 [DPT_INT64] = "int64",
+    [DPT_UINT8] = "uint8",
 };
 
 static int64_t now_ms(void)
@@ -212,7 +211,7 @@ static void report(const char *what, enum dpt_dtype dt, size_t count,
 struct bufs {
 	enum memory mem;
 	size_t in_bytes, out_bytes;
-	unsigned char *in, *out;  /* host */
+	unsigned char *in, *out;   /* host */
 	unsigned char *din, *dout; /* device, or the host ones */
 };
 
@@ -232,8 +231,10 @@ static int bufs_alloc(struct bufs *b, enum memory mem, size_t in_bytes,
 		b->dout = b->out;
 		return 0;
 	}
-	if (cudaMalloc((void **)&b->din, in_bytes ? in_bytes : 1) != cudaSuccess ||
-	    cudaMalloc((void **)&b->dout, out_bytes ? out_bytes : 1) != cudaSuccess)
+	if (cudaMalloc((void **)&b->din, in_bytes ? in_bytes : 1) !=
+		cudaSuccess ||
+	    cudaMalloc((void **)&b->dout, out_bytes ? out_bytes : 1) !=
+		cudaSuccess)
 		return -1;
 	return 0;
 }
@@ -268,8 +269,8 @@ static int bufs_fetch(struct bufs *b, const unsigned char *dev, void *host,
 	return cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) ? -1 : 0;
 }
 
-static const char *compare(enum dpt_dtype dt, const void *got,
-			   const void *want, size_t count, double tol)
+static const char *compare(enum dpt_dtype dt, const void *got, const void *want,
+			   size_t count, double tol)
 {
 	static char why[160];
 	size_t sz = dpt_dtype_size(dt);
@@ -279,8 +280,8 @@ static const char *compare(enum dpt_dtype dt, const void *got,
 		if (tol == 0 ? memcmp((const char *)got + i * sz,
 				      (const char *)want + i * sz, sz) != 0
 			     : !(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
-			snprintf(why, sizeof(why),
-				 "element %zu is %g, want %g", i, g, w);
+			snprintf(why, sizeof(why), "element %zu is %g, want %g",
+				 i, g, w);
 			return why;
 		}
 	}
@@ -293,10 +294,10 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 {
 	size_t bytes = count * dpt_dtype_size(dt);
 	uint32_t key = (uint32_t)(count * 131 + dt * 17 + op);
-	const char *what = op == DPT_AVG ? (in_place ? "allreduce-avg-inplace" :
-						       "allreduce-avg") :
-					   (in_place ? "allreduce-sum-inplace" :
-						       "allreduce-sum");
+	const char *what =
+	    op == DPT_AVG
+		? (in_place ? "allreduce-avg-inplace" : "allreduce-avg")
+		: (in_place ? "allreduce-sum-inplace" : "allreduce-sum");
 	unsigned char *want = malloc(bytes ? bytes : 1);
 	struct bufs b;
 	int rc;
@@ -317,7 +318,8 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 		report(what, dt, count, mem, 0, "cudaMemcpy failed");
 		goto out;
 	}
-	rc = dpt_allreduce(ctx, b.din, in_place ? b.din : b.dout, count, dt, op);
+	rc =
+	    dpt_allreduce(ctx, b.din, in_place ? b.din : b.dout, count, dt, op);
 	if (rc) {
 		report(what, dt, count, mem, rc, NULL);
 		goto out;
@@ -326,10 +328,12 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 		report(what, dt, count, mem, 0, "cudaMemcpy back failed");
 	else if (in_place && mem == HOST)
 		report(what, dt, count, mem, 0,
-		       compare(dt, b.in, want, count, op == DPT_AVG ? ulp(dt) : 0));
+		       compare(dt, b.in, want, count,
+			       op == DPT_AVG ? ulp(dt) : 0));
 	else
 		report(what, dt, count, mem, 0,
-		       compare(dt, b.out, want, count, op == DPT_AVG ? ulp(dt) : 0));
+		       compare(dt, b.out, want, count,
+			       op == DPT_AVG ? ulp(dt) : 0));
 out:
 	bufs_free(&b);
 	free(want);
@@ -364,7 +368,8 @@ static void check_broadcast(struct dpt_ctx *ctx, enum dpt_dtype dt,
 	else if (bufs_fetch(&b, b.din, b.in, bytes))
 		report(what, dt, count, mem, 0, "cudaMemcpy back failed");
 	else
-		report(what, dt, count, mem, 0, compare(dt, b.in, want, count, 0));
+		report(what, dt, count, mem, 0,
+		       compare(dt, b.in, want, count, 0));
 out:
 	bufs_free(&b);
 	free(want);
@@ -388,7 +393,8 @@ static void check_allgather(struct dpt_ctx *ctx, enum dpt_dtype dt,
 	for (size_t i = 0; i < count; i++) {
 		put(dt, b.in, i, value(dt, rank, i, key));
 		for (int r = 0; r < world; r++)
-			put(dt, want, (size_t)r * count + i, value(dt, r, i, key));
+			put(dt, want, (size_t)r * count + i,
+			    value(dt, r, i, key));
 	}
 	if (bufs_load(&b)) {
 		report("allgather", dt, count, mem, 0, "cudaMemcpy failed");
@@ -398,7 +404,8 @@ static void check_allgather(struct dpt_ctx *ctx, enum dpt_dtype dt,
 	if (rc)
 		report("allgather", dt, count, mem, rc, NULL);
 	else if (bufs_fetch(&b, b.dout, b.out, total))
-		report("allgather", dt, count, mem, 0, "cudaMemcpy back failed");
+		report("allgather", dt, count, mem, 0,
+		       "cudaMemcpy back failed");
 	else
 		report("allgather", dt, count, mem, 0,
 		       compare(dt, b.out, want, count * (size_t)world, 0));
@@ -454,7 +461,8 @@ static void check_all(struct dpt_ctx *ctx)
 	world = dpt_world_size(ctx);
 	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
 		enum dpt_dtype dt = dtypes[d];
-		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]);
+		     k++) {
 			size_t n = counts[k];
 			check_allreduce(ctx, dt, n, DEVICE, DPT_SUM, 0);
 			check_allreduce(ctx, dt, n, DEVICE, DPT_SUM, 1);
@@ -465,7 +473,8 @@ static void check_all(struct dpt_ctx *ctx)
 			check_allgather(ctx, dt, n, DEVICE);
 		}
 	}
-	for (size_t k = 0; k < sizeof(host_counts) / sizeof(host_counts[0]); k++) {
+	for (size_t k = 0; k < sizeof(host_counts) / sizeof(host_counts[0]);
+	     k++) {
 		size_t n = host_counts[k];
 		check_allreduce(ctx, DPT_FLOAT32, n, HOST, DPT_SUM, 0);
 		check_allreduce(ctx, DPT_INT64, n, HOST, DPT_SUM, 1);
@@ -478,7 +487,8 @@ static void check_all(struct dpt_ctx *ctx)
 	for (int i = 0; i < 200; i++) {
 		int64_t v = rank + i, s;
 		int rc = dpt_allreduce(ctx, &v, &s, 1, DPT_INT64, DPT_SUM);
-		int64_t want = (int64_t)world * (world - 1) / 2 + (int64_t)world * i;
+		int64_t want =
+		    (int64_t)world * (world - 1) / 2 + (int64_t)world * i;
 		if (rc || s != want) {
 			report("allreduce-staged-loop", DPT_INT64, 1, HOST, rc,
 			       "wrong sum");
@@ -515,8 +525,8 @@ static void joined(struct dpt_ctx *ctx, const char *what)
 	int dev = -1;
 
 	cudaGetDevice(&dev);
-	printf("%s rank=%d world=%d generation=%u backend=%s device=%d\n",
-	       what, dpt_rank(ctx), dpt_world_size(ctx), dpt_generation(ctx),
+	printf("%s rank=%d world=%d generation=%u backend=%s device=%d\n", what,
+	       dpt_rank(ctx), dpt_world_size(ctx), dpt_generation(ctx),
 	       dpt_backend(ctx), dev);
 	fflush(stdout);
 }
@@ -573,7 +583,8 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--rejoin")) {
 			rejoin = 1;
 		} else {
-			fprintf(stderr, "usage: gpu_coll [--probe | --rejoin]\n");
+			fprintf(stderr,
+				"usage: gpu_coll [--probe | --rejoin]\n");
 			return 2;
 		}
 	}

@@ -29,7 +29,7 @@
 #include <dptrain/ckpt.h>
 #include <dptrain/dptrain.h>
 
-#define NTENSORS 16
+#define NTENSORS   16
 #define MAX_ROUNDS 9
 
 static double now_s(void)
@@ -92,12 +92,15 @@ int main(int argc, char **argv)
 	each = bytes / NTENSORS;
 	bytes = each * NTENSORS;
 
-	if (cuda_failed(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-			"cudaStreamCreate"))
+	if (cuda_failed(
+		cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+		"cudaStreamCreate"))
 		goto out;
 	for (int i = 0; i < NTENSORS; i++) {
-		if (cuda_failed(cudaMalloc((void **)&dev[i], each), "cudaMalloc") ||
-		    cuda_failed(cudaMemset(dev[i], 17 * i + 1, each), "cudaMemset"))
+		if (cuda_failed(cudaMalloc((void **)&dev[i], each),
+				"cudaMalloc") ||
+		    cuda_failed(cudaMemset(dev[i], 17 * i + 1, each),
+				"cudaMemset"))
 			goto out;
 	}
 	if (cuda_failed(cudaMemset(dev[0], 0xa5, each / 2), "cudaMemset"))
@@ -113,18 +116,19 @@ int main(int argc, char **argv)
 		uint64_t shape[1] = {each / sizeof(float)};
 		snprintf(name[i], sizeof(name[i]), "t%02d", i);
 		drc = dpt_ckpt_register(
-			ck, &(struct dpt_ckpt_tensor){.name = name[i],
-						      .dtype = DPT_FLOAT32,
-						      .kind = DPT_CKPT_REPLICATED,
-						      .ndim = 1,
-						      .shape = shape,
-						      .data = dev[i],
-						      .memory = DPT_CKPT_DEVICE});
+		    ck, &(struct dpt_ckpt_tensor){.name = name[i],
+						  .dtype = DPT_FLOAT32,
+						  .kind = DPT_CKPT_REPLICATED,
+						  .ndim = 1,
+						  .shape = shape,
+						  .data = dev[i],
+						  .memory = DPT_CKPT_DEVICE});
 	}
 	if (!drc)
 		drc = dpt_ckpt_prepare(ck);
 	for (int r = 0; !drc && r <= rounds; r++) {
-		drc = dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){.step = (uint64_t)r + 1});
+		drc = dpt_ckpt_save(
+		    ck, &(struct dpt_ckpt_meta){.step = (uint64_t)r + 1});
 		dpt_ckpt_stats(ck, &st);
 		if (!drc)
 			drc = dpt_ckpt_wait(ck);
@@ -151,14 +155,17 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (int i = 0; i < NTENSORS; i++) {
-		if (cuda_failed(cudaMemcpy(host, dev[i], each, cudaMemcpyDeviceToHost),
-				"cudaMemcpy"))
+		if (cuda_failed(
+			cudaMemcpy(host, dev[i], each, cudaMemcpyDeviceToHost),
+			"cudaMemcpy"))
 			goto out;
 		for (size_t k = 0; k < each; k++) {
-			unsigned char want = i == 0 && k < each / 2 ? 0xa5 :
-							     (unsigned char)(17 * i + 1);
+			unsigned char want = i == 0 && k < each / 2
+						 ? 0xa5
+						 : (unsigned char)(17 * i + 1);
 			if (host[k] != want) {
-				printf("FAIL tensor %s byte %zu is %#x after the load, "
+				printf("FAIL tensor %s byte %zu is %#x after "
+				       "the load, "
 				       "want %#x\n",
 				       name[i], k, host[k], want);
 				goto out;
@@ -170,25 +177,28 @@ int main(int argc, char **argv)
 	dpt_ckpt_destroy(&ck);
 
 	/* The peer: the same bytes into pinned memory with one stream. */
-	if (cuda_failed(cudaMallocHost((void **)&pinned, bytes), "cudaMallocHost"))
+	if (cuda_failed(cudaMallocHost((void **)&pinned, bytes),
+			"cudaMallocHost"))
 		goto out;
 	for (int r = 0; r <= rounds; r++) {
 		double t0 = now_s();
 		for (int i = 0; i < NTENSORS; i++)
-			if (cuda_failed(cudaMemcpyAsync(pinned + (size_t)i * each, dev[i],
-							each, cudaMemcpyDeviceToHost,
-							stream),
-					"cudaMemcpyAsync"))
+			if (cuda_failed(
+				cudaMemcpyAsync(pinned + (size_t)i * each,
+						dev[i], each,
+						cudaMemcpyDeviceToHost, stream),
+				"cudaMemcpyAsync"))
 				goto out;
-		if (cuda_failed(cudaStreamSynchronize(stream), "cudaStreamSynchronize"))
+		if (cuda_failed(cudaStreamSynchronize(stream),
+				"cudaStreamSynchronize"))
 			goto out;
 		if (r > 0)
 			copy_s[r - 1] = now_s() - t0;
 	}
 	{
 		double s = median(save_s, rounds), m = median(copy_s, rounds);
-		printf("stall bytes=%zu save_s=%.4f memcpy_s=%.4f ratio=%.2f\n", bytes,
-		       s, m, s / m);
+		printf("stall bytes=%zu save_s=%.4f memcpy_s=%.4f ratio=%.2f\n",
+		       bytes, s, m, s / m);
 	}
 	rc = 0;
 out:
