@@ -69,3 +69,4 @@ check-unit:
 .PHONY: check-unit
 include $(srcdir)/tests/spank/local.mk
 include $(srcdir)/tests/python/local.mk
+include $(srcdir)/tests/gpu/local.mk

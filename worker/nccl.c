@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,14 @@ struct dpt__nccl_comm {
 	int rank, world;
 	atomic_int *abort;
 	int dead; /* aborted: the communicator is gone */
+	int stuck; /* ncclCommAbort did not return: leave the device alone */
+	int timeout_ms; /* bound of one collective, staging included */
+	/* Device memory that host buffers are staged through, kept across
+	 * calls: a cudaMalloc and a cudaFree per collective would cost more
+	 * than the few KiB they move, and cudaFree waits for the whole
+	 * device, where a stuck kernel would hold it without a bound. */
+	char *stage;
+	size_t stage_size;
 };
 
 /* NCCL's unique ID is an opaque 128-byte blob; the protocol relays it as
@@ -68,12 +77,80 @@ int dpt__nccl_unique_id(uint8_t id[DPT_NCCL_ID_SIZE])
 	return 0;
 }
 
+/* How long ncclCommAbort may take before this rank goes on without it. */
+#define ABORT_MS 10000
+
+/* One ncclCommAbort in a thread of its own; the thread and the waiter
+ * each hold a reference, and the last one frees it. */
+struct abort_job {
+	ncclComm_t comm;
+	atomic_int done;
+	atomic_int refs;
+};
+
+static void *abort_thread(void *arg)
+{
+	struct abort_job *j = arg;
+
+	ncclCommAbort(j->comm);
+	atomic_store(&j->done, 1);
+	if (atomic_fetch_sub(&j->refs, 1) == 1)
+		free(j);
+	return NULL;
+}
+
+/*
+ * Abort the communicator, waiting at most ABORT_MS. ncclCommAbort stops
+ * NCCL's kernels and proxy threads and returns; should it not (a device
+ * that no longer answers), the rank must still get out to rejoin or to
+ * exit, as the CPU backend's abort never blocks: the call is left
+ * running in its thread, and the communicator is marked stuck so that
+ * its destruction does not wait on the device either (cudaFree and
+ * cudaStreamDestroy may).
+ */
 static void comm_abort(struct dpt__nccl_comm *c)
 {
-	if (!c->dead) {
-		ncclCommAbort(c->comm);
-		c->dead = 1;
+	struct abort_job *j;
+	pthread_attr_t attr;
+	pthread_t t;
+	int64_t deadline;
+	int started = 0;
+
+	if (c->dead)
+		return;
+	c->dead = 1;
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->comm = c->comm;
+		atomic_init(&j->done, 0);
+		atomic_init(&j->refs, 2);
+		if (!pthread_attr_init(&attr)) {
+			pthread_attr_setdetachstate(&attr,
+						    PTHREAD_CREATE_DETACHED);
+			started = !pthread_create(&t, &attr, abort_thread, j);
+			pthread_attr_destroy(&attr);
+		}
 	}
+	if (!started) {
+		/* No thread to spare: abort here, unbounded. */
+		free(j);
+		ncclCommAbort(c->comm);
+		return;
+	}
+	deadline = now_ms() + ABORT_MS;
+	while (!atomic_load(&j->done) && now_ms() < deadline) {
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+		nanosleep(&ts, NULL);
+	}
+	if (!atomic_load(&j->done)) {
+		dpt__error("ncclCommAbort of rank %d has not returned after "
+			   "%d ms: going on without it; cuda device %d may be "
+			   "unusable until this process exits",
+			   c->rank, ABORT_MS, c->device);
+		c->stuck = 1;
+	}
+	if (atomic_fetch_sub(&j->refs, 1) == 1)
+		free(j);
 }
 
 /*
@@ -147,6 +224,7 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 	c->rank = rank;
 	c->world = world;
 	c->abort = abort;
+	c->timeout_ms = DPT__NCCL_TIMEOUT_MS;
 	c->dead = 1; /* until there is a communicator to abort */
 	e = cudaSetDevice(device);
 	if (e == cudaSuccess)
@@ -252,14 +330,63 @@ static int reduce_type(enum dpt_dtype dtype, enum dpt_op op, size_t count,
 	return DPT_EINVAL;
 }
 
-/* After an enqueue: wait for it and for the stream. */
-static int finish(struct dpt__nccl_comm *c, ncclResult_t r)
+void dpt__nccl_comm_set_timeout(struct dpt__nccl_comm *c, int timeout_ms)
 {
+	c->timeout_ms = timeout_ms;
+}
+
+static int64_t deadline_of(const struct dpt__nccl_comm *c)
+{
+	return c->timeout_ms > 0 ? now_ms() + c->timeout_ms : 0;
+}
+
+/* After an enqueue: wait for it and for the stream, until DEADLINE. A
+ * peer that is alive but never enters the collective leaves NCCL's
+ * kernel spinning with no error to report: only the deadline gets this
+ * rank out, as the CPU backend's silence timeout does. */
+static int finish(struct dpt__nccl_comm *c, ncclResult_t r, int64_t deadline)
+{
+	int rc;
+
 	if (r != ncclSuccess && r != ncclInProgress) {
 		dpt__error("nccl: %s", ncclGetErrorString(r));
 		return DPT_ENCCL;
 	}
-	return wait_ready(c, 1, 0);
+	rc = wait_ready(c, 1, deadline);
+	if (rc == DPT_ETIMEDOUT) {
+		dpt__error("nccl collective of rank %d not complete after %d ms: "
+			   "a peer is silent",
+			   c->rank, c->timeout_ms);
+		rc = DPT_EPEERLOST;
+	}
+	return rc;
+}
+
+/* A staging area of at least SIZE bytes of device memory. */
+static int stage_reserve(struct dpt__nccl_comm *c, size_t size)
+{
+	cudaError_t e;
+
+	if (c->stage_size >= size)
+		return 0;
+	if (c->stage) {
+		/* The stream is idle (every collective is waited for), so
+		 * this cudaFree has nothing to wait for. */
+		cudaFree(c->stage);
+		c->stage = NULL;
+		c->stage_size = 0;
+	}
+	e = cudaMalloc((void **)&c->stage, size);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		c->stage = NULL;
+		dpt__error("cannot stage %zu bytes of host memory for nccl in "
+			   "device memory: %s",
+			   size, cudaGetErrorString(e));
+		return DPT_ECUDA;
+	}
+	c->stage_size = size;
+	return 0;
 }
 
 enum coll { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER };
@@ -297,46 +424,50 @@ static bool host_memory(const void *p)
 
 /* One collective of COUNT elements of NCCL type T (ES bytes each). NCCL
  * moves device memory only; host buffers (the checkpoint commit's
- * fragments and results, a few KiB) are staged through a device buffer
- * allocated for the call. */
+ * fragments and results, a few KiB) are staged through the
+ * communicator's staging buffer. Every wait is bounded by one deadline
+ * for the whole call. */
 static int collective(struct dpt__nccl_comm *c, enum coll k, const void *send,
 		      void *recv, size_t count, ncclDataType_t t, size_t es,
 		      ncclRedOp_t op, int root)
 {
 	size_t in = count * es;
 	size_t out = k == COLL_ALLGATHER ? in * (size_t)c->world : in;
+	int64_t deadline = deadline_of(c);
 	cudaError_t e;
-	char *dev;
 	int rc;
 
 	if (c->dead)
 		return DPT_EGENERATION;
 	if (in == 0 || (!host_memory(send) && !host_memory(recv)))
-		return finish(c, enqueue(c, k, send, recv, count, t, op, root));
-	e = cudaMalloc((void **)&dev, in + out);
-	if (e != cudaSuccess) {
-		dpt__error("cannot stage %zu bytes of host memory for nccl in "
-			   "device memory: %s",
-			   in + out, cudaGetErrorString(e));
-		return DPT_ECUDA;
-	}
-	e = cudaMemcpyAsync(dev, send, in, cudaMemcpyHostToDevice, c->stream);
-	rc = e == cudaSuccess ?
-		     finish(c, enqueue(c, k, dev, dev + in, count, t, op, root)) :
-		     DPT_ECUDA;
-	if (!rc) {
-		e = cudaMemcpyAsync(recv, dev + in, out, cudaMemcpyDeviceToHost,
-				    c->stream);
-		if (e == cudaSuccess)
-			e = cudaStreamSynchronize(c->stream);
-		if (e != cudaSuccess)
-			rc = DPT_ECUDA;
-	}
+		return finish(c, enqueue(c, k, send, recv, count, t, op, root),
+			      deadline);
+	rc = stage_reserve(c, in + out);
+	if (rc)
+		return rc;
+	/* cudaMemcpyDefault: one of SEND and RECV may be device memory (the
+	 * kind follows from the pointers under unified addressing). From
+	 * pageable memory, the copy returns once the driver holds the bytes;
+	 * the stream is idle, so it cannot wait on a stuck kernel. */
+	e = cudaMemcpyAsync(c->stage, send, in, cudaMemcpyDefault, c->stream);
 	if (e != cudaSuccess)
-		dpt__error("staging host memory for nccl: %s",
-			   cudaGetErrorString(e));
-	cudaFree(dev);
-	return rc;
+		goto cuda_failed;
+	rc = finish(c,
+		    enqueue(c, k, c->stage, c->stage + in, count, t, op, root),
+		    deadline);
+	if (rc)
+		return rc;
+	/* Only now that the collective is complete: a copy into pageable
+	 * memory blocks the host until the stream reaches it. */
+	e = cudaMemcpyAsync(recv, c->stage + in, out, cudaMemcpyDefault,
+			    c->stream);
+	if (e != cudaSuccess)
+		goto cuda_failed;
+	return finish(c, ncclSuccess, deadline);
+cuda_failed:
+	(void)cudaGetLastError();
+	dpt__error("staging host memory for nccl: %s", cudaGetErrorString(e));
+	return DPT_ECUDA;
 }
 
 int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
@@ -388,8 +519,12 @@ void dpt__nccl_comm_destroy(struct dpt__nccl_comm **cp)
 		else
 			comm_abort(c);
 	}
-	if (c->stream)
-		cudaStreamDestroy(c->stream);
+	if (!c->stuck) {
+		if (c->stage)
+			cudaFree(c->stage);
+		if (c->stream)
+			cudaStreamDestroy(c->stream);
+	}
 	free(c);
 	*cp = NULL;
 }
@@ -437,6 +572,11 @@ int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
 {
 	(void)c, (void)send, (void)recv, (void)count, (void)dtype;
 	return DPT_ENOTSUP;
+}
+
+void dpt__nccl_comm_set_timeout(struct dpt__nccl_comm *c, int timeout_ms)
+{
+	(void)c, (void)timeout_ms;
 }
 
 void dpt__nccl_comm_destroy(struct dpt__nccl_comm **c)

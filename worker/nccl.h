@@ -43,12 +43,24 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 		       const uint8_t id[DPT_NCCL_ID_SIZE], int rank, int world,
 		       int local_rank, int timeout_ms, atomic_int *abort);
 
+/* The bound of one collective (default DPT__NCCL_TIMEOUT_MS; <= 0: none).
+ * A collective that is not complete by then aborts the communicator and
+ * returns DPT_EPEERLOST: a peer that is alive but never enters the
+ * collective. It must exceed the longest time that ranks may enter a
+ * collective apart, as the CPU backend's silence timeout must. */
+#define DPT__NCCL_TIMEOUT_MS 60000
+void dpt__nccl_comm_set_timeout(struct dpt__nccl_comm *c, int timeout_ms);
+
 /* Collectives: 0, DPT_EGENERATION (aborted), DPT_EPEERLOST (NCCL reported
- * a remote or network error), DPT_ENCCL, DPT_ECUDA; allreduce also
- * DPT_ENOTSUP for a dtype that dpt__nccl_reduce_refusal names and
- * DPT_EINVAL for DPT_AVG of DPT_BOOL (dpt_allreduce refuses both before
- * calling). Broadcast and allgather take every dtype. SEND may equal RECV;
- * for allgather, in place means SEND == RECV + rank * COUNT elements. */
+ * a remote or network error, or the bound above passed), DPT_ENCCL,
+ * DPT_ECUDA; allreduce also DPT_ENOTSUP for a dtype that
+ * dpt__nccl_reduce_refusal names and DPT_EINVAL for DPT_AVG of DPT_BOOL
+ * (dpt_allreduce refuses both before calling). Broadcast and allgather
+ * take every dtype. Buffers may be device memory or host memory (staged
+ * through a device buffer that the communicator keeps and grows, a copy
+ * each way). SEND may equal RECV; for allgather, in place means
+ * SEND == RECV + rank * COUNT elements. After a failure the communicator
+ * is aborted and every later call returns DPT_EGENERATION. */
 int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
 			void *recv, size_t count, enum dpt_dtype dtype,
 			enum dpt_op op);
@@ -62,7 +74,10 @@ int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
  * same answer in builds without NCCL. */
 const char *dpt__nccl_reduce_refusal(enum dpt_dtype dtype);
 
-/* Finalize (or, after a failure, abort) and free; accepts NULL; nulls *C. */
+/* Finalize (or, after a failure, abort) and free; accepts NULL; nulls *C.
+ * Bounded: the finalize is given 10 s, then aborted; an abort (here or
+ * in a failed call) that has not returned after 10 s is left running in
+ * its thread, and the communicator's device resources are left alone. */
 void dpt__nccl_comm_destroy(struct dpt__nccl_comm **c);
 
 #endif

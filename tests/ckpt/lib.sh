@@ -15,7 +15,7 @@ ckpt_coordinator=$top_builddir/coordinator/dptrain-coordinator
 ckpt_tool=$top_builddir/dptrain
 [ -x "$ckpt_worker" ] || bail_out "$ckpt_worker is not built (make check builds it)"
 [ -x "$ckpt_coordinator" ] || bail_out "$ckpt_coordinator is not built"
-require_prog timeout xxd
+require_prog timeout od
 
 ckpt_dir=$(dpt_state_dir ckpt) || exit 1
 ckpt_coord_pids=()
@@ -37,7 +37,7 @@ trap 'ckpt_cleanup; dpt_teardown' EXIT
 ckpt_job_start() { # N OUT ARGS...
 	local n=$1 out=$2 i secret ep
 	shift 2
-	secret=$(head -c 32 /dev/urandom | xxd -p -c 64)
+	secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 	(umask 077 && echo "$secret" >"$out.secret")
 	rm -f "$out.endpoint"
 	"$ckpt_coordinator" --world-size "$n" --bind 'tcp://127.0.0.1:*' \

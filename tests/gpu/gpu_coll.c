@@ -1,0 +1,612 @@
+/*
+ * One worker of tests/gpu/nccl.sh: the NCCL backend through libdptrain's
+ * public API, on a real GPU. It joins the job from the environment that
+ * `srun --dp-train` sets (DPTRAIN_COORDINATOR, DPTRAIN_SECRET,
+ * SLURM_LOCALID picks the GPU), receives the generation's NCCL unique ID
+ * through the coordinator's relay, and checks:
+ *
+ * - allreduce (sum; average for the float types), broadcast (from the
+ *   first and the last rank) and allgather of device buffers, for every
+ *   dtype, in place and out of place, against results computed here on
+ *   the host;
+ * - the same collectives on host buffers, which the backend stages
+ *   through device memory it keeps across calls: many calls of growing
+ *   and shrinking sizes, and a host buffer reduced into a device one.
+ *
+ *   gpu_coll --probe          "gpus=N name=NAME" or "gpus=0 error=WHY"
+ *   gpu_coll                  the checks above, then leaves
+ *   gpu_coll --rejoin         a loop of device allreduces until one fails
+ *                             (a rank was killed), then dpt_rejoin and the
+ *                             checks above in the new generation
+ *
+ * Output, one line each: "joined rank=R world=W generation=G
+ * backend=B device=D", "check WHAT DTYPE COUNT MEMORY ok|FAIL", with
+ * --rejoin "looping pid=P" (the process to kill), "lost error=NAME after_ms=T"
+ * and "rejoined rank=R world=W generation=G rejoin_ms=T", then "done checks=C
+ * failures=F". Exit status 0 when every check passed.
+ *
+ * Inputs are small integers, exact in every dtype, and so are their sums
+ * over up to 8 ranks: sums and gathers are compared byte for byte. The
+ * average is compared with a tolerance of one unit in the last place of
+ * the dtype (NCCL computes it as a sum of premultiplied terms).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include <dptrain/dptrain.h>
+
+static int checks, failures;
+static int rank, world;
+
+static const enum dpt_dtype dtypes[] = {DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16,
+					DPT_FLOAT16, DPT_INT32,	  DPT_INT64,
+					DPT_UINT8};
+static const char *const dtype_names[] = {
+    [DPT_FLOAT32] = "float32",	 [DPT_FLOAT64] = "float64",
+    [DPT_BFLOAT16] = "bfloat16", [DPT_FLOAT16] = "float16",
+    [DPT_INT32] = "int32",	 [DPT_INT64] = "int64",
+    [DPT_UINT8] = "uint8",
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ values */
+
+static uint32_t mix(uint32_t x)
+{
+	x *= 2654435761u;
+	x ^= x >> 15;
+	x *= 2246822519u;
+	x ^= x >> 13;
+	return x;
+}
+
+/* Rank R's input at element I: in [0, 15] for uint8, else [-8, 7]. */
+static int value(enum dpt_dtype dt, int r, size_t i, uint32_t key)
+{
+	int v = (int)(mix((uint32_t)i * 31u + (uint32_t)r * 7919u + key) % 16u);
+	return dt == DPT_UINT8 ? v : v - 8;
+}
+
+/* IEEE half through the compiler's _Float16 (GCC 12 on x86-64), not
+ * through anything of the library's. */
+static uint16_t half_of(double v)
+{
+	_Float16 h = (_Float16)(float)v;
+	uint16_t u;
+	memcpy(&u, &h, 2);
+	return u;
+}
+
+static float float_of_half(uint16_t u)
+{
+	_Float16 h;
+	memcpy(&h, &u, 2);
+	return (float)h;
+}
+
+/* bfloat16: the top half of a float32, rounded to nearest even. */
+static uint16_t bf16_of(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+static float float_of_bf16(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Store the number V as element I of P. */
+static void put(enum dpt_dtype dt, void *p, size_t i, double v)
+{
+	switch (dt) {
+	case DPT_FLOAT32:
+		((float *)p)[i] = (float)v;
+		break;
+	case DPT_FLOAT64:
+		((double *)p)[i] = v;
+		break;
+	case DPT_BFLOAT16:
+		((uint16_t *)p)[i] = bf16_of((float)v);
+		break;
+	case DPT_FLOAT16:
+		((uint16_t *)p)[i] = half_of(v);
+		break;
+	case DPT_INT32:
+		((int32_t *)p)[i] = (int32_t)v;
+		break;
+	case DPT_INT64:
+		((int64_t *)p)[i] = (int64_t)v;
+		break;
+	case DPT_UINT8:
+		((uint8_t *)p)[i] = (uint8_t)v;
+		break;
+	}
+}
+
+static double get(enum dpt_dtype dt, const void *p, size_t i)
+{
+	switch (dt) {
+	case DPT_FLOAT32:
+		return ((const float *)p)[i];
+	case DPT_FLOAT64:
+		return ((const double *)p)[i];
+	case DPT_BFLOAT16:
+		return float_of_bf16(((const uint16_t *)p)[i]);
+	case DPT_FLOAT16:
+		return float_of_half(((const uint16_t *)p)[i]);
+	case DPT_INT32:
+		return ((const int32_t *)p)[i];
+	case DPT_INT64:
+		return (double)((const int64_t *)p)[i];
+	case DPT_UINT8:
+		return ((const uint8_t *)p)[i];
+	}
+	return NAN;
+}
+
+static int is_float(enum dpt_dtype dt)
+{
+	return dt == DPT_FLOAT32 || dt == DPT_FLOAT64 || dt == DPT_BFLOAT16 ||
+	       dt == DPT_FLOAT16;
+}
+
+/* Relative spacing of the dtype's numbers (its epsilon). */
+static double ulp(enum dpt_dtype dt)
+{
+	switch (dt) {
+	case DPT_BFLOAT16:
+		return 1.0 / 128;
+	case DPT_FLOAT16:
+		return 1.0 / 1024;
+	case DPT_FLOAT32:
+		return 1.0 / (1 << 23);
+	default:
+		return 1e-15;
+	}
+}
+
+/* ------------------------------------------------------------ checks */
+
+enum memory { DEVICE, HOST };
+
+static void report(const char *what, enum dpt_dtype dt, size_t count,
+		   enum memory mem, int rc, const char *why)
+{
+	checks++;
+	if (rc || why) {
+		failures++;
+		printf("check %s %s %zu %s FAIL %s\n", what, dtype_names[dt],
+		       count, mem == DEVICE ? "device" : "host",
+		       rc ? dpt_strerror(rc) : why);
+	} else {
+		printf("check %s %s %zu %s ok\n", what, dtype_names[dt], count,
+		       mem == DEVICE ? "device" : "host");
+	}
+	fflush(stdout);
+}
+
+/* Buffers of one check: the host image (IN and OUT) and, for DEVICE,
+ * the device copies the collective works on. */
+struct bufs {
+	enum memory mem;
+	size_t in_bytes, out_bytes;
+	unsigned char *in, *out;   /* host */
+	unsigned char *din, *dout; /* device, or the host ones */
+};
+
+static int bufs_alloc(struct bufs *b, enum memory mem, size_t in_bytes,
+		      size_t out_bytes)
+{
+	memset(b, 0, sizeof(*b));
+	b->mem = mem;
+	b->in_bytes = in_bytes;
+	b->out_bytes = out_bytes;
+	b->in = malloc(in_bytes ? in_bytes : 1);
+	b->out = malloc(out_bytes ? out_bytes : 1);
+	if (!b->in || !b->out)
+		return -1;
+	if (mem == HOST) {
+		b->din = b->in;
+		b->dout = b->out;
+		return 0;
+	}
+	if (cudaMalloc((void **)&b->din, in_bytes ? in_bytes : 1) !=
+		cudaSuccess ||
+	    cudaMalloc((void **)&b->dout, out_bytes ? out_bytes : 1) !=
+		cudaSuccess)
+		return -1;
+	return 0;
+}
+
+static void bufs_free(struct bufs *b)
+{
+	if (b->mem == DEVICE) {
+		cudaFree(b->din);
+		cudaFree(b->dout);
+	}
+	free(b->in);
+	free(b->out);
+}
+
+/* Host image to the buffers the collective reads; GARBAGE in its output. */
+static int bufs_load(struct bufs *b)
+{
+	memset(b->out, 0x5a, b->out_bytes);
+	if (b->mem == HOST)
+		return 0;
+	if (cudaMemcpy(b->din, b->in, b->in_bytes, cudaMemcpyHostToDevice) ||
+	    cudaMemcpy(b->dout, b->out, b->out_bytes, cudaMemcpyHostToDevice))
+		return -1;
+	return 0;
+}
+
+static int bufs_fetch(struct bufs *b, const unsigned char *dev, void *host,
+		      size_t bytes)
+{
+	if (b->mem == HOST)
+		return 0;
+	return cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) ? -1 : 0;
+}
+
+static const char *compare(enum dpt_dtype dt, const void *got, const void *want,
+			   size_t count, double tol)
+{
+	static char why[160];
+	size_t sz = dpt_dtype_size(dt);
+
+	for (size_t i = 0; i < count; i++) {
+		double g = get(dt, got, i), w = get(dt, want, i);
+		if (tol == 0 ? memcmp((const char *)got + i * sz,
+				      (const char *)want + i * sz, sz) != 0
+			     : !(fabs(g - w) <= tol * fmax(1.0, fabs(w)))) {
+			snprintf(why, sizeof(why), "element %zu is %g, want %g",
+				 i, g, w);
+			return why;
+		}
+	}
+	return NULL;
+}
+
+static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
+			    size_t count, enum memory mem, enum dpt_op op,
+			    int in_place)
+{
+	size_t bytes = count * dpt_dtype_size(dt);
+	uint32_t key = (uint32_t)(count * 131 + dt * 17 + op);
+	const char *what =
+	    op == DPT_AVG
+		? (in_place ? "allreduce-avg-inplace" : "allreduce-avg")
+		: (in_place ? "allreduce-sum-inplace" : "allreduce-sum");
+	unsigned char *want = malloc(bytes ? bytes : 1);
+	struct bufs b;
+	int rc;
+
+	if (!want || bufs_alloc(&b, mem, bytes, bytes)) {
+		report(what, dt, count, mem, 0, "no memory");
+		free(want);
+		return;
+	}
+	for (size_t i = 0; i < count; i++) {
+		double s = 0;
+		for (int r = 0; r < world; r++)
+			s += value(dt, r, i, key);
+		put(dt, b.in, i, value(dt, rank, i, key));
+		put(dt, want, i, op == DPT_AVG ? s / world : s);
+	}
+	if (bufs_load(&b)) {
+		report(what, dt, count, mem, 0, "cudaMemcpy failed");
+		goto out;
+	}
+	rc =
+	    dpt_allreduce(ctx, b.din, in_place ? b.din : b.dout, count, dt, op);
+	if (rc) {
+		report(what, dt, count, mem, rc, NULL);
+		goto out;
+	}
+	if (bufs_fetch(&b, in_place ? b.din : b.dout, b.out, bytes))
+		report(what, dt, count, mem, 0, "cudaMemcpy back failed");
+	else if (in_place && mem == HOST)
+		report(what, dt, count, mem, 0,
+		       compare(dt, b.in, want, count,
+			       op == DPT_AVG ? ulp(dt) : 0));
+	else
+		report(what, dt, count, mem, 0,
+		       compare(dt, b.out, want, count,
+			       op == DPT_AVG ? ulp(dt) : 0));
+out:
+	bufs_free(&b);
+	free(want);
+}
+
+static void check_broadcast(struct dpt_ctx *ctx, enum dpt_dtype dt,
+			    size_t count, enum memory mem, int root)
+{
+	size_t bytes = count * dpt_dtype_size(dt);
+	uint32_t key = (uint32_t)(count * 7 + dt * 3 + root + 1000);
+	unsigned char *want = malloc(bytes ? bytes : 1);
+	const char *what = root ? "broadcast-last" : "broadcast-first";
+	struct bufs b;
+	int rc;
+
+	if (!want || bufs_alloc(&b, mem, bytes, 0)) {
+		report(what, dt, count, mem, 0, "no memory");
+		free(want);
+		return;
+	}
+	for (size_t i = 0; i < count; i++) {
+		put(dt, b.in, i, value(dt, rank, i, key));
+		put(dt, want, i, value(dt, root, i, key));
+	}
+	if (bufs_load(&b)) {
+		report(what, dt, count, mem, 0, "cudaMemcpy failed");
+		goto out;
+	}
+	rc = dpt_broadcast(ctx, b.din, count, dt, root);
+	if (rc)
+		report(what, dt, count, mem, rc, NULL);
+	else if (bufs_fetch(&b, b.din, b.in, bytes))
+		report(what, dt, count, mem, 0, "cudaMemcpy back failed");
+	else
+		report(what, dt, count, mem, 0,
+		       compare(dt, b.in, want, count, 0));
+out:
+	bufs_free(&b);
+	free(want);
+}
+
+static void check_allgather(struct dpt_ctx *ctx, enum dpt_dtype dt,
+			    size_t count, enum memory mem)
+{
+	size_t bytes = count * dpt_dtype_size(dt);
+	size_t total = bytes * (size_t)world;
+	uint32_t key = (uint32_t)(count * 5 + dt + 2000);
+	unsigned char *want = malloc(total ? total : 1);
+	struct bufs b;
+	int rc;
+
+	if (!want || bufs_alloc(&b, mem, bytes, total)) {
+		report("allgather", dt, count, mem, 0, "no memory");
+		free(want);
+		return;
+	}
+	for (size_t i = 0; i < count; i++) {
+		put(dt, b.in, i, value(dt, rank, i, key));
+		for (int r = 0; r < world; r++)
+			put(dt, want, (size_t)r * count + i,
+			    value(dt, r, i, key));
+	}
+	if (bufs_load(&b)) {
+		report("allgather", dt, count, mem, 0, "cudaMemcpy failed");
+		goto out;
+	}
+	rc = dpt_allgather(ctx, b.din, b.dout, count, dt);
+	if (rc)
+		report("allgather", dt, count, mem, rc, NULL);
+	else if (bufs_fetch(&b, b.dout, b.out, total))
+		report("allgather", dt, count, mem, 0,
+		       "cudaMemcpy back failed");
+	else
+		report("allgather", dt, count, mem, 0,
+		       compare(dt, b.out, want, count * (size_t)world, 0));
+out:
+	bufs_free(&b);
+	free(want);
+}
+
+/* SEND in host memory, RECV on the device: staged one way, copied
+ * device to device the other. */
+static void check_mixed(struct dpt_ctx *ctx, size_t count)
+{
+	size_t bytes = count * sizeof(float);
+	float *in = malloc(bytes), *out = malloc(bytes), *want = malloc(bytes);
+	float *dout = NULL;
+	int rc = 0;
+	const char *why = NULL;
+
+	if (!in || !out || !want ||
+	    cudaMalloc((void **)&dout, bytes) != cudaSuccess) {
+		why = "no memory";
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		double s = 0;
+		for (int r = 0; r < world; r++)
+			s += value(DPT_FLOAT32, r, i, 77);
+		in[i] = (float)value(DPT_FLOAT32, rank, i, 77);
+		want[i] = (float)s;
+	}
+	rc = dpt_allreduce(ctx, in, dout, count, DPT_FLOAT32, DPT_SUM);
+	if (!rc && cudaMemcpy(out, dout, bytes, cudaMemcpyDeviceToHost))
+		why = "cudaMemcpy back failed";
+	else if (!rc)
+		why = compare(DPT_FLOAT32, out, want, count, 0);
+out:
+	report("allreduce-host-to-device", DPT_FLOAT32, count, HOST, rc, why);
+	cudaFree(dout);
+	free(in);
+	free(out);
+	free(want);
+}
+
+static void check_all(struct dpt_ctx *ctx)
+{
+	/* One element, an odd count, and 4 MiB of float32. */
+	static const size_t counts[] = {1, 1001, (size_t)1 << 20};
+	/* Host buffers: staged through the communicator's device buffer,
+	 * which grows (1 -> 1 MiB) and is reused when smaller. */
+	static const size_t host_counts[] = {1, 4099, (size_t)1 << 18, 17, 1};
+
+	rank = dpt_rank(ctx);
+	world = dpt_world_size(ctx);
+	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+		enum dpt_dtype dt = dtypes[d];
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]);
+		     k++) {
+			size_t n = counts[k];
+			check_allreduce(ctx, dt, n, DEVICE, DPT_SUM, 0);
+			check_allreduce(ctx, dt, n, DEVICE, DPT_SUM, 1);
+			if (is_float(dt))
+				check_allreduce(ctx, dt, n, DEVICE, DPT_AVG, 0);
+			check_broadcast(ctx, dt, n, DEVICE, 0);
+			check_broadcast(ctx, dt, n, DEVICE, world - 1);
+			check_allgather(ctx, dt, n, DEVICE);
+		}
+	}
+	for (size_t k = 0; k < sizeof(host_counts) / sizeof(host_counts[0]);
+	     k++) {
+		size_t n = host_counts[k];
+		check_allreduce(ctx, DPT_FLOAT32, n, HOST, DPT_SUM, 0);
+		check_allreduce(ctx, DPT_INT64, n, HOST, DPT_SUM, 1);
+		check_allreduce(ctx, DPT_BFLOAT16, n, HOST, DPT_AVG, 0);
+		check_broadcast(ctx, DPT_FLOAT64, n, HOST, world - 1);
+		check_allgather(ctx, DPT_UINT8, n, HOST);
+	}
+	check_mixed(ctx, 1001);
+	/* Many small staged calls in a row: the checkpoint commit's pattern. */
+	for (int i = 0; i < 200; i++) {
+		int64_t v = rank + i, s;
+		int rc = dpt_allreduce(ctx, &v, &s, 1, DPT_INT64, DPT_SUM);
+		int64_t want =
+		    (int64_t)world * (world - 1) / 2 + (int64_t)world * i;
+		if (rc || s != want) {
+			report("allreduce-staged-loop", DPT_INT64, 1, HOST, rc,
+			       "wrong sum");
+			return;
+		}
+	}
+	report("allreduce-staged-loop", DPT_INT64, 1, HOST, 0, NULL);
+}
+
+/* ------------------------------------------------------------ main */
+
+static int probe(void)
+{
+	struct cudaDeviceProp p;
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	if (e != cudaSuccess || n < 1) {
+		printf("gpus=0 error=%s\n",
+		       e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+		return 0;
+	}
+	if (cudaGetDeviceProperties(&p, 0) != cudaSuccess)
+		snprintf(p.name, sizeof(p.name), "unknown");
+	for (char *c = p.name; *c; c++)
+		if (*c == ' ')
+			*c = '_';
+	printf("gpus=%d name=%s\n", n, p.name);
+	return 0;
+}
+
+static void joined(struct dpt_ctx *ctx, const char *what)
+{
+	int dev = -1;
+
+	cudaGetDevice(&dev);
+	printf("%s rank=%d world=%d generation=%u backend=%s device=%d\n", what,
+	       dpt_rank(ctx), dpt_world_size(ctx), dpt_generation(ctx),
+	       dpt_backend(ctx), dev);
+	fflush(stdout);
+}
+
+/* Device allreduces until one fails, for at most LIMIT_MS. */
+static int loop_until_lost(struct dpt_ctx *ctx, int64_t limit_ms)
+{
+	size_t n = (size_t)1 << 20;
+	float *d = NULL;
+	int64_t start = now_ms(), failed_at;
+	int rc = 0;
+
+	if (cudaMalloc((void **)&d, n * sizeof(float)) != cudaSuccess ||
+	    cudaMemset(d, 0, n * sizeof(float)) != cudaSuccess) {
+		printf("FAIL cudaMalloc\n");
+		return -1;
+	}
+	printf("looping pid=%ld\n", (long)getpid());
+	fflush(stdout);
+	while (!rc && now_ms() - start < limit_ms)
+		rc = dpt_allreduce(ctx, d, d, n, DPT_FLOAT32, DPT_SUM);
+	cudaFree(d);
+	if (!rc) {
+		printf("FAIL no collective failed in %lld ms\n",
+		       (long long)limit_ms);
+		return -1;
+	}
+	failed_at = now_ms();
+	printf("lost error=%s after_ms=%lld\n", dpt_err_name(rc),
+	       (long long)(failed_at - start));
+	if (rc != DPT_EPEERLOST && rc != DPT_EGENERATION)
+		return -1;
+	rc = dpt_rejoin(ctx);
+	if (rc) {
+		printf("FAIL dpt_rejoin: %s\n", dpt_strerror(rc));
+		return -1;
+	}
+	printf("rejoined rank=%d world=%d generation=%u rejoin_ms=%lld\n",
+	       dpt_rank(ctx), dpt_world_size(ctx), dpt_generation(ctx),
+	       (long long)(now_ms() - failed_at));
+	fflush(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct dpt_ctx *ctx = NULL;
+	int rejoin = 0, rc;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--probe"))
+			return probe();
+		if (!strcmp(argv[i], "--rejoin")) {
+			rejoin = 1;
+		} else {
+			fprintf(stderr,
+				"usage: gpu_coll [--probe | --rejoin]\n");
+			return 2;
+		}
+	}
+	rc = dpt_init(&ctx, NULL);
+	if (rc) {
+		printf("FAIL dpt_init: %s\n", dpt_strerror(rc));
+		return 1;
+	}
+	joined(ctx, "joined");
+	if (strcmp(dpt_backend(ctx), "nccl")) {
+		printf("FAIL backend is %s, not nccl\n", dpt_backend(ctx));
+		failures++;
+	} else if (rejoin && loop_until_lost(ctx, 60000)) {
+		failures++;
+	} else {
+		check_all(ctx);
+	}
+	rc = dpt_finalize(&ctx);
+	if (rc) {
+		printf("FAIL dpt_finalize: %s\n", dpt_strerror(rc));
+		failures++;
+	}
+	printf("done checks=%d failures=%d\n", checks, failures);
+	return failures ? 1 : 0;
+}
