@@ -25,7 +25,7 @@ bench_allreduce_LDADD = worker/libdptcpu.la worker/libdptrain.la \
 # A real executable, not a libtool wrapper: it finds allreduce_mpi beside
 # itself through /proc/self/exe.
 bench_allreduce_LDFLAGS = -no-install
-EXTRA_DIST += bench/allreduce_mpi.c doc/PERFORMANCE.md
+EXTRA_DIST += bench/allreduce_mpi.c
 
 if HAVE_MPI
 # Automake has no per-target compiler: compile and link with the MPI

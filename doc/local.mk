@@ -6,3 +6,4 @@ dist_doc_DATA += doc/checkpoint-format.md
 dist_doc_DATA += doc/walltime.md
 dist_doc_DATA += doc/python.md
 dist_doc_DATA += doc/sampler.md
+dist_doc_DATA += doc/PERFORMANCE.md
