@@ -7,6 +7,8 @@
 #  - scancel --signal=USR1 JOB: Slurm signals every task of the job's steps;
 #  - scancel -b --signal=TERM JOB: only the batch shell gets it, and the
 #    batch script of dptrain(8) ("Signals") forwards it to the tasks;
+#  - Slurm's preemption: a job of partition `high` takes the nodes of one
+#    of `low` (PreemptMode=REQUEUE, GraceTime=30: SIGTERM to the tasks);
 #  - sbatch --time=1 --requeue: the walltime.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
@@ -18,12 +20,12 @@ $py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not ins
 	skip_all "Debian's dataset-fashion-mnist is not installed"
 lib=$top_builddir/worker/.libs/libdptrain.so
 [ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
-cluster_up NODES=2 CPUS=4 GPUS=0
+cluster_up NODES=2 CPUS=4 GPUS=0 PREEMPT_GRACE=30
 work=$(mktemp -d /tmp/dptrain-preempt.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")
 chmod 755 "$work"
 dptrain=$top_builddir/dptrain
-plan 18
+plan 26
 
 job_state() {
 	scontrol_t show job "$1" 2>/dev/null |
@@ -88,7 +90,7 @@ check_stop() {
 	ok $? "$1: the requeued job resumed at step $step and finished at step $3" || diag "$out"
 }
 
-# 1-5. scancel --signal=USR1: every task gets it.
+# 1-6. scancel --signal=USR1: every task gets it.
 id=$(submit usr1 300 "" 0)
 wait_output "$work/usr1.out" '^step 40 ' 120
 ok $? "usr1: job $id trains" || diag "$(cat "$work/usr1.out")"
@@ -96,7 +98,7 @@ scancel_out=$(timed scancel --signal=USR1 "$id" 2>&1)
 ok $? "scancel --signal=USR1 $id" || diag "$scancel_out"
 check_stop usr1 "$id" 300
 
-# 6-10. scancel -b --signal=TERM: the batch shell forwards it.
+# 7-12. scancel -b --signal=TERM: the batch shell forwards it.
 id=$(submit term 300 "" 1)
 wait_output "$work/term.out" '^step 40 ' 120
 ok $? "term: job $id trains" || diag "$(cat "$work/term.out")"
@@ -104,7 +106,18 @@ scancel_out=$(timed scancel -b --signal=TERM "$id" 2>&1)
 ok $? "scancel -b --signal=TERM $id" || diag "$scancel_out"
 check_stop term "$id" 300
 
-# 11-15. The walltime: a one-minute job with a 50 s grace trains 10 s a run.
+# 13-20. Preemption: a job of `high` needs every CPU of both nodes.
+id=$(submit pre 300 "-p low" 0)
+wait_output "$work/pre.out" '^step 40 ' 120
+ok $? "pre: job $id of partition low trains" || diag "$(cat "$work/pre.out")"
+high=$(sbatch_t --parsable -p high -N 2 -n 8 -o "$work/high.out" --wrap "sleep 2" | cut -d';' -f1)
+ok $? "a job of partition high asks for all the nodes: job $high" || diag "$high"
+check_stop pre "$id" 300
+grep -q "rank [0-3]: SIGTERM: stopping at the next step" "$work/pre.out"
+ok $? "pre: Slurm's preemption SIGTERM reached the ranks" || diag "$(cat "$work/pre.out")"
+is "$(job_state "$high" | grep -o 'JobState=[A-Z]*')" JobState=COMPLETED "the job of high ran in between"
+
+# 21-26. The walltime: a one-minute job with a 50 s grace trains 10 s a run.
 id=$(submit wall 150 --time=1 0)
 [ -n "$id" ]
 ok $? "wall: sbatch --time=1 --requeue: job $id" || bail_out "sbatch failed"
