@@ -20,35 +20,58 @@
 
 /* ------------------------------------------------------------ types */
 
+/*
+ * States and events of doc/protocol.md, "Coordinator state machine". The
+ * names are the document's: tests/unit/test_coord.c checks that its table
+ * and TRANSITIONS below agree cell for cell.
+ */
+/* clang-format off: it indents X-macro lists as continuation lines */
+#define COORD_STATES(X)                                                       \
+	X(GATHERING) /* generation G is being formed */                       \
+	X(ID_WAIT)   /* G formed (NCCL): waiting for rank 0's unique ID */    \
+	X(RUNNING)   /* G is live */                                          \
+	X(DONE)	     /* finished: the event loop exits (or lingers) */
+
 enum coord_state {
-	ST_GATHERING, /* generation G is being formed */
-	ST_ID_WAIT,   /* G formed (NCCL): waiting for rank 0's unique ID */
-	ST_RUNNING,   /* G is live */
-	ST_DONE,      /* finished: the event loop exits */
+#define X(name) ST_##name,
+	COORD_STATES(X)
+#undef X
+	ST_COUNT
 };
 
-static const char *const state_names[] = {"GATHERING", "ID_WAIT", "RUNNING",
-					  "DONE"};
+static const char *const state_names[] = {
+#define X(name) #name,
+	COORD_STATES(X)
+#undef X
+};
+
+#define COORD_EVENTS(X)                                                       \
+	X(JOIN)		/* JOIN message */                                   \
+	X(UNIQUE_ID)	/* UNIQUE_ID message */                              \
+	X(BARRIER)	/* BARRIER or VOTE message */                        \
+	X(LEAVE)	/* LEAVE message */                                  \
+	X(FAULT)	/* FAULT message */                                  \
+	X(TASK_EXIT)	/* TASK_EXIT message, from anyone */                 \
+	X(STRANGER)	/* a member's message from a peer not tracked */     \
+	X(PEER_EXPIRED) /* a peer was silent for timeout_ms */               \
+	X(PEER_CLOSED)	/* a peer's connection closed CLOSE_GRACE_MS ago */  \
+	X(JOIN_TIMEOUT) /* the join (or unique ID) deadline passed */        \
+	X(SHUTDOWN)	/* a signal, or the parent process exited */        \
+	X(STOP)		/* the job's end time is within the grace */
 
 enum coord_event {
-	EV_JOIN,
-	EV_UNIQUE_ID,
-	EV_BARRIER,
-	EV_LEAVE,
-	EV_FAULT,
-	EV_TASK_EXIT,
-	EV_PEER_EXPIRED,
-	EV_PEER_CLOSED,
-	EV_JOIN_TIMEOUT,
-	EV_SHUTDOWN,
-	EV_STOP,
+#define X(name) EV_##name,
+	COORD_EVENTS(X)
+#undef X
+	EV_COUNT
 };
 
 static const char *const event_names[] = {
-	"JOIN",	     "UNIQUE_ID",    "BARRIER",	     "LEAVE",	 "FAULT",
-	"TASK_EXIT", "PEER_EXPIRED", "PEER_CLOSED", "JOIN_TIMEOUT", "SHUTDOWN",
-	"STOP",
+#define X(name) #name,
+	COORD_EVENTS(X)
+#undef X
 };
+/* clang-format on */
 
 enum peer_role {
 	ROLE_JOINING, /* sent JOIN for the generation being formed */
@@ -146,6 +169,8 @@ struct dpt__coord {
 	int64_t join_deadline; /* 0: none */
 	struct ratelimit rl_malformed;
 	struct dpt__kv *kv; /* MASTER_ADDR/MASTER_PORT for the tasks */
+	dpt__coord_observer *observer; /* tests: every executed cell */
+	void *observer_arg;
 };
 
 /* ------------------------------------------------------------ logging */
@@ -435,17 +460,31 @@ static void send_error(struct dpt__coord *c, struct peer *p, int code,
 
 /* ------------------------------------------------------------ actions */
 
-static void check_gathering(struct dpt__coord *c, int64_t now);
+/*
+ * The actions of doc/protocol.md. Those that can change the state return
+ * the state that follows; only coord_execute assigns it. A handler that
+ * calls an action must go on from the state the action returned, not
+ * from c->state, which is still the state the event arrived in.
+ */
+
+static enum coord_state gather(struct dpt__coord *c, int64_t now);
+
+/* Finish with EXIT_CODE. */
+static enum coord_state finish(struct dpt__coord *c, int exit_code)
+{
+	c->exit_code = exit_code;
+	return ST_DONE;
+}
 
 /* fail: fewer than --min-workers can still take part, or a fatal
  * configuration: tell everyone, finish with status 1. */
-static void fail(struct dpt__coord *c, int code, const char *why, int64_t now)
+static enum coord_state fail(struct dpt__coord *c, int code, const char *why,
+			     int64_t now)
 {
 	dpt__error("%s: the job cannot go on", why);
 	for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
 		send_error(c, p, code, why, now);
-	c->state = ST_DONE;
-	c->exit_code = 1;
+	return finish(c, 1);
 }
 
 static int cmp_join(const void *a, const void *b)
@@ -460,17 +499,16 @@ static int cmp_join(const void *a, const void *b)
 	return p->join_order < q->join_order ? -1 : 1;
 }
 
-static void send_roster(struct dpt__coord *c, int64_t now)
+/* Returns 0 or DPT_ENOMEM (nothing was sent). */
+static int send_roster(struct dpt__coord *c, int64_t now)
 {
 	struct dpt__peer *peers = calloc(c->world, sizeof(*peers));
 	struct dpt__msg m;
 	zmq_msg_t roster;
 	size_t size;
 
-	if (!peers) {
-		fail(c, DPT_ENOMEM, "out of memory for the roster", now);
-		return;
-	}
+	if (!peers)
+		return DPT_ENOMEM;
 	for (uint32_t r = 0; r < c->world; r++) {
 		peers[r] = c->members[r]->join.addr;
 		peers[r].node = c->members[r]->join.node;
@@ -481,8 +519,7 @@ static void send_roster(struct dpt__coord *c, int64_t now)
 	size = dpt__wire_size(&m);
 	if (!size || zmq_msg_init_size(&roster, size) != 0) {
 		free(peers);
-		fail(c, DPT_ENOMEM, "cannot encode the roster", now);
-		return;
+		return DPT_ENOMEM;
 	}
 	dpt__wire_encode(&m, zmq_msg_data(&roster), size);
 	free(peers);
@@ -491,10 +528,11 @@ static void send_roster(struct dpt__coord *c, int64_t now)
 	for (uint32_t r = 0; r < c->world; r++)
 		send_raw(c, c->members[r], &roster, now);
 	zmq_msg_close(&roster);
+	return 0;
 }
 
 /* form: every expected peer has joined (or the join timeout passed). */
-static void form_generation(struct dpt__coord *c, int64_t now)
+static enum coord_state form_generation(struct dpt__coord *c, int64_t now)
 {
 	uint32_t n = c->n_joining, i = 0, caps = DPT_CAP_CPU | DPT_CAP_NCCL;
 	uint32_t nodes = 0, start = 0;
@@ -506,27 +544,22 @@ static void form_generation(struct dpt__coord *c, int64_t now)
 			 "only %" PRIu32 " workers for generation %" PRIu32
 			 " (--min-workers %" PRIu32 ")",
 			 n, c->generation, c->cfg.min_workers);
-		fail(c, DPT_EPEERLOST, why, now);
-		return;
+		return fail(c, DPT_EPEERLOST, why, now);
 	}
 	m = realloc(c->members, n * sizeof(*m));
-	if (!m) {
-		fail(c, DPT_ENOMEM, "out of memory", now);
-		return;
-	}
+	if (!m)
+		return fail(c, DPT_ENOMEM, "out of memory", now);
 	c->members = m;
 	for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
 		if (p->role == ROLE_JOINING) {
 			m[i++] = p;
 			caps &= p->join.caps;
 		}
-	if (!caps) {
-		fail(c, DPT_ECONFIG,
-		     "the workers share no backend: some can run only nccl, "
-		     "others only cpu (check DPTRAIN_BACKEND)",
-		     now);
-		return;
-	}
+	if (!caps)
+		return fail(c, DPT_ECONFIG,
+			    "the workers share no backend: some can run only "
+			    "nccl, others only cpu (check DPTRAIN_BACKEND)",
+			    now);
 	qsort(m, n, sizeof(*m), cmp_join);
 	c->world = n;
 	c->active = n;
@@ -573,19 +606,22 @@ static void form_generation(struct dpt__coord *c, int64_t now)
 		  c->generation, n, nodes, nodes == 1 ? "" : "s",
 		  c->backend == DPT_BACKEND_NCCL ? "nccl" : "cpu");
 	if (c->backend == DPT_BACKEND_CPU) {
-		send_roster(c, now);
-		if (c->state != ST_DONE)
-			c->state = ST_RUNNING;
-	} else {
-		c->state = ST_ID_WAIT;
-		if (c->cfg.join_timeout_ms)
-			c->join_deadline = now + c->cfg.join_timeout_ms;
+		if (send_roster(c, now) != 0)
+			return fail(c, DPT_ENOMEM, "cannot encode the roster",
+				    now);
+		return ST_RUNNING;
 	}
+	/* Rank 0 must send the unique ID within the join timeout. */
+	if (c->cfg.join_timeout_ms)
+		c->join_deadline = now + c->cfg.join_timeout_ms;
+	return ST_ID_WAIT;
 }
 
-/* end: the live generation is over; its members must re-join G+1. */
-static void end_generation(struct dpt__coord *c, uint32_t reason,
-			   uint32_t lost_rank, const char *why, int64_t now)
+/* end: the live generation is over; its members must re-join G+1.
+ * Returns GATHERING, or what the gathering leads to at once. */
+static enum coord_state end_generation(struct dpt__coord *c, uint32_t reason,
+				       uint32_t lost_rank, const char *why,
+				       int64_t now)
 {
 	struct dpt__msg m;
 
@@ -605,17 +641,17 @@ static void end_generation(struct dpt__coord *c, uint32_t reason,
 	c->world = 0;
 	c->active = 0;
 	c->generation++;
-	c->state = ST_GATHERING;
 	c->join_deadline = c->cfg.join_timeout_ms ?
 				   now + c->cfg.join_timeout_ms :
 				   0;
-	check_gathering(c, now);
+	return gather(c, now);
 }
 
 /* Drop P (evicted, exited or timed out). A member's departure ends the
- * live generation with REASON; otherwise the gathering is re-checked. */
-static void drop_peer(struct dpt__coord *c, struct peer *p, uint32_t reason,
-		      const char *why, int64_t now)
+ * live generation with REASON; otherwise a gathering is re-checked. */
+static enum coord_state drop_peer(struct dpt__coord *c, struct peer *p,
+				  uint32_t reason, const char *why,
+				  int64_t now)
 {
 	bool member = p->role == ROLE_MEMBER;
 	uint32_t rank = p->rank;
@@ -629,22 +665,20 @@ static void drop_peer(struct dpt__coord *c, struct peer *p, uint32_t reason,
 		c->lost_before_first++;
 	peer_remove(c, p);
 	if (member)
-		end_generation(c, reason, rank, why, now);
-	else
-		check_gathering(c, now);
+		return end_generation(c, reason, rank, why, now);
+	return c->state == ST_GATHERING ? gather(c, now) : c->state;
 }
 
 /*
- * While GATHERING: form the generation once every expected peer joined,
- * fail when fewer than --min-workers can still come.
+ * In GATHERING (only): form the generation once every expected peer
+ * joined, fail when fewer than --min-workers can still come. Returns the
+ * state that follows.
  */
-static void check_gathering(struct dpt__coord *c, int64_t now)
+static enum coord_state gather(struct dpt__coord *c, int64_t now)
 {
 	uint32_t target, possible;
 	char why[200];
 
-	if (c->state != ST_GATHERING)
-		return;
 	if (!c->formed_any) {
 		target = c->cfg.world_size - c->lost_before_first;
 		possible = target;
@@ -655,20 +689,18 @@ static void check_gathering(struct dpt__coord *c, int64_t now)
 	if (!c->formed_any && possible == 0 && c->failed_before_first == 0) {
 		dpt__info("every task of the step exited cleanly without "
 			  "joining: nothing to coordinate");
-		c->state = ST_DONE;
-		c->exit_code = 0;
-		return;
+		return finish(c, 0);
 	}
 	if (possible < c->cfg.min_workers || possible == 0) {
 		snprintf(why, sizeof(why),
 			 "only %" PRIu32 " workers left for generation %" PRIu32
 			 " (--min-workers %" PRIu32 ")",
 			 possible, c->generation, c->cfg.min_workers);
-		fail(c, DPT_EPEERLOST, why, now);
-		return;
+		return fail(c, DPT_EPEERLOST, why, now);
 	}
 	if (c->n_waiting == 0 && c->n_joining >= target)
-		form_generation(c, now);
+		return form_generation(c, now);
+	return ST_GATHERING;
 }
 
 /* Releases the barrier once every member has arrived: BARRIER_DONE to
@@ -753,17 +785,37 @@ struct event_ctx {
 	const uint8_t *id; /* sender's routing identity (message events) */
 	size_t id_len;
 	int fd; /* the descriptor the message came from, or -1 */
-	const struct dpt__msg *msg;
+	const struct dpt__msg *msg; /* NULL for timers, SHUTDOWN's reason */
 	int64_t now;
 };
 
-static void on_join(struct dpt__coord *c, struct peer *p,
-		    const struct event_ctx *e)
+/*
+ * The handlers: one per distinct action of doc/protocol.md's table, named
+ * there. Each gets the peer concerned (NULL for a sender that is not
+ * tracked and for timers that concern no peer) and returns the next
+ * state.
+ */
+typedef enum coord_state handler_fn(struct dpt__coord *c, struct peer *p,
+				    const struct event_ctx *e);
+
+/* An event with nothing to do in this state: a message of a generation
+ * that ended, a timer that a state change disarmed, anything once DONE. */
+static enum coord_state on_ignore(struct dpt__coord *c, struct peer *p,
+				  const struct event_ctx *e)
+{
+	(void)p;
+	(void)e;
+	return c->state;
+}
+
+static enum coord_state on_join(struct dpt__coord *c, struct peer *p,
+				const struct event_ctx *e)
 {
 	const struct dpt__msg_join *j = &e->msg->u.join;
 	char desc[200], why[240];
 	struct task *t = j->task_id < c->cfg.world_size ? &c->tasks[j->task_id] :
 							  NULL;
+	enum coord_state st = c->state;
 
 	if (t && t->state == TASK_JOINED && t->peer != p) {
 		struct dpt__msg m;
@@ -776,7 +828,7 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 		text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_EEXIST,
 			 DPT_WIRE_NO_RANK, why);
 		send_to_id(c, e->id, e->id_len, &m);
-		return;
+		return st;
 	}
 	if (t && t->state == TASK_EXITED) {
 		/* A late message from a task that Slurm reported dead. */
@@ -786,21 +838,22 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 		text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_ECLOSED,
 			 DPT_WIRE_NO_RANK, why);
 		send_to_id(c, e->id, e->id_len, &m);
-		return;
+		return st;
 	}
 
 	if (!p) {
 		if (!room_for_newcomer(c, e->id, e->id_len))
-			return;
-		if (c->state != ST_GATHERING)
-			end_generation(c, DPT_END_GROW, DPT_WIRE_NO_RANK,
-				       "a new worker wants to join", e->now);
-		if (c->state == ST_DONE)
-			return;
+			return st;
+		if (st != ST_GATHERING)
+			st = end_generation(c, DPT_END_GROW, DPT_WIRE_NO_RANK,
+					    "a new worker wants to join",
+					    e->now);
+		if (st == ST_DONE)
+			return st;
 		p = peer_add(c, e->id, e->id_len, e->now);
 		if (!p) {
 			dpt__error("out of memory: dropped a join");
-			return;
+			return st;
 		}
 		peer_set_fd(c, p, e->fd);
 	} else if (p->role == ROLE_MEMBER) {
@@ -808,10 +861,11 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 		 * dpt_rejoin. The generation is over for everyone. */
 		snprintf(why, sizeof(why), "%s re-joined",
 			 describe(p, desc, sizeof(desc)));
-		end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
-		if (c->state == ST_DONE)
-			return;
+		st = end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
+		if (st == ST_DONE)
+			return st;
 	}
+	/* A JOIN repeated while joining keeps its place in the order. */
 	if (p->role != ROLE_JOINING || p->join_order == 0)
 		p->join_order = ++c->join_counter;
 	if (p->join.task_id < c->cfg.world_size &&
@@ -832,29 +886,29 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 		  describe(p, desc, sizeof(desc)), c->generation, c->n_joining,
 		  c->formed_any ? c->n_joining + c->n_waiting :
 				  c->cfg.world_size - c->lost_before_first);
-	check_gathering(c, e->now);
+	/* Formed generations end above: a JOIN always finds GATHERING
+	 * here, or a generation that is already being formed again. */
+	return st == ST_GATHERING ? gather(c, e->now) : st;
 }
 
-static void on_unique_id(struct dpt__coord *c, struct peer *p,
-			 const struct event_ctx *e)
+static enum coord_state on_unique_id(struct dpt__coord *c, struct peer *p,
+				     const struct event_ctx *e)
 {
 	struct dpt__msg m;
 
-	if (c->state != ST_ID_WAIT || !p || p->role != ROLE_MEMBER ||
-	    p->rank != 0 || e->msg->generation != c->generation) {
+	if (!p || p->role != ROLE_MEMBER || p->rank != 0 ||
+	    e->msg->generation != c->generation) {
 		dpt__debug("ignored a unique id not from rank 0 of generation "
 			   "%" PRIu32,
 			   c->generation);
-		return;
+		return c->state;
 	}
 	if (c->have_last_id &&
-	    memcmp(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE) == 0) {
-		end_generation(c, DPT_END_FAULT, 0,
-			       "rank 0 sent the previous generation's nccl "
-			       "unique id",
-			       e->now);
-		return;
-	}
+	    memcmp(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE) == 0)
+		return end_generation(c, DPT_END_FAULT, 0,
+				      "rank 0 sent the previous generation's "
+				      "nccl unique id",
+				      e->now);
 	memcpy(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE);
 	c->have_last_id = true;
 	dpt__msg_init(&m, DPT_MSG_UNIQUE_ID, c->generation);
@@ -862,28 +916,28 @@ static void on_unique_id(struct dpt__coord *c, struct peer *p,
 	for (uint32_t r = 0; r < c->world; r++)
 		if (c->members[r])
 			send_msg(c, c->members[r], &m, e->now);
-	c->state = ST_RUNNING;
 	c->join_deadline = 0;
 	dpt__info("generation %" PRIu32 ": nccl unique id relayed to %" PRIu32
 		  " members",
 		  c->generation, c->active);
+	return ST_RUNNING;
 }
 
-static void on_barrier(struct dpt__coord *c, struct peer *p,
-		       const struct event_ctx *e)
+static enum coord_state on_barrier(struct dpt__coord *c, struct peer *p,
+				   const struct event_ctx *e)
 {
 	uint32_t seq = e->msg->seq;
 
 	if (!p || p->role != ROLE_MEMBER ||
 	    e->msg->generation != c->generation)
-		return;
+		return c->state;
 	if (seq != c->barrier_seq + 1 || p->barrier_seq >= seq) {
 		/* A duplicate, or a member that miscounts: counting it would
 		 * release a barrier too early. */
 		dpt__debug("ignored barrier %" PRIu32 " from rank %" PRIu32
 			   " (expecting %" PRIu32 ")",
 			   seq, p->rank, c->barrier_seq + 1);
-		return;
+		return c->state;
 	}
 	p->barrier_seq = seq;
 	p->voted = e->msg->type == DPT_MSG_VOTE;
@@ -902,21 +956,21 @@ static void on_barrier(struct dpt__coord *c, struct peer *p,
 	}
 	c->barrier_count++;
 	check_barrier(c, e->now);
+	return c->state;
 }
 
-static void on_leave(struct dpt__coord *c, struct peer *p,
-		     const struct event_ctx *e)
+static enum coord_state on_leave(struct dpt__coord *c, struct peer *p,
+				 const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
 	if (!p)
-		return;
+		return c->state;
 	describe(p, desc, sizeof(desc));
 	if (p->role == ROLE_MEMBER && c->state == ST_ID_WAIT) {
 		snprintf(why, sizeof(why), "%s left before the generation "
 			 "was running", desc);
-		drop_peer(c, p, DPT_END_LEFT, why, e->now);
-		return;
+		return drop_peer(c, p, DPT_END_LEFT, why, e->now);
 	}
 	dpt__info("%s left", desc);
 	if (p->role == ROLE_MEMBER) {
@@ -932,12 +986,10 @@ static void on_leave(struct dpt__coord *c, struct peer *p,
 			dpt__info("every member of generation %" PRIu32
 				  " left: exiting",
 				  c->generation);
-			c->state = ST_DONE;
-			c->exit_code = 0;
-			return;
+			return finish(c, 0);
 		}
 		check_barrier(c, e->now);
-		return;
+		return c->state;
 	}
 	if (!c->formed_any)
 		c->lost_before_first++;
@@ -946,52 +998,59 @@ static void on_leave(struct dpt__coord *c, struct peer *p,
 		/* The survivors of a broken generation chose to finish
 		 * rather than re-join: that is a clean end too. */
 		dpt__info("every worker left: exiting");
-		c->state = ST_DONE;
-		c->exit_code = 0;
-		return;
+		return finish(c, 0);
 	}
-	check_gathering(c, e->now);
+	return c->state == ST_GATHERING ? gather(c, e->now) : c->state;
 }
 
-static void on_fault(struct dpt__coord *c, struct peer *p,
-		     const struct event_ctx *e)
+static enum coord_state on_fault(struct dpt__coord *c, struct peer *p,
+				 const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
 	if (!p || p->role != ROLE_MEMBER ||
 	    e->msg->generation != c->generation)
-		return;
+		return c->state;
 	snprintf(why, sizeof(why), "%s reported a failed collective (%s)",
 		 describe(p, desc, sizeof(desc)),
 		 dpt_strerror(e->msg->u.fault_code));
-	end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
+	return end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
 }
 
-static void on_task_exit(struct dpt__coord *c, const struct event_ctx *e)
+/* Every TASK_EXIT is acknowledged (slurmstepd waits for the ACK); returns
+ * the task, or NULL for a task id the step does not have. */
+static struct task *ack_task_exit(struct dpt__coord *c,
+				  const struct event_ctx *e, char *st,
+				  size_t size)
 {
 	uint32_t id = e->msg->u.task_exit.task_id;
-	int32_t status = e->msg->u.task_exit.status;
-	char st[48], desc[200], why[240];
 	struct dpt__msg ack;
-	struct task *t;
 
 	dpt__msg_init(&ack, DPT_MSG_ACK, c->generation);
 	ack.seq = e->msg->seq;
 	send_to_id(c, e->id, e->id_len, &ack);
-
-	format_status(status, st, sizeof(st));
+	format_status(e->msg->u.task_exit.status, st, size);
 	if (id >= c->cfg.world_size) {
 		dpt__warn("task %" PRIu32 " exited (%s): no such task in a "
 			  "step of %" PRIu32,
 			  id, st, c->cfg.world_size);
-		return;
+		return NULL;
 	}
-	t = &c->tasks[id];
-	if (c->state == ST_DONE) {
-		dpt__debug("task %" PRIu32 " exited (%s)", id, st);
-		t->state = TASK_EXITED;
-		return;
-	}
+	return &c->tasks[id];
+}
+
+static enum coord_state on_task_exit(struct dpt__coord *c, struct peer *p,
+				     const struct event_ctx *e)
+{
+	uint32_t id = e->msg->u.task_exit.task_id;
+	int32_t status = e->msg->u.task_exit.status;
+	char st[48], desc[200], why[240];
+	struct task *t = ack_task_exit(c, e, st, sizeof(st));
+	enum coord_state next;
+
+	(void)p; /* the reporter is slurmstepd, not the task's worker */
+	if (!t)
+		return c->state;
 	switch (t->state) {
 	case TASK_UNSEEN:
 		/* A clean exit without a join is a task that does not use
@@ -1006,25 +1065,60 @@ static void on_task_exit(struct dpt__coord *c, const struct event_ctx *e)
 		if (!c->formed_any) {
 			c->lost_before_first++;
 			c->failed_before_first += status != 0;
-			check_gathering(c, e->now);
+			return c->state == ST_GATHERING ? gather(c, e->now) :
+							  c->state;
 		}
-		return;
+		return c->state;
 	case TASK_GONE:
 	case TASK_EXITED:
 		dpt__debug("task %" PRIu32 " exited (%s) after it left", id,
 			   st);
 		t->state = TASK_EXITED;
-		return;
+		return c->state;
 	}
 	snprintf(why, sizeof(why), "%s exited (%s)",
 		 describe(t->peer, desc, sizeof(desc)), st);
 	dpt__warn("evicting %s: its task exited (%s)", desc, st);
-	drop_peer(c, t->peer, DPT_END_TASK_EXIT, why, e->now);
-	t->state = TASK_EXITED;
+	next = drop_peer(c, t->peer, DPT_END_TASK_EXIT, why, e->now);
+	t->state = TASK_EXITED; /* after drop_peer, which says GONE */
+	return next;
 }
 
-static void on_peer_expired(struct dpt__coord *c, struct peer *p,
-			    const struct event_ctx *e)
+/* The linger before a requeue (doc/walltime.md): a finished coordinator
+ * still counts its tasks' exits. */
+static enum coord_state on_task_exit_done(struct dpt__coord *c,
+					  struct peer *p,
+					  const struct event_ctx *e)
+{
+	char st[48];
+	struct task *t = ack_task_exit(c, e, st, sizeof(st));
+
+	(void)p;
+	if (t) {
+		dpt__debug("task %" PRIu32 " exited (%s)",
+			   e->msg->u.task_exit.task_id, st);
+		t->state = TASK_EXITED;
+	}
+	return ST_DONE;
+}
+
+/* A member's message from a routing id that is not (or no longer) a
+ * peer: an evicted worker still talking. It is told, so that it re-joins
+ * instead of waiting for a coordinator that ignores it. */
+static enum coord_state on_stranger(struct dpt__coord *c, struct peer *p,
+				    const struct event_ctx *e)
+{
+	struct dpt__msg end;
+
+	(void)p;
+	text_msg(&end, DPT_MSG_GEN_END, e->msg->generation, DPT_END_EVICTED,
+		 DPT_WIRE_NO_RANK, "this worker is not a member: it was evicted");
+	send_to_id(c, e->id, e->id_len, &end);
+	return c->state;
+}
+
+static enum coord_state on_peer_expired(struct dpt__coord *c, struct peer *p,
+					const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
@@ -1032,129 +1126,208 @@ static void on_peer_expired(struct dpt__coord *c, struct peer *p,
 		 describe(p, desc, sizeof(desc)), c->cfg.timeout_ms);
 	dpt__warn("evicting %s: silent for %" PRIu32 " ms", desc,
 		  c->cfg.timeout_ms);
-	drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+	return drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
 }
 
-static void on_peer_closed(struct dpt__coord *c, struct peer *p,
-			   const struct event_ctx *e)
+static enum coord_state on_peer_closed(struct dpt__coord *c, struct peer *p,
+				       const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
 	snprintf(why, sizeof(why), "%s lost its connection",
 		 describe(p, desc, sizeof(desc)));
 	dpt__warn("evicting %s: its connection closed", desc);
-	drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+	return drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
 }
 
-static void on_join_timeout(struct dpt__coord *c, const struct event_ctx *e)
+/* GATHERING: whoever has not (re-)joined by now is dropped; the
+ * generation forms with the others if they are enough. */
+static enum coord_state on_join_timeout(struct dpt__coord *c, struct peer *p,
+					const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
+	(void)p;
 	c->join_deadline = 0;
-	if (c->state == ST_ID_WAIT) {
-		struct peer *p = c->members[0];
-		if (!p)
-			return;
-		snprintf(why, sizeof(why),
-			 "%s did not send the nccl unique id within %" PRIu32
-			 " ms",
-			 describe(p, desc, sizeof(desc)),
-			 c->cfg.join_timeout_ms);
-		dpt__warn("evicting %s: no nccl unique id within %" PRIu32
-			  " ms",
-			  desc, c->cfg.join_timeout_ms);
-		drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
-		return;
-	}
-	/* Whoever has not (re-)joined by now is dropped; the generation
-	 * forms with the others if they are enough. */
-	for (struct peer *p = c->lru.newer, *next; p != &c->lru; p = next) {
-		next = p->newer;
-		if (p->role != ROLE_WAITING)
+	for (struct peer *q = c->lru.newer, *next; q != &c->lru; q = next) {
+		next = q->newer;
+		if (q->role != ROLE_WAITING)
 			continue;
 		snprintf(why, sizeof(why),
 			 "%s did not re-join generation %" PRIu32
 			 " within %" PRIu32 " ms",
-			 describe(p, desc, sizeof(desc)), c->generation,
+			 describe(q, desc, sizeof(desc)), c->generation,
 			 c->cfg.join_timeout_ms);
 		dpt__warn("dropping %s", why);
-		send_error(c, p, DPT_ETIMEDOUT, why, e->now);
-		peer_remove(c, p);
+		send_error(c, q, DPT_ETIMEDOUT, why, e->now);
+		peer_remove(c, q);
 	}
 	if (!c->formed_any)
 		dpt__warn("%" PRIu32 " of %" PRIu32
 			  " workers joined within %" PRIu32 " ms",
 			  c->n_joining, c->cfg.world_size,
 			  c->cfg.join_timeout_ms);
-	form_generation(c, e->now);
+	return form_generation(c, e->now);
+}
+
+/* ID_WAIT: rank 0 did not send the NCCL unique ID within the join
+ * timeout; it is evicted and the generation ends. */
+static enum coord_state on_id_timeout(struct dpt__coord *c, struct peer *p,
+				      const struct event_ctx *e)
+{
+	char desc[200], why[240];
+
+	(void)p;
+	c->join_deadline = 0;
+	p = c->members[0];
+	if (!p)
+		return c->state;
+	snprintf(why, sizeof(why),
+		 "%s did not send the nccl unique id within %" PRIu32 " ms",
+		 describe(p, desc, sizeof(desc)), c->cfg.join_timeout_ms);
+	dpt__warn("evicting %s: no nccl unique id within %" PRIu32 " ms", desc,
+		  c->cfg.join_timeout_ms);
+	return drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+}
+
+static enum coord_state on_shutdown(struct dpt__coord *c, struct peer *p,
+				    const struct event_ctx *e)
+{
+	const char *why = e->msg ? e->msg->u.text.text : "shutdown";
+
+	(void)p;
+	/* The step ended without a worker connected (its tasks did not
+	 * use libdptrain, or all left): a normal end, not a failure. */
+	if (c->lru.newer == &c->lru) {
+		dpt__info("%s: no worker is connected, exiting", why);
+		return finish(c, 0);
+	}
+	return fail(c, DPT_ECLOSED, why, e->now);
+}
+
+static enum coord_state on_stop(struct dpt__coord *c, struct peer *p,
+				const struct event_ctx *e)
+{
+	(void)p;
+	(void)e;
+	c->stopping = true;
+	return c->state;
 }
 
 /*
+ * The table of doc/protocol.md, "Transitions": the handler of every event
+ * in every state, each cell spelt out (no default: a cell left out is a
+ * compile-time NULL that tests/unit/test_coord.c reports). The document's
+ * table lists the same cells with the same handler names.
+ */
+/* clang-format off */
+#define TRANSITIONS(X)                                                        \
+	X(GATHERING, JOIN, join)                                              \
+	X(GATHERING, UNIQUE_ID, ignore)                                       \
+	X(GATHERING, BARRIER, ignore)                                         \
+	X(GATHERING, LEAVE, leave)                                            \
+	X(GATHERING, FAULT, ignore)                                           \
+	X(GATHERING, TASK_EXIT, task_exit)                                    \
+	X(GATHERING, STRANGER, stranger)                                      \
+	X(GATHERING, PEER_EXPIRED, peer_expired)                              \
+	X(GATHERING, PEER_CLOSED, peer_closed)                                \
+	X(GATHERING, JOIN_TIMEOUT, join_timeout)                              \
+	X(GATHERING, SHUTDOWN, shutdown)                                      \
+	X(GATHERING, STOP, stop)                                              \
+	X(ID_WAIT, JOIN, join)                                                \
+	X(ID_WAIT, UNIQUE_ID, unique_id)                                      \
+	X(ID_WAIT, BARRIER, barrier)                                          \
+	X(ID_WAIT, LEAVE, leave)                                              \
+	X(ID_WAIT, FAULT, fault)                                              \
+	X(ID_WAIT, TASK_EXIT, task_exit)                                      \
+	X(ID_WAIT, STRANGER, stranger)                                        \
+	X(ID_WAIT, PEER_EXPIRED, peer_expired)                                \
+	X(ID_WAIT, PEER_CLOSED, peer_closed)                                  \
+	X(ID_WAIT, JOIN_TIMEOUT, id_timeout)                                  \
+	X(ID_WAIT, SHUTDOWN, shutdown)                                        \
+	X(ID_WAIT, STOP, stop)                                                \
+	X(RUNNING, JOIN, join)                                                \
+	X(RUNNING, UNIQUE_ID, ignore)                                         \
+	X(RUNNING, BARRIER, barrier)                                          \
+	X(RUNNING, LEAVE, leave)                                              \
+	X(RUNNING, FAULT, fault)                                              \
+	X(RUNNING, TASK_EXIT, task_exit)                                      \
+	X(RUNNING, STRANGER, stranger)                                        \
+	X(RUNNING, PEER_EXPIRED, peer_expired)                                \
+	X(RUNNING, PEER_CLOSED, peer_closed)                                  \
+	X(RUNNING, JOIN_TIMEOUT, ignore)                                      \
+	X(RUNNING, SHUTDOWN, shutdown)                                        \
+	X(RUNNING, STOP, stop)                                                \
+	X(DONE, JOIN, ignore)                                                 \
+	X(DONE, UNIQUE_ID, ignore)                                            \
+	X(DONE, BARRIER, ignore)                                              \
+	X(DONE, LEAVE, ignore)                                                \
+	X(DONE, FAULT, ignore)                                                \
+	X(DONE, TASK_EXIT, task_exit_done)                                    \
+	X(DONE, STRANGER, ignore)                                             \
+	X(DONE, PEER_EXPIRED, ignore)                                         \
+	X(DONE, PEER_CLOSED, ignore)                                          \
+	X(DONE, JOIN_TIMEOUT, ignore)                                         \
+	X(DONE, SHUTDOWN, ignore)                                             \
+	X(DONE, STOP, ignore)
+
+static const struct transition {
+	handler_fn *fn;
+	const char *name;
+} transitions[ST_COUNT][EV_COUNT] = {
+#define X(state, event, handler)                                              \
+	[ST_##state][EV_##event] = {on_##handler, #handler},
+	TRANSITIONS(X)
+#undef X
+};
+/* clang-format on */
+
+/*
  * Execute event EV in the current state: the one place where the state
- * machine of doc/protocol.md lives. P is the peer concerned (NULL for a
- * sender that is not tracked, and for timers that concern no peer).
+ * machine of doc/protocol.md runs, and the only assignment of c->state.
+ * P is the peer concerned (NULL for a sender that is not tracked, and for
+ * timers that concern no peer).
  */
 static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 			  struct peer *p, const struct event_ctx *e)
 {
-	enum coord_state before = c->state;
+	const struct transition *t = &transitions[c->state][ev];
+	enum coord_state before = c->state, next = t->fn(c, p, e);
 
-	/* A finished coordinator still acknowledges the exits of its tasks:
-	 * it may linger for them (dpt__coord_tasks_running). */
-	if (c->state == ST_DONE && ev != EV_TASK_EXIT)
-		return;
-	switch (ev) {
-	case EV_JOIN:
-		on_join(c, p, e);
-		break;
-	case EV_UNIQUE_ID:
-		on_unique_id(c, p, e);
-		break;
-	case EV_BARRIER:
-		if (c->state == ST_RUNNING || c->state == ST_ID_WAIT)
-			on_barrier(c, p, e);
-		break;
-	case EV_LEAVE:
-		on_leave(c, p, e);
-		break;
-	case EV_FAULT:
-		if (c->state == ST_RUNNING || c->state == ST_ID_WAIT)
-			on_fault(c, p, e);
-		break;
-	case EV_TASK_EXIT:
-		on_task_exit(c, e);
-		break;
-	case EV_PEER_EXPIRED:
-		on_peer_expired(c, p, e);
-		break;
-	case EV_PEER_CLOSED:
-		on_peer_closed(c, p, e);
-		break;
-	case EV_JOIN_TIMEOUT:
-		if (c->state == ST_GATHERING || c->state == ST_ID_WAIT)
-			on_join_timeout(c, e);
-		break;
-	case EV_SHUTDOWN:
-		/* The step ended without a worker connected (its tasks did not
-		 * use libdptrain, or all left): a normal end, not a failure. */
-		if (c->lru.newer == &c->lru) {
-			dpt__info("%s: no worker is connected, exiting",
-				  e->msg ? e->msg->u.text.text : "shutdown");
-			c->state = ST_DONE;
-			c->exit_code = 0;
-			break;
-		}
-		fail(c, DPT_ECLOSED, e->msg ? e->msg->u.text.text : "shutdown",
-		     e->now);
-		break;
-	case EV_STOP:
-		c->stopping = true;
-		break;
-	}
-	if (c->state != before)
+	if (t->fn == on_ignore)
+		dpt__debug("%s ignored in %s", event_names[ev],
+			   state_names[before]);
+	if (c->observer)
+		c->observer(c->observer_arg,
+			    &(struct dpt__coord_cell){state_names[before],
+						      event_names[ev],
+						      t->name},
+			    state_names[next]);
+	c->state = next;
+	if (next != before)
 		dpt__debug("%s: %s -> %s (generation %" PRIu32 ")",
 			   event_names[ev], state_names[before],
-			   state_names[c->state], c->generation);
+			   state_names[next], c->generation);
+}
+
+size_t dpt__coord_table(struct dpt__coord_cell *cells, size_t max)
+{
+	size_t n = 0;
+
+	for (int s = 0; s < ST_COUNT; s++)
+		for (int ev = 0; ev < EV_COUNT; ev++, n++)
+			if (n < max)
+				cells[n] = (struct dpt__coord_cell){
+					state_names[s], event_names[ev],
+					transitions[s][ev].name};
+	return n;
+}
+
+void dpt__coord_observe(struct dpt__coord *c, dpt__coord_observer *fn,
+			void *arg)
+{
+	c->observer = fn;
+	c->observer_arg = arg;
 }
 
 /* ------------------------------------------------------------ interface */
@@ -1170,7 +1343,7 @@ int dpt__coord_new(struct dpt__coord **out,
 		return DPT_ENOMEM;
 	c->cfg = *cfg;
 	c->sender = *sender;
-	c->state = ST_GATHERING;
+	c->state = ST_GATHERING; /* then only coord_execute changes it */
 	c->generation = 1;
 	c->nbuckets = 64;
 	while (c->nbuckets < (size_t)cfg->world_size * 2)
@@ -1210,6 +1383,8 @@ void dpt__coord_destroy(struct dpt__coord **cp)
 	*cp = NULL;
 }
 
+/* The event of a message type from a worker (dpt__msg_from_worker);
+ * EV_COUNT for any other: never executed. */
 static enum coord_event event_of(uint8_t type)
 {
 	switch (type) {
@@ -1224,8 +1399,10 @@ static enum coord_event event_of(uint8_t type)
 		return EV_LEAVE;
 	case DPT_MSG_FAULT:
 		return EV_FAULT;
-	default:
+	case DPT_MSG_TASK_EXIT:
 		return EV_TASK_EXIT;
+	default:
+		return EV_COUNT;
 	}
 }
 
@@ -1233,6 +1410,7 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 			   const void *data, size_t len, int fd, int64_t now)
 {
 	struct event_ctx e = {.id = id, .id_len = id_len, .fd = fd, .now = now};
+	enum coord_event ev;
 	struct peer *p;
 	struct dpt__msg m;
 	int rc;
@@ -1240,20 +1418,6 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	if (id_len == 0 || id_len > ID_MAX)
 		return;
 	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
-	if (c->state == ST_DONE) {
-		/* A finished coordinator still takes the exit reports of its
-		 * tasks (and acknowledges them: slurmstepd waits for the
-		 * ACK), because it may linger until they have all exited
-		 * before it requeues the job (dpt__coord_tasks_running).
-		 * Anything else comes too late. */
-		if (rc == 0 && m.type == DPT_MSG_TASK_EXIT) {
-			e.msg = &m;
-			coord_execute(c, EV_TASK_EXIT, NULL, &e);
-		}
-		if (rc == 0)
-			dpt__msg_release(&m);
-		return;
-	}
 	p = peer_find(c, id, id_len);
 	/* Any traffic from a tracked peer proves it alive, even a message
 	 * that turns out malformed. */
@@ -1289,28 +1453,18 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 		dpt__kv_on_message(c->kv, id, id_len, &m, now);
 		return;
 	}
-	if (m.type == DPT_MSG_HEARTBEAT) {
-		if (!p) {
-			/* An evicted worker still heartbeating: tell it, so
-			 * that it re-joins instead of waiting for a
-			 * coordinator that ignores it. */
-			struct dpt__msg end;
-			text_msg(&end, DPT_MSG_GEN_END, m.generation,
-				 DPT_END_EVICTED, DPT_WIRE_NO_RANK,
-				 "this worker is not a member: it was evicted");
-			send_to_id(c, id, id_len, &end);
-		}
-		return;
-	}
-	if (!p && m.type != DPT_MSG_JOIN && m.type != DPT_MSG_TASK_EXIT) {
-		struct dpt__msg end;
-		text_msg(&end, DPT_MSG_GEN_END, m.generation, DPT_END_EVICTED,
-			 DPT_WIRE_NO_RANK,
-			 "this worker is not a member: it was evicted");
-		send_to_id(c, id, id_len, &end);
-		return;
-	}
-	coord_execute(c, event_of(m.type), p, &e);
+	/* A HEARTBEAT only refreshes its peer (above). Members' messages
+	 * from a routing id that is not a peer are one event, STRANGER:
+	 * only a JOIN makes a peer, and a TASK_EXIT comes from slurmstepd,
+	 * which never is one. */
+	if (m.type == DPT_MSG_HEARTBEAT && p)
+		ev = EV_COUNT;
+	else if (!p && m.type != DPT_MSG_JOIN && m.type != DPT_MSG_TASK_EXIT)
+		ev = EV_STRANGER;
+	else
+		ev = event_of(m.type);
+	if (ev != EV_COUNT)
+		coord_execute(c, ev, p, &e);
 	dpt__msg_release(&m);
 }
 

@@ -44,7 +44,8 @@ tests_unit_test_wire_LDADD = $(UNIT_LDADD)
 # test injects the sender (libzmq only for its message buffers).
 tests_unit_test_coord_SOURCES = tests/unit/test_coord.c coordinator/coord.c \
 	coordinator/kv.c
-tests_unit_test_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
+tests_unit_test_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator \
+	-DDPT_TOP_SRCDIR='"$(abs_top_srcdir)"' 
 tests_unit_test_coord_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_coord_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
 endif
