@@ -20,7 +20,8 @@ UNIT_TESTS = \
 	tests/unit/test_buf \
 	tests/unit/test_spank_config \
 	tests/unit/test_wire \
-	tests/unit/test_coord
+	tests/unit/test_coord \
+	tests/unit/test_kv
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -48,6 +49,11 @@ tests_unit_test_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator \
 	-DDPT_TOP_SRCDIR='"$(abs_top_srcdir)"' 
 tests_unit_test_coord_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_coord_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
+tests_unit_test_kv_SOURCES = tests/unit/test_kv.c coordinator/kv.c \
+	coordinator/coord.c
+tests_unit_test_kv_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
+tests_unit_test_kv_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
+tests_unit_test_kv_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
 endif
 
 include $(srcdir)/tests/cluster/local.mk
