@@ -16,6 +16,7 @@
 #include "coord.h"
 #include "kv.h"
 #include "log.h"
+#include "peers.h"
 #include "wire.h"
 
 /* ------------------------------------------------------------ types */
@@ -80,12 +81,10 @@ enum peer_role {
 };
 
 #define CLOSE_GRACE_MS 100 /* see evict_closed */
-#define ID_MAX 255 /* a ZeroMQ routing id is at most 255 bytes */
 
 struct peer {
-	struct peer *hash_next;
-	struct peer *older, *newer; /* expiry list, least recently heard first */
-	int64_t last_heard;
+	/* First: the peer table's part (peers.h); peer_of converts back. */
+	struct dpt__peer_entry entry;
 	int64_t last_sent;
 	enum peer_role role;
 	uint32_t rank; /* ROLE_MEMBER */
@@ -95,10 +94,7 @@ struct peer {
 	int32_t vote;
 	uint32_t vote_flags;
 	uint64_t join_order;
-	int fd; /* the descriptor its messages came from, or -1 */
 	struct dpt__msg_join join;
-	uint8_t id_len;
-	uint8_t id[ID_MAX];
 };
 
 enum task_state { TASK_UNSEEN = 0, TASK_JOINED, TASK_GONE, TASK_EXITED };
@@ -126,21 +122,16 @@ struct dpt__coord {
 	uint32_t generation; /* being formed (GATHERING) or live */
 	bool formed_any;     /* generation 1 has been formed */
 
-	/* All tracked peers: a hash table on the routing id, and a list by
-	 * the time they were last heard from (the oldest first). */
-	struct peer **buckets;
-	size_t nbuckets;
-	size_t npeers;
-	struct peer lru; /* sentinel */
-	struct peer **by_fd; /* the peer whose messages come from a descriptor */
-	size_t by_fd_len;
+	/* All tracked peers: by routing id, by descriptor, and by the time
+	 * they were last heard from (the oldest first). */
+	struct dpt__peer_table peers;
 	/* Peers whose connection closed, by routing id and when, evicted
 	 * CLOSE_GRACE_MS later, once the messages they sent before the close
 	 * have been handled. */
 	struct closed_id {
 		int64_t at;
 		uint8_t len;
-		uint8_t id[ID_MAX];
+		uint8_t id[DPT_PEER_ID_MAX];
 	} *closed;
 	size_t nclosed, closed_cap;
 	uint32_t n_joining, n_waiting;
@@ -223,95 +214,55 @@ static void format_status(int32_t status, char *buf, size_t size)
 
 /* ------------------------------------------------------------ peers */
 
-static uint64_t id_hash(const uint8_t *id, size_t len)
+static struct peer *peer_of(struct dpt__peer_entry *e)
 {
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-	for (size_t i = 0; i < len; i++) {
-		h ^= id[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	/* The entry is the first member of its peer. */
+	return (struct peer *)e;
 }
 
 static struct peer *peer_find(struct dpt__coord *c, const uint8_t *id,
 			      size_t len)
 {
-	struct peer *p = c->buckets[id_hash(id, len) & (c->nbuckets - 1)];
-	for (; p; p = p->hash_next)
-		if (p->id_len == len && memcmp(p->id, id, len) == 0)
-			return p;
-	return NULL;
+	struct dpt__peer_entry *e = dpt__peer_table_find(&c->peers, id, len);
+
+	return e ? peer_of(e) : NULL;
 }
 
-static int grow_buckets(struct dpt__coord *c)
+/* The least recently heard peer, or NULL; the next one after P. */
+static struct peer *oldest_peer(const struct dpt__coord *c)
 {
-	size_t n = c->nbuckets * 2;
-	struct peer **b = calloc(n, sizeof(*b));
+	struct dpt__peer_entry *e = dpt__peer_table_oldest(&c->peers);
 
-	if (!b)
-		return DPT_ENOMEM;
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct peer *p = c->buckets[i], *next;
-		for (; p; p = next) {
-			size_t k = id_hash(p->id, p->id_len) & (n - 1);
-			next = p->hash_next;
-			p->hash_next = b[k];
-			b[k] = p;
-		}
-	}
-	free(c->buckets);
-	c->buckets = b;
-	c->nbuckets = n;
-	return 0;
+	return e ? peer_of(e) : NULL;
 }
 
-static void lru_unlink(struct peer *p)
+static struct peer *newer_peer(const struct dpt__coord *c, struct peer *p)
 {
-	p->older->newer = p->newer;
-	p->newer->older = p->older;
-}
+	struct dpt__peer_entry *e = dpt__peer_table_newer(&c->peers, &p->entry);
 
-static void lru_append(struct dpt__coord *c, struct peer *p)
-{
-	p->newer = &c->lru;
-	p->older = c->lru.older;
-	c->lru.older->newer = p;
-	c->lru.older = p;
+	return e ? peer_of(e) : NULL;
 }
 
 /* Any traffic from a peer proves it alive: O(1), whatever the number of
  * peers. */
 static void peer_heard(struct dpt__coord *c, struct peer *p, int64_t now)
 {
-	p->last_heard = now;
-	lru_unlink(p);
-	lru_append(c, p);
+	dpt__peer_table_heard(&c->peers, &p->entry, now);
 }
 
 static struct peer *peer_add(struct dpt__coord *c, const uint8_t *id,
 			     size_t len, int64_t now)
 {
-	struct peer *p;
-	size_t k;
+	struct peer *p = calloc(1, sizeof(*p));
 
-	if (len == 0 || len > ID_MAX)
-		return NULL;
-	if ((c->npeers + 1) * 4 > c->nbuckets * 3 && grow_buckets(c) != 0)
-		return NULL;
-	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	memcpy(p->id, id, len);
-	p->id_len = (uint8_t)len;
-	p->last_heard = now;
+	if (dpt__peer_table_add(&c->peers, &p->entry, id, len, now) != 0) {
+		free(p);
+		return NULL;
+	}
 	p->last_sent = now;
-	p->fd = -1;
 	p->role = ROLE_JOINING;
-	k = id_hash(id, len) & (c->nbuckets - 1);
-	p->hash_next = c->buckets[k];
-	c->buckets[k] = p;
-	lru_append(c, p);
-	c->npeers++;
 	c->n_joining++;
 	return p;
 }
@@ -329,47 +280,18 @@ static void set_role(struct dpt__coord *c, struct peer *p, enum peer_role r)
 	p->role = r;
 }
 
-/* P's messages come from descriptor FD (-1: unknown). A peer that held
- * FD before lost its connection (the descriptor was closed and reused):
- * it is no longer matched by descriptor, and the timeout finds it. */
+/* P's messages come from descriptor FD (-1: unknown); see
+ * dpt__peer_table_set_fd. */
 static void peer_set_fd(struct dpt__coord *c, struct peer *p, int fd)
 {
-	if (fd < 0 || p->fd == fd)
-		return;
-	if ((size_t)fd >= c->by_fd_len) {
-		size_t n = c->by_fd_len ? c->by_fd_len : 64;
-		struct peer **a;
-		while (n <= (size_t)fd)
-			n *= 2;
-		a = realloc(c->by_fd, n * sizeof(*a));
-		if (!a)
-			return; /* unmatched: the timeout still applies */
-		memset(a + c->by_fd_len, 0, (n - c->by_fd_len) * sizeof(*a));
-		c->by_fd = a;
-		c->by_fd_len = n;
-	}
-	if (p->fd >= 0 && c->by_fd[p->fd] == p)
-		c->by_fd[p->fd] = NULL;
-	if (c->by_fd[fd])
-		c->by_fd[fd]->fd = -1;
-	c->by_fd[fd] = p;
-	p->fd = fd;
+	dpt__peer_table_set_fd(&c->peers, &p->entry, fd);
 }
 
 /* Forget P. Its task, if any, is marked gone; as a member, its rank's slot
  * is emptied (the caller decides what that means for the generation). */
 static void peer_remove(struct dpt__coord *c, struct peer *p)
 {
-	struct peer **pp = &c->buckets[id_hash(p->id, p->id_len) &
-				       (c->nbuckets - 1)];
-
-	while (*pp != p)
-		pp = &(*pp)->hash_next;
-	*pp = p->hash_next;
-	lru_unlink(p);
-	if (p->fd >= 0 && c->by_fd[p->fd] == p)
-		c->by_fd[p->fd] = NULL;
-	c->npeers--;
+	dpt__peer_table_remove(&c->peers, &p->entry);
 	if (p->role == ROLE_JOINING)
 		c->n_joining--;
 	else if (p->role == ROLE_WAITING)
@@ -414,7 +336,8 @@ static void send_raw(struct dpt__coord *c, struct peer *p, zmq_msg_t *msg,
 {
 	/* Never blocks: a peer whose queue is full loses the message, and
 	 * the protocol recovers from that through timeouts. */
-	if (c->sender.send(c->sender.arg, p->id, p->id_len, msg) != 0)
+	if (c->sender.send(c->sender.arg, p->entry.id, p->entry.id_len, msg) !=
+	    0)
 		return;
 	p->last_sent = now;
 }
@@ -422,7 +345,7 @@ static void send_raw(struct dpt__coord *c, struct peer *p, zmq_msg_t *msg,
 static void send_msg(struct dpt__coord *c, struct peer *p,
 		     const struct dpt__msg *m, int64_t now)
 {
-	if (dpt__coord_send(&c->sender, p->id, p->id_len, m) == 0)
+	if (dpt__coord_send(&c->sender, p->entry.id, p->entry.id_len, m) == 0)
 		p->last_sent = now;
 }
 
@@ -482,7 +405,7 @@ static enum coord_state fail(struct dpt__coord *c, int code, const char *why,
 			     int64_t now)
 {
 	dpt__error("%s: the job cannot go on", why);
-	for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+	for (struct peer *p = oldest_peer(c); p; p = newer_peer(c, p))
 		send_error(c, p, code, why, now);
 	return finish(c, 1);
 }
@@ -550,7 +473,7 @@ static enum coord_state form_generation(struct dpt__coord *c, int64_t now)
 	if (!m)
 		return fail(c, DPT_ENOMEM, "out of memory", now);
 	c->members = m;
-	for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+	for (struct peer *p = oldest_peer(c); p; p = newer_peer(c, p))
 		if (p->role == ROLE_JOINING) {
 			m[i++] = p;
 			caps &= p->join.caps;
@@ -994,7 +917,7 @@ static enum coord_state on_leave(struct dpt__coord *c, struct peer *p,
 	if (!c->formed_any)
 		c->lost_before_first++;
 	peer_remove(c, p);
-	if (c->formed_any && c->npeers == 0) {
+	if (c->formed_any && c->peers.count == 0) {
 		/* The survivors of a broken generation chose to finish
 		 * rather than re-join: that is a clean end too. */
 		dpt__info("every worker left: exiting");
@@ -1149,8 +1072,8 @@ static enum coord_state on_join_timeout(struct dpt__coord *c, struct peer *p,
 
 	(void)p;
 	c->join_deadline = 0;
-	for (struct peer *q = c->lru.newer, *next; q != &c->lru; q = next) {
-		next = q->newer;
+	for (struct peer *q = oldest_peer(c), *next; q; q = next) {
+		next = newer_peer(c, q);
 		if (q->role != ROLE_WAITING)
 			continue;
 		snprintf(why, sizeof(why),
@@ -1198,7 +1121,7 @@ static enum coord_state on_shutdown(struct dpt__coord *c, struct peer *p,
 	(void)p;
 	/* The step ended without a worker connected (its tasks did not
 	 * use libdptrain, or all left): a normal end, not a failure. */
-	if (c->lru.newer == &c->lru) {
+	if (!oldest_peer(c)) {
 		dpt__info("%s: no worker is connected, exiting", why);
 		return finish(c, 0);
 	}
@@ -1345,16 +1268,12 @@ int dpt__coord_new(struct dpt__coord **out,
 	c->sender = *sender;
 	c->state = ST_GATHERING; /* then only coord_execute changes it */
 	c->generation = 1;
-	c->nbuckets = 64;
-	while (c->nbuckets < (size_t)cfg->world_size * 2)
-		c->nbuckets *= 2;
-	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
 	c->tasks = calloc(cfg->world_size, sizeof(*c->tasks));
-	if (!c->buckets || !c->tasks || dpt__kv_new(&c->kv, &c->sender)) {
+	if (dpt__peer_table_init(&c->peers, cfg->world_size) || !c->tasks ||
+	    dpt__kv_new(&c->kv, &c->sender)) {
 		dpt__coord_destroy(&c);
 		return DPT_ENOMEM;
 	}
-	c->lru.newer = c->lru.older = &c->lru;
 	c->next_heartbeat = now + cfg->heartbeat_ms;
 	c->last_save = now;
 	c->join_deadline = cfg->join_timeout_ms ? now + cfg->join_timeout_ms :
@@ -1370,12 +1289,11 @@ void dpt__coord_destroy(struct dpt__coord **cp)
 
 	if (!c)
 		return;
-	if (c->buckets)
-		while (c->lru.newer != &c->lru)
-			peer_remove(c, c->lru.newer);
-	free(c->buckets);
+	if (c->peers.buckets)
+		while (oldest_peer(c))
+			peer_remove(c, oldest_peer(c));
+	dpt__peer_table_release(&c->peers);
 	free(c->members);
-	free(c->by_fd);
 	free(c->closed);
 	free(c->tasks);
 	dpt__kv_destroy(&c->kv);
@@ -1415,7 +1333,7 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	struct dpt__msg m;
 	int rc;
 
-	if (id_len == 0 || id_len > ID_MAX)
+	if (id_len == 0 || id_len > DPT_PEER_ID_MAX)
 		return;
 	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
 	p = peer_find(c, id, id_len);
@@ -1470,12 +1388,10 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 
 void dpt__coord_on_disconnect(struct dpt__coord *c, int fd, int64_t now)
 {
-	struct peer *p;
+	struct dpt__peer_entry *p = dpt__peer_table_take_fd(&c->peers, fd);
 
-	if (fd < 0 || (size_t)fd >= c->by_fd_len || !(p = c->by_fd[fd]))
+	if (!p)
 		return; /* a client that was not a peer, or a failed handshake */
-	c->by_fd[fd] = NULL;
-	p->fd = -1;
 	if (dpt__array_room(&c->closed, c->nclosed, &c->closed_cap,
 			    sizeof(*c->closed)))
 		return; /* out of memory: the timeout finds it */
@@ -1505,7 +1421,7 @@ static void evict_closed(struct dpt__coord *c, int64_t now)
 			continue;
 		}
 		p = peer_find(c, c->closed[i].id, c->closed[i].len);
-		if (p && p->fd < 0 && c->state != ST_DONE)
+		if (p && p->entry.fd < 0 && c->state != ST_DONE)
 			coord_execute(c, EV_PEER_CLOSED, p, &e);
 	}
 	c->nclosed = kept;
@@ -1514,14 +1430,15 @@ static void evict_closed(struct dpt__coord *c, int64_t now)
 void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 {
 	struct event_ctx e = {.now = now};
+	struct peer *p;
 
 	/* Evictions first: the list is ordered by last contact, so only its
 	 * head can be due. Each eviction removes the head. */
 	if (!behind)
 		evict_closed(c, now);
-	while (!behind && c->state != ST_DONE && c->lru.newer != &c->lru &&
-	       now - c->lru.newer->last_heard >= (int64_t)c->cfg.timeout_ms)
-		coord_execute(c, EV_PEER_EXPIRED, c->lru.newer, &e);
+	while (!behind && c->state != ST_DONE && (p = oldest_peer(c)) &&
+	       now - p->entry.last_heard >= (int64_t)c->cfg.timeout_ms)
+		coord_execute(c, EV_PEER_EXPIRED, p, &e);
 
 	dpt__kv_on_tick(c->kv, now);
 	if (c->state != ST_DONE && c->join_deadline && now >= c->join_deadline)
@@ -1530,7 +1447,7 @@ void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 	if (c->state != ST_DONE && now >= c->next_heartbeat) {
 		struct dpt__msg m;
 		dpt__msg_init(&m, DPT_MSG_HEARTBEAT, c->generation);
-		for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+		for (p = oldest_peer(c); p; p = newer_peer(c, p))
 			if (now - p->last_sent >= (int64_t)c->cfg.heartbeat_ms)
 				send_msg(c, p, &m, now);
 		c->next_heartbeat = now + c->cfg.heartbeat_ms / 2;
@@ -1539,10 +1456,11 @@ void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 
 int64_t dpt__coord_next_deadline(const struct dpt__coord *c)
 {
+	const struct dpt__peer_entry *oldest = dpt__peer_table_oldest(&c->peers);
 	int64_t t = c->next_heartbeat;
 
-	if (c->lru.newer != &c->lru) {
-		int64_t exp = c->lru.newer->last_heard + c->cfg.timeout_ms;
+	if (oldest) {
+		int64_t exp = oldest->last_heard + c->cfg.timeout_ms;
 		if (exp < t)
 			t = exp;
 	}
