@@ -795,6 +795,7 @@ static int open_signalfd(void)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
 		return -1;
 	signal(SIGPIPE, SIG_IGN);
@@ -854,7 +855,16 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
 			return;
 		if (items[3].revents & ZMQ_POLLIN)
 			serve_zap(zap, worker_key, now_ms());
-		if ((items[1].revents | items[2].revents) & ZMQ_POLLIN)
+		if (items[1].revents & ZMQ_POLLIN) {
+			struct signalfd_siginfo si;
+
+			/* A late SIGUSR1 asks for a stop that is done:
+			 * the wait goes on. Any other signal ends it. */
+			if (read(sfd, &si, sizeof(si)) != sizeof(si) ||
+			    si.ssi_signo != SIGUSR1)
+				return;
+		}
+		if (items[2].revents & ZMQ_POLLIN)
 			return;
 		if (o->parent_pid && pidfd < 0 && process_gone(o->parent_pid))
 			return;
@@ -1024,7 +1034,16 @@ int main(int argc, char **argv)
 		if (sfd >= 0 && (items[3].revents & ZMQ_POLLIN)) {
 			struct signalfd_siginfo si;
 			char why[64];
-			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (read(sfd, &si, sizeof(si)) != sizeof(si)) {
+				/* nothing to act on */
+			} else if (si.ssi_signo == SIGUSR1) {
+				/* scancel --signal=USR1 with --full or -b
+				 * reaches the batch step, this process
+				 * included: the same stop as a rank's. */
+				dpt__coord_stop(coord,
+						"the coordinator got SIGUSR1",
+						now);
+			} else {
 				snprintf(why, sizeof(why),
 					 "the coordinator got signal %u",
 					 si.ssi_signo);
