@@ -49,3 +49,4 @@ bench_ckpt_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) $(JANSSON_CFLAGS) \
 bench_ckpt_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
 	common/libdptcommon.la worker/libdptrain.la $(JANSSON_LIBS) \
 	$(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
+EXTRA_DIST += bench/torch_ckpt.py

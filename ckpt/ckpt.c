@@ -103,6 +103,9 @@ struct dpt_ckpt {
 	void *cuda_stream;
 
 	struct dpt__manifest loaded; /* owns what dpt_ckpt_info points to */
+	/* What dpt_ckpt_contents points to. */
+	struct dpt__manifest inspected;
+	struct dpt_ckpt_entry *entries;
 	struct dpt_ckpt_stats stats;
 };
 
@@ -302,6 +305,8 @@ void dpt_ckpt_destroy(struct dpt_ckpt **ckp)
 	dpt_ckpt_clear(ck);
 	dpt__manifest_release(&ck->frag);
 	dpt__manifest_release(&ck->loaded);
+	dpt__manifest_release(&ck->inspected);
+	free(ck->entries);
 	free_snapshot(ck);
 	dpt__storage_destroy(&ck->st);
 	dpt__storage_destroy(&ck->gc_st);
@@ -799,12 +804,14 @@ failed:
  * knows the members (doc/protocol.md, VOTE): *FAILED is the number of
  * ranks whose result is an error. A rank lost before it voted fails the
  * vote itself (DPT_EPEERLOST on the others). */
-static int vote(struct dpt_ckpt *ck, int mine, uint32_t *failed)
+static int vote(struct dpt_ckpt *ck, int mine, uint32_t *failed, int *first)
 {
 	*failed = mine != 0;
+	if (first)
+		*first = mine;
 	if (!ck->ctx)
 		return 0;
-	return dpt__vote(ck->ctx, mine, failed, NULL);
+	return dpt__vote(ck->ctx, mine, failed, first);
 }
 
 /* Rank 0: the manifest of the step from every rank's fragment. */
@@ -979,7 +986,7 @@ static int agree_and_commit(struct dpt_ckpt *ck)
 	uint32_t failed;
 	int rc;
 
-	rc = vote(ck, ck->io_rc, &failed);
+	rc = vote(ck, ck->io_rc, &failed, NULL);
 	if (rc) {
 		dpt__error("step %" PRIu64 " not committed: %s", ck->frag.step,
 			   dpt_strerror(rc));
@@ -1006,19 +1013,16 @@ static void retouch(unsigned char *p, uint64_t len)
 		v[off] = 0;
 }
 
-int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
-		  int *stop, int *saved)
+int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
 {
 	uint32_t flags;
 	bool busy;
 	int rc;
 
-	if (saved)
-		*saved = 0;
-	if (!stop)
+	if (!due)
 		return DPT_EINVAL;
-	*stop = 0;
-	if (!ck || !meta)
+	*due = 0;
+	if (!ck)
 		return DPT_EINVAL;
 	/* A save in flight is committed as soon as every rank's shard is
 	 * written (no rank then waits in dpt_ckpt_wait), not at the next save:
@@ -1032,18 +1036,42 @@ int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 	/* The same decisions on every rank: the flags come from one vote,
 	 * every rank is at the same step and has the same save pending. A
 	 * failed commit does not keep the next save or the stop from
-	 * happening; the first error is returned. */
+	 * happening: the caller still learns what is due. */
 	if (ck->pending && !(flags & DPT_VOTE_BUSY))
 		rc = dpt_ckpt_wait(ck);
 	if ((flags & (DPT_VOTE_SAVE | DPT_VOTE_STOP)) ||
-	    (ck->every_steps && meta->step % ck->every_steps == 0)) {
+	    (ck->every_steps && step % ck->every_steps == 0))
+		*due |= DPT_CKPT_DUE_SAVE;
+	if (flags & DPT_VOTE_STOP)
+		*due |= DPT_CKPT_DUE_STOP;
+	return rc;
+}
+
+int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
+		  int *stop, int *saved)
+{
+	unsigned due = 0;
+	int rc;
+
+	if (saved)
+		*saved = 0;
+	if (!stop)
+		return DPT_EINVAL;
+	*stop = 0;
+	if (!ck || !meta)
+		return DPT_EINVAL;
+	rc = dpt_ckpt_poll(ck, meta->step, &due);
+	if (rc && !due)
+		return rc;
+	/* The first error is returned; the save and the stop happen. */
+	if (due & DPT_CKPT_DUE_SAVE) {
 		int src = dpt_ckpt_save(ck, meta);
 
 		if (saved)
 			*saved = src == 0;
 		rc = rc ? rc : src;
 	}
-	if (flags & DPT_VOTE_STOP) {
+	if (due & DPT_CKPT_DUE_STOP) {
 		int wrc = dpt_ckpt_wait(ck);
 
 		*stop = 1;
@@ -1228,6 +1256,48 @@ static void *load_main(void *arg)
 	return NULL;
 }
 
+static void shape_text(const uint64_t *shape, int ndim, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	n += (size_t)snprintf(buf, size, "[");
+	for (int d = 0; d < ndim && n < size; d++)
+		n += (size_t)snprintf(buf + n, size - n, "%s%" PRIu64,
+				      d ? ", " : "", shape[d]);
+	if (n < size)
+		snprintf(buf + n, size - n, "]");
+}
+
+/* Whether T (NULL: absent) of STEP can fill registered tensor R. A
+ * mismatch is not damage: the caller does not try older steps for it. */
+static int check_registered(const struct dpt_ckpt *ck, uint64_t step,
+			    const struct reg *r, const struct dpt__tensor_desc *t)
+{
+	char stored[256], wanted[256];
+	bool same;
+
+	if (!t) {
+		dpt__error("step %" PRIu64 " of '%s' has no tensor '%s': the "
+			   "registered tensors are not the checkpoint's (was the "
+			   "run name used by another program?)",
+			   step, dpt__storage_uri(ck->st), r->name);
+		return DPT_EMISMATCH;
+	}
+	same = t->dtype == r->dtype && t->ndim == r->ndim;
+	for (int d = 0; same && d < r->ndim; d++)
+		same = t->shape[d] == r->shape[d];
+	if (same)
+		return 0;
+	shape_text(t->shape, t->ndim, stored, sizeof(stored));
+	shape_text(r->shape, r->ndim, wanted, sizeof(wanted));
+	dpt__error("step %" PRIu64 " of '%s': tensor '%s' is stored as %s %s, "
+		   "registered as %s %s",
+		   step, dpt__storage_uri(ck->st), r->name,
+		   dpt__dtype_name(t->dtype), stored,
+		   dpt__dtype_name(r->dtype), wanted);
+	return DPT_EMISMATCH;
+}
+
 static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m)
 {
 	struct dpt__plan *plans = NULL;
@@ -1252,18 +1322,10 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	for (size_t i = 0; i < ck->nregs && !rc; i++) {
 		const struct reg *r = &ck->regs[i];
 		const struct dpt__tensor_desc *t = dpt__manifest_find(m, r->name);
-		bool same = t && t->dtype == r->dtype && t->ndim == r->ndim;
 
-		for (int d = 0; same && d < r->ndim; d++)
-			same = t->shape[d] == r->shape[d];
-		if (!same) {
-			dpt__error("step %" PRIu64 " of '%s' has no tensor '%s' of "
-				   "this dtype and shape: the registration "
-				   "does not match the checkpoint",
-				   step, dpt__storage_uri(ck->st), r->name);
-			rc = DPT_EINVAL;
+		rc = check_registered(ck, step, r, t);
+		if (rc)
 			break;
-		}
 		rc = dpt__plan_tensor(t, &r->local, &plans[i]);
 		for (size_t a = 0, b; !rc && a < plans[i].n; a = b) {
 			const struct dpt__plan_run *pr = plans[i].runs;
@@ -1353,9 +1415,15 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 		ck->stats.bytes_needed = ck->stats.bytes_read = 0;
 		rc = load_step(ck, (uint64_t)pick[0], &ck->loaded);
 		{
-			int rc2 = vote(ck, rc, &failed);
+			int agreed, rc2 = vote(ck, rc, &failed, &agreed);
 			if (rc2) {
 				rc = rc2;
+				break;
+			}
+			/* Tensors the step does not hold are not in an
+			 * older step either: say so once, not for each. */
+			if (failed && agreed == DPT_EMISMATCH) {
+				rc = DPT_EMISMATCH;
 				break;
 			}
 		}
@@ -1387,6 +1455,120 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 	if (rc)
 		dpt__manifest_release(&ck->loaded);
 	dpt__step_list_release(&l);
+	return rc;
+}
+
+/* Rank 0: the manifest of the newest committed step at or below STEP that
+ * reads and checks, encoded into *JSON. DPT_ENOENT: none. */
+static int newest_manifest(struct dpt_ckpt *ck, uint64_t step, char **json,
+			   size_t *len)
+{
+	struct dpt__step_list l = {0};
+	struct dpt__manifest m = {0};
+	size_t next;
+	int rc;
+
+	rc = dpt__ckpt_list(ck->st, "", &l);
+	if (rc)
+		goto out;
+	next = l.ncommitted;
+	while (next > 0 && l.committed[next - 1] > step)
+		next--;
+	for (rc = DPT_ENOENT; next > 0 && rc; next--) {
+		dpt__manifest_release(&m);
+		rc = dpt__ckpt_read_manifest(ck->st, l.committed[next - 1], &m);
+		if (rc == DPT_ENOMEM)
+			break;
+	}
+	if (!rc)
+		rc = dpt__manifest_encode(&m, json, len);
+out:
+	dpt__manifest_release(&m);
+	dpt__step_list_release(&l);
+	return rc;
+}
+
+int dpt_ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
+		     struct dpt_ckpt_contents *out)
+{
+	int64_t head[2] = {0, 0}; /* the manifest's length, rank 0's error */
+	char *json = NULL, err[256];
+	size_t len = 0;
+	int rank, rc;
+
+	if (!ck || !out)
+		return DPT_EINVAL;
+	memset(out, 0, sizeof(*out));
+	rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
+	join_retention(ck);
+	dpt__manifest_release(&ck->inspected);
+	free(ck->entries);
+	ck->entries = NULL;
+	if (rank == 0) {
+		head[1] = newest_manifest(ck, step, &json, &len);
+		head[0] = (int64_t)len;
+	}
+	if (ck->ctx) {
+		rc = dpt_broadcast(ck->ctx, head, sizeof(head), DPT_UINT8, 0);
+		if (rc)
+			goto out;
+	}
+	rc = (int)head[1];
+	if (rc)
+		goto out;
+	if (rank != 0) {
+		json = malloc((size_t)head[0]);
+		if (!json) {
+			/* The others then wait in the broadcast until the
+			 * communicator's bound: a manifest is a few KiB. */
+			rc = DPT_ENOMEM;
+			goto out;
+		}
+	}
+	if (ck->ctx) {
+		rc = dpt_broadcast(ck->ctx, json, (size_t)head[0], DPT_UINT8, 0);
+		if (rc)
+			goto out;
+	}
+	rc = dpt__manifest_decode(json, (size_t)head[0], &ck->inspected, err,
+				  sizeof(err));
+	if (rc) {
+		dpt__error("cannot decode the manifest rank 0 sent: %s", err);
+		goto out;
+	}
+	ck->entries = calloc(ck->inspected.ntensors + 1, sizeof(*ck->entries));
+	if (!ck->entries) {
+		rc = DPT_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < ck->inspected.ntensors; i++) {
+		const struct dpt__tensor_desc *t = &ck->inspected.tensors[i];
+
+		ck->entries[i] = (struct dpt_ckpt_entry){
+			.name = t->name,
+			.dtype = t->dtype,
+			.ndim = t->ndim,
+			.shape = t->shape,
+		};
+	}
+	*out = (struct dpt_ckpt_contents){
+		.step = ck->inspected.step,
+		.sample_cursor = ck->inspected.sample_cursor,
+		.world_size = ck->inspected.world_size,
+		.ntensors = ck->inspected.ntensors,
+		.tensors = ck->entries,
+		.rng = ck->inspected.rng,
+		.rng_len = ck->inspected.rng_len,
+		.user = ck->inspected.user,
+		.user_len = ck->inspected.user_len,
+	};
+out:
+	free(json);
+	if (rc) {
+		dpt__manifest_release(&ck->inspected);
+		free(ck->entries);
+		ck->entries = NULL;
+	}
 	return rc;
 }
 

@@ -82,6 +82,9 @@ struct dpt__manifest {
 /* "float32" etc. (manifest) and "F32" etc. (safetensors); NULL if unknown. */
 const char *dpt__dtype_name(enum dpt_dtype dt);
 const char *dpt__dtype_safetensors(enum dpt_dtype dt);
+/* How many safetensors elements one element of DT is in a shard's header
+ * (2 for complex128, described as float64 pairs; else 1); 0 if unknown. */
+int dpt__dtype_safetensors_parts(enum dpt_dtype dt);
 /* 0 and *OUT, or DPT_EINVAL for an unknown name. */
 int dpt__dtype_parse(const char *name, enum dpt_dtype *out);
 

@@ -181,7 +181,7 @@ static int cmd_show(struct dpt__storage *s, uint64_t step)
 
 		for (size_t j = 0; j < t->nchunks; j++)
 			bytes += t->chunks[j].length;
-		printf("  %-32s %-9s %-10s ", t->name, dpt__dtype_name(t->dtype),
+		printf("  %-32s %-10s %-10s ", t->name, dpt__dtype_name(t->dtype),
 		       t->kind == DPT_CKPT_SHARDED ? "sharded" : "replicated");
 		print_dims(t->shape, t->ndim);
 		printf("  %zu chunk(s), %" PRIu64 " bytes\n", t->nchunks, bytes);

@@ -15,13 +15,33 @@
 #include "ckpt/ckpt_int.h"
 #include "parse.h"
 
+/*
+ * Manifest names and safetensors names, indexed by enum dpt_dtype. The
+ * safetensors names are those of the safetensors specification;
+ * safetensors has no complex128, so a complex128 chunk is described in a
+ * shard's header as float64 with a trailing dimension of 2 (its real and
+ * imaginary parts), which tools read as they read a complex64 saved
+ * through torch.view_as_real (dpt__dtype_safetensors_parts).
+ */
 static const struct {
 	const char *name, *st;
+	int parts;
 } dtypes[] = {
-	[DPT_FLOAT32] = {"float32", "F32"},   [DPT_FLOAT64] = {"float64", "F64"},
-	[DPT_BFLOAT16] = {"bfloat16", "BF16"}, [DPT_FLOAT16] = {"float16", "F16"},
-	[DPT_INT32] = {"int32", "I32"},	      [DPT_INT64] = {"int64", "I64"},
-	[DPT_UINT8] = {"uint8", "U8"},
+	[DPT_FLOAT32] = {"float32", "F32", 1},
+	[DPT_FLOAT64] = {"float64", "F64", 1},
+	[DPT_BFLOAT16] = {"bfloat16", "BF16", 1},
+	[DPT_FLOAT16] = {"float16", "F16", 1},
+	[DPT_INT32] = {"int32", "I32", 1},
+	[DPT_INT64] = {"int64", "I64", 1},
+	[DPT_UINT8] = {"uint8", "U8", 1},
+	[DPT_BOOL] = {"bool", "BOOL", 1},
+	[DPT_INT8] = {"int8", "I8", 1},
+	[DPT_INT16] = {"int16", "I16", 1},
+	[DPT_UINT16] = {"uint16", "U16", 1},
+	[DPT_UINT32] = {"uint32", "U32", 1},
+	[DPT_UINT64] = {"uint64", "U64", 1},
+	[DPT_COMPLEX64] = {"complex64", "C64", 1},
+	[DPT_COMPLEX128] = {"complex128", "F64", 2},
 };
 #define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
 
@@ -35,10 +55,15 @@ const char *dpt__dtype_safetensors(enum dpt_dtype dt)
 	return (unsigned)dt < NDTYPES ? dtypes[dt].st : NULL;
 }
 
+int dpt__dtype_safetensors_parts(enum dpt_dtype dt)
+{
+	return (unsigned)dt < NDTYPES ? dtypes[dt].parts : 0;
+}
+
 int dpt__dtype_parse(const char *name, enum dpt_dtype *out)
 {
 	for (size_t i = 0; i < NDTYPES; i++)
-		if (strcmp(name, dtypes[i].name) == 0) {
+		if (dtypes[i].name && strcmp(name, dtypes[i].name) == 0) {
 			*out = (enum dpt_dtype)i;
 			return 0;
 		}

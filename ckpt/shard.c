@@ -40,13 +40,19 @@ void dpt__chunk_label(const struct dpt__tensor_desc *t,
 static json_t *entry(const struct dpt__tensor_desc *t,
 		     const struct dpt__chunk *c)
 {
+	int parts = dpt__dtype_safetensors_parts(t->dtype);
+	/* A type that safetensors lacks gets a trailing dimension: its
+	 * parts (complex128 as pairs of float64). */
+	int ndim = parts > 1 ? t->ndim + 1 : t->ndim;
 	json_t *shape = json_array();
 
-	for (int d = 0; shape && d < t->ndim; d++)
-		if (json_array_append_new(shape, json_integer((json_int_t)c->box.len[d]))) {
+	for (int d = 0; shape && d < ndim; d++) {
+		json_int_t len = d < t->ndim ? (json_int_t)c->box.len[d] : parts;
+		if (json_array_append_new(shape, json_integer(len))) {
 			json_decref(shape);
 			shape = NULL;
 		}
+	}
 	if (!shape)
 		return NULL;
 	return json_pack("{s:s, s:o, s:[I, I]}", "dtype",

@@ -6,5 +6,7 @@ EXTRA_DIST += \
 	contrib/setup/check.sh \
 	contrib/plugstack.conf.d/dptrain.conf \
 	contrib/examples/train_ddp.py \
+	contrib/examples/fmnist_ddp.py \
+	contrib/examples/fmnist_dptrain.py \
 	contrib/examples/train_walltime.py \
 	.ci/run

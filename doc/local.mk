@@ -4,3 +4,5 @@ EXTRA_DIST += doc/architecture.md
 dist_doc_DATA += doc/protocol.md
 dist_doc_DATA += doc/checkpoint-format.md
 dist_doc_DATA += doc/walltime.md
+dist_doc_DATA += doc/python.md
+dist_doc_DATA += doc/sampler.md

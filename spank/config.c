@@ -35,7 +35,24 @@ void dpt__admin_defaults(struct dpt__admin *a)
 		.heartbeat_ms = 500,
 		.timeout_ms = 2000,
 		.def_backend = "auto",
+		.def_gpu_bind = DPT_GPU_BIND_NONE,
 	};
+}
+
+const char *dpt__gpu_bind_string(enum dpt__gpu_bind b)
+{
+	return b == DPT_GPU_BIND_RANK ? "rank" : "none";
+}
+
+static int parse_gpu_bind(const char *v, enum dpt__gpu_bind *out)
+{
+	if (strcmp(v, "none") == 0)
+		*out = DPT_GPU_BIND_NONE;
+	else if (strcmp(v, "rank") == 0)
+		*out = DPT_GPU_BIND_RANK;
+	else
+		return DPT_EINVAL;
+	return 0;
 }
 
 static int copy_str(char *dst, size_t size, const char *value, const char *what,
@@ -191,6 +208,9 @@ int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
 			BAD("backend='%s': expected auto, nccl or cpu", src,
 			    value);
 		snprintf(a->def_backend, sizeof(a->def_backend), "%s", value);
+	} else if (strcmp(key, "gpu_bind") == 0) {
+		if (parse_gpu_bind(value, &a->def_gpu_bind))
+			BAD("gpu_bind='%s': expected none or rank", src, value);
 	} else {
 		BAD("unknown key '%s' (see dptrain.conf(5))", src, key);
 	}
@@ -310,6 +330,10 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		}
 		return 0;
 	}
+	if (strcmp(name, "torchelastic") == 0) {
+		u->torchelastic = true;
+		return 0;
+	}
 	if (!value || !*value)
 		BAD("a value is required", name);
 	if (strcmp(name, "ckpt") == 0) {
@@ -356,6 +380,12 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 			BAD("'%s': expected auto, nccl or cpu", name, value);
 		snprintf(u->backend, sizeof(u->backend), "%s", value);
 		u->backend_set = true;
+	} else if (strcmp(name, "gpu-bind") == 0) {
+		if (parse_gpu_bind(value, &u->gpu_bind))
+			BAD("'%s': expected none (every GPU of the step visible "
+			    "to each task) or rank (one GPU per task)",
+			    name, value);
+		u->gpu_bind_set = true;
 	} else {
 		BAD("unknown option", name);
 	}
@@ -418,6 +448,8 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		.grace = u->grace_set ? u->grace : a->def_grace,
 		.min_workers = u->min_workers_set ? u->min_workers : 1,
 		.requeue = u->requeue_set ? u->requeue : DPT_REQUEUE_AUTO,
+		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
+		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
 	};
 	snprintf(s->run, sizeof(s->run), "%s",

@@ -16,6 +16,15 @@
 #define DPT_CFG_ROOTS 16
 
 enum dpt__requeue { DPT_REQUEUE_AUTO = 0, DPT_REQUEUE_OFF = 1 };
+/*
+ * GPU visibility of a task. NONE: CUDA_VISIBLE_DEVICES as Slurm sets it
+ * (every GPU of the step on the node; LOCAL_RANK picks one, as under
+ * torchrun). RANK: each task sees only the GPU of its local rank.
+ */
+enum dpt__gpu_bind { DPT_GPU_BIND_NONE = 0, DPT_GPU_BIND_RANK = 1 };
+
+/* "none" or "rank". */
+const char *dpt__gpu_bind_string(enum dpt__gpu_bind b);
 enum dpt__ckpt_every_kind {
 	DPT_EVERY_AUTO = 0, /* DPT_CKPT_EVERY_AUTO_S (common/parse.h) */
 	DPT_EVERY_SECONDS = 1,
@@ -47,6 +56,7 @@ struct dpt__admin {
 	bool allow_requeue_off;
 	long heartbeat_ms, timeout_ms;
 	char def_backend[8];
+	enum dpt__gpu_bind def_gpu_bind;
 };
 
 /* What the user asked for; *_set says the option was given. */
@@ -55,11 +65,13 @@ struct dpt__user {
 	char run[256];
 	char ckpt[DPT_CFG_STR];
 	bool every_set, keep_set, grace_set, requeue_set, min_workers_set,
-		backend_set;
+		backend_set, gpu_bind_set;
 	struct dpt__ckpt_every every;
 	long keep, grace, min_workers;
 	enum dpt__requeue requeue;
 	char backend[8];
+	enum dpt__gpu_bind gpu_bind;
+	bool torchelastic; /* export TORCHELASTIC_RUN_ID */
 	bool verbose;
 };
 
@@ -71,6 +83,8 @@ struct dpt__settings {
 	long keep, grace, min_workers;
 	enum dpt__requeue requeue;
 	char backend[8];
+	enum dpt__gpu_bind gpu_bind;
+	bool torchelastic;
 	bool verbose;
 };
 
@@ -95,7 +109,7 @@ int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
 /*
  * Parse one user option by its name without the leading "dp-" ("train",
  * "ckpt", "keep", ...). VALUE may be NULL for options whose argument is
- * optional. Idempotent: calling it twice with the same value gives the
+ * optional, and is ignored for flags ("torchelastic"). Idempotent: calling it twice with the same value gives the
  * same result. Returns 0 or DPT_EINVAL after REPORT with a message that
  * names the option and what it accepts.
  */

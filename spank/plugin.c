@@ -45,8 +45,9 @@ struct dpt__plugin dpt__plugin = {
 /* Each option's val is its index here; the names without "dp-" are what
  * dpt__user_set() takes. */
 static const char *const option_names[] = {
-	"train",   "ckpt",	  "ckpt-every", "keep",	   "grace",
-	"requeue", "min-workers", "backend",	"verbose",
+	"train",       "ckpt",	  "ckpt-every", "keep",
+	"grace",       "requeue", "min-workers", "backend",
+	"verbose",     "gpu-bind", "torchelastic",
 };
 
 static int opt_cb(int val, const char *optarg, int remote)
@@ -78,14 +79,15 @@ static struct spank_option options[] = {
 	 "(%u: user, %j: job id; default: the site's root + /RUN)",
 	 1, 1, opt_cb},
 	{"dp-ckpt-every", "auto|" DURATION "|Nsteps",
-	 "dptrain: checkpoint interval (default: auto, from measured step and "
-	 "checkpoint times)",
+	 "dptrain: checkpoint interval of programs that call dpt_ckpt_step "
+	 "(default: the site's, or auto: 30 minutes)",
 	 1, 2, opt_cb},
-	{"dp-keep", "N", "dptrain: committed checkpoints to keep (default 3)", 1,
-	 3, opt_cb},
+	{"dp-keep", "N",
+	 "dptrain: committed checkpoints to keep (default: the site's, or 3)",
+	 1, 3, opt_cb},
 	{"dp-grace", DURATION,
 	 "dptrain: checkpoint and requeue this long before the walltime "
-	 "(default 10m)",
+	 "(default: the site's, or 10m)",
 	 1, 4, opt_cb},
 	{"dp-requeue", "auto|off",
 	 "dptrain: requeue the job before its walltime (default auto)", 1, 5,
@@ -95,10 +97,20 @@ static struct spank_option options[] = {
 	 "(default 1)",
 	 1, 6, opt_cb},
 	{"dp-backend", "auto|nccl|cpu",
-	 "dptrain: collective backend (default auto: NCCL with GPUs)", 1, 7,
-	 opt_cb},
+	 "dptrain: collective backend (default: the site's, or auto: NCCL "
+	 "with GPUs)",
+	 1, 7, opt_cb},
 	{"dp-verbose", NULL, "dptrain: log what the service does", 0, 8,
 	 opt_cb},
+	{"dp-gpu-bind", "none|rank",
+	 "dptrain: GPUs each task sees: none, every GPU of the step on its "
+	 "node (LOCAL_RANK picks one, as under torchrun), or rank, only the "
+	 "GPU of its local rank (default: the site's, or none)",
+	 1, 9, opt_cb},
+	{"dp-torchelastic", NULL,
+	 "dptrain: also export TORCHELASTIC_RUN_ID, so that Lightning and "
+	 "torch.distributed take the step for a torchrun launch",
+	 0, 10, opt_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
 
@@ -231,7 +243,7 @@ static int remote_train_step(spank_t sp)
  */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
-	struct dpt__settings s;
+	struct dpt__settings *s = &dpt__plugin.settings;
 	if (!remote_train_step(sp))
 		return 0;
 	dpt__plugin.node_failed = 1;
@@ -242,7 +254,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 			    "(enabled=no in the site configuration)");
 		return -1;
 	}
-	if (dpt__plugin_settings(sp, &s) || dpt__stepd_user_init(sp, &s))
+	if (dpt__plugin_settings(sp, s) || dpt__stepd_user_init(sp, s))
 		return -1;
 	dpt__plugin.node_failed = 0;
 	return 0;
@@ -254,7 +266,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!remote_train_step(sp))
 		return 0;
-	if (dpt__plugin.node_failed || dpt__stepd_task_init(sp)) {
+	if (dpt__plugin.node_failed ||
+	    dpt__stepd_task_init(sp, &dpt__plugin.settings)) {
 		slurm_error("dptrain: task not started: the step's dptrain "
 			    "set-up failed (see the message above)");
 		_exit(DPT_TASK_SETUP_FAILED);

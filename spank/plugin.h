@@ -16,6 +16,9 @@ struct dpt__plugin {
 	struct dpt__user user;
 	int admin_loaded; /* admin config read in this process */
 	int node_failed;  /* slurmstepd: user_init failed, fail the tasks */
+	/* slurmstepd: the step's settings, resolved in user_init; every task
+	 * is forked from it and reads them in task_init. */
+	struct dpt__settings settings;
 	/* srun side */
 	pid_t coordinator_pid;
 	char rundir[256]; /* private directory for the endpoint file */
@@ -36,7 +39,7 @@ void dpt__srun_stop_coordinator(void);
 
 /* slurmstepd side (spank/stepd.c). */
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s);
-int dpt__stepd_task_init(spank_t sp);
+int dpt__stepd_task_init(spank_t sp, const struct dpt__settings *s);
 /* Tell the coordinator that a task exited; never fails the step. */
 void dpt__stepd_task_exit(spank_t sp);
 

@@ -3,7 +3,8 @@
  *
  * slurm_spank_user_init runs once per node before any task starts:
  * variables common to the node's tasks. slurm_spank_task_init runs in each
- * task's process just before exec: its rank and its GPU.
+ * task's process just before exec: its rank, and its GPU where
+ * --dp-gpu-bind=rank asks for one.
  * slurm_spank_task_exit runs in slurmstepd when a task ends and tells the
  * coordinator at once, so a crashed worker is evicted without waiting for
  * its heartbeats to time out.
@@ -63,11 +64,19 @@ static int setf(spank_t sp, const char *name, const char *fmt, ...)
 	return set(sp, name, value);
 }
 
+/*
+ * TORCHELASTIC_MAX_RESTARTS when dptrain requeues the job: Slurm sets no
+ * limit on requeues and neither does dptrain. torchrun's --max-restarts is
+ * an int with no "unlimited", so "no limit" is the largest value a C int
+ * holds: programs that parse it as one still can.
+ */
+#define NO_RESTART_LIMIT "2147483647"
 
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 {
 	char port[16], restart[16], every[32];
 	uint32_t ntasks = 0, nlocal = 0, nodeid = 0, nnodes = 0;
+	long nrestart = 0;
 	int rc = 0;
 
 	if (spank_getenv(sp, "DPTRAIN_COORDINATOR_PORT", port, sizeof(port)) !=
@@ -76,9 +85,14 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 			    "started by an srun without the dptrain plugin?");
 		return -1;
 	}
-	if (spank_getenv(sp, "SLURM_RESTART_COUNT", restart, sizeof(restart)) !=
-	    ESPANK_SUCCESS)
-		snprintf(restart, sizeof(restart), "0");
+	/* Unset on a job's first run, then 1, 2, ... after each requeue. */
+	if (spank_getenv(sp, "SLURM_RESTART_COUNT", restart, sizeof(restart)) ==
+		    ESPANK_SUCCESS &&
+	    dpt__parse_long(restart, 0, 2147483647L, &nrestart)) {
+		slurm_error("dptrain: SLURM_RESTART_COUNT='%s' is not a count",
+			    restart);
+		return -1;
+	}
 	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) ||
 	    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &nlocal) ||
 	    spank_get_item(sp, S_JOB_NODEID, &nodeid) ||
@@ -97,37 +111,90 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 		  s->requeue == DPT_REQUEUE_OFF ? "off" : "auto");
 	rc |= setf(sp, "DPTRAIN_MIN_WORKERS", "%ld", s->min_workers);
 	rc |= set(sp, "DPTRAIN_BACKEND", s->backend);
-	rc |= set(sp, "DPTRAIN_RESTART_COUNT", restart);
+	rc |= set(sp, "DPTRAIN_GPU_BIND", dpt__gpu_bind_string(s->gpu_bind));
+	rc |= setf(sp, "DPTRAIN_RESTART_COUNT", "%ld", nrestart);
 	if (s->verbose)
 		rc |= set(sp, "DPTRAIN_LOG_LEVEL", "info");
 	rc |= setf(sp, "WORLD_SIZE", "%u", ntasks);
 	rc |= setf(sp, "LOCAL_WORLD_SIZE", "%u", nlocal);
 	rc |= setf(sp, "NODE_RANK", "%u", nodeid);
 	rc |= setf(sp, "NUM_NODES", "%u", nnodes);
+
+	/*
+	 * The rest of torchrun's contract (torch.distributed.run): one worker
+	 * group per node, so the group is the node; one role, named as
+	 * torchrun names it by default, so a role rank is the global rank
+	 * (set per task). A restart is a Slurm requeue.
+	 * TORCHELASTIC_USE_AGENT_STORE stays unset: there is no agent whose
+	 * TCPStore the ranks could join, and unset is what makes env://
+	 * start its own store on rank 0.
+	 */
+	rc |= setf(sp, "GROUP_RANK", "%u", nodeid);
+	rc |= setf(sp, "GROUP_WORLD_SIZE", "%u", nnodes);
+	rc |= set(sp, "ROLE_NAME", "default");
+	rc |= setf(sp, "ROLE_WORLD_SIZE", "%u", ntasks);
+	rc |= setf(sp, "TORCHELASTIC_RESTART_COUNT", "%ld", nrestart);
+	rc |= set(sp, "TORCHELASTIC_MAX_RESTARTS",
+		  s->requeue == DPT_REQUEUE_OFF ? "0" : NO_RESTART_LIMIT);
+	/* torch.distributed.is_torchelastic_launched() is exactly "is
+	 * TORCHELASTIC_RUN_ID set", and Lightning then chooses its
+	 * TorchElasticEnvironment over its SLURMEnvironment: opt-in. */
+	if (s->torchelastic)
+		rc |= set(sp, "TORCHELASTIC_RUN_ID", s->run);
 	return rc ? -1 : 0;
 }
 
 /*
- * With GPUs from gres, slurmstepd gives every task of the node all of the
- * node's GPUs of the step. A data-parallel rank wants one: the one of its
- * local rank. When the user already bound GPUs per task (--gpus-per-task,
- * or fewer GPUs than tasks), the binding is theirs and stays.
+ * --dp-gpu-bind=rank: the task sees only the GPU of its local rank.
+ *
+ * Slurm gives every task of a node all of the node's GPUs of the step, as
+ * torchrun does, and that is the default: LOCAL_RANK picks one
+ * (torch.cuda.set_device(LOCAL_RANK)), and NCCL sees its peers' devices.
+ * Narrowing is for programs that use the first visible device and have
+ * no notion of a local rank. Where Slurm itself binds GPUs per task
+ * (--gpus-per-task, --gpu-bind: SLURMD_TRES_BIND names gpu), its binding
+ * is the more specific request and stays. A node with fewer GPUs of the
+ * step than tasks cannot give each its own: the step fails and says so,
+ * rather than have two ranks share a GPU the user believes is theirs.
  */
 static int bind_gpu(spank_t sp, int local_rank, uint32_t nlocal)
 {
-	char devs[256], *save = NULL, *tok;
-	char list[64][16];
-	int n = 0;
+	/* The user may not have asked for it: say where it came from. */
+	const char *what = dpt__plugin.user.gpu_bind_set ?
+				   "--dp-gpu-bind=rank" :
+				   "gpu_bind=rank (the site's default)";
+	char devs[2048], tres[256], *p;
+	spank_err_t e;
+	uint32_t n = 1;
 
-	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", devs, sizeof(devs)) !=
-	    ESPANK_SUCCESS)
+	e = spank_getenv(sp, "CUDA_VISIBLE_DEVICES", devs, sizeof(devs));
+	if (e == ESPANK_ENV_NOEXIST || (e == ESPANK_SUCCESS && !devs[0]))
+		return 0; /* no GPU in this step: nothing to bind */
+	if (e != ESPANK_SUCCESS) {
+		slurm_error("dptrain: %s: cannot read CUDA_VISIBLE_DEVICES: "
+			    "%s",
+			    what, spank_strerror(e));
+		return -1;
+	}
+	if (spank_getenv(sp, "SLURMD_TRES_BIND", tres, sizeof(tres)) ==
+		    ESPANK_SUCCESS &&
+	    strstr(tres, "gpu:"))
 		return 0;
-	for (tok = strtok_r(devs, ",", &save); tok && n < 64;
-	     tok = strtok_r(NULL, ",", &save))
-		snprintf(list[n++], sizeof(list[0]), "%s", tok);
-	if (n <= 1 || (uint32_t)n < nlocal || local_rank >= n)
-		return 0;
-	return set(sp, "CUDA_VISIBLE_DEVICES", list[local_rank]);
+	for (p = devs; (p = strchr(p, ',')); p++)
+		n++;
+	if (n < nlocal || local_rank < 0 || (uint32_t)local_rank >= n) {
+		slurm_error("dptrain: %s: this node runs %u tasks of the step "
+			    "but has only %u GPUs for them "
+			    "(CUDA_VISIBLE_DEVICES=%s): ask for a GPU per task "
+			    "(--gres=gpu:%u) or use --dp-gpu-bind=none",
+			    what, nlocal, n, devs, nlocal);
+		return -1;
+	}
+	p = devs;
+	for (int i = 0; i < local_rank; i++)
+		p = strchr(p, ',') + 1;
+	p[strcspn(p, ",")] = '\0';
+	return set(sp, "CUDA_VISIBLE_DEVICES", p);
 }
 
 /* The coordinator of this step, as the task reaches it. */
@@ -260,7 +327,7 @@ static int set_master(spank_t sp, const struct coord_ref *c, uint32_t global)
 	return set(sp, "MASTER_ADDR", value) || set(sp, "MASTER_PORT", space + 1);
 }
 
-int dpt__stepd_task_init(spank_t sp)
+int dpt__stepd_task_init(spank_t sp, const struct dpt__settings *s)
 {
 	struct coord_ref c;
 	uint32_t global = 0, nlocal = 0;
@@ -274,9 +341,13 @@ int dpt__stepd_task_init(spank_t sp)
 		slurm_error("dptrain: cannot read the task's ids");
 		return -1;
 	}
-	rc = setf(sp, "RANK", "%u", global) ||
-	     setf(sp, "LOCAL_RANK", "%d", local) || set_master(sp, &c, global) ||
-	     bind_gpu(sp, local, nlocal);
+	/* The GPU before the rendezvous: a task that cannot have its GPU
+	 * fails at once, not after waiting for MASTER_ADDR. */
+	rc = (s->gpu_bind == DPT_GPU_BIND_RANK &&
+	      bind_gpu(sp, local, nlocal)) ||
+	     setf(sp, "RANK", "%u", global) ||
+	     setf(sp, "ROLE_RANK", "%u", global) ||
+	     setf(sp, "LOCAL_RANK", "%d", local) || set_master(sp, &c, global);
 	explicit_bzero(&c, sizeof(c));
 	return rc ? -1 : 0;
 }

@@ -169,6 +169,24 @@ float dpt__fp16_to_float(uint16_t h)
 #define U8DIV(a, d)  ((uint8_t)((a) / (d)))
 #define I32STORE(a)  ((int32_t)(a))
 #define I64STORE(a)  ((int64_t)(a))
+/* Narrow integers accumulate in their own unsigned width (the conversion
+ * back to it after C's promotion to int wraps), so that a sum wraps the
+ * same way whether one call adds every rank's operand (shared memory) or
+ * a ring hop adds two. */
+#define I8DIV(a, d)  ((uint8_t)((int8_t)(a) / (int)(d)))
+#define I16DIV(a, d) ((uint16_t)((int16_t)(a) / (int)(d)))
+#define U16DIV(a, d) ((uint16_t)((a) / (d)))
+#define U32DIV(a, d) ((a) / (d))
+#define U64DIV(a, d) ((a) / (d))
+#define I8STORE(a)   ((int8_t)(a))
+#define I16STORE(a)  ((int16_t)(a))
+/* Booleans: a sum of truth values (LOAD gives 0 or 1, the accumulator
+ * cannot wrap below 2^32 operands) stored as "any", a logical OR whose
+ * result is 0 or 1 whatever nonzero byte the operands held. There is no
+ * average (dpt__reduce_valid). */
+#define BOOLLOAD(x)  ((uint32_t)((x) != 0))
+#define BOOLSTORE(a) ((uint8_t)((a) != 0))
+#define BOOLDIV(a, d) (a)
 
 DEFINE_REDUCE(reduce_f32, float, float, ID, ID, FDIV)
 DEFINE_REDUCE(reduce_f64, double, double, ID, ID, FDIV)
@@ -179,6 +197,12 @@ DEFINE_REDUCE(reduce_fp16, uint16_t, float, fp16_to_float, fp16_from_float,
 DEFINE_REDUCE(reduce_i32, int32_t, uint32_t, ID, I32STORE, I32DIV)
 DEFINE_REDUCE(reduce_i64, int64_t, uint64_t, ID, I64STORE, I64DIV)
 DEFINE_REDUCE(reduce_u8, uint8_t, uint8_t, ID, ID, U8DIV)
+DEFINE_REDUCE(reduce_bool, uint8_t, uint32_t, BOOLLOAD, BOOLSTORE, BOOLDIV)
+DEFINE_REDUCE(reduce_i8, int8_t, uint8_t, ID, I8STORE, I8DIV)
+DEFINE_REDUCE(reduce_i16, int16_t, uint16_t, ID, I16STORE, I16DIV)
+DEFINE_REDUCE(reduce_u16, uint16_t, uint16_t, ID, ID, U16DIV)
+DEFINE_REDUCE(reduce_u32, uint32_t, uint32_t, ID, ID, U32DIV)
+DEFINE_REDUCE(reduce_u64, uint64_t, uint64_t, ID, ID, U64DIV)
 
 void dpt__reduce(enum dpt_dtype dtype, void *dst, void *dst2,
 		 const void *const *srcs, int nsrc, size_t n, unsigned divisor)
@@ -205,10 +229,52 @@ void dpt__reduce(enum dpt_dtype dtype, void *dst, void *dst2,
 	case DPT_UINT8:
 		reduce_u8(dst, dst2, srcs, nsrc, n, divisor);
 		break;
+	case DPT_BOOL:
+		reduce_bool(dst, dst2, srcs, nsrc, n, divisor);
+		break;
+	case DPT_INT8:
+		reduce_i8(dst, dst2, srcs, nsrc, n, divisor);
+		break;
+	case DPT_INT16:
+		reduce_i16(dst, dst2, srcs, nsrc, n, divisor);
+		break;
+	case DPT_UINT16:
+		reduce_u16(dst, dst2, srcs, nsrc, n, divisor);
+		break;
+	case DPT_UINT32:
+		reduce_u32(dst, dst2, srcs, nsrc, n, divisor);
+		break;
+	case DPT_UINT64:
+		reduce_u64(dst, dst2, srcs, nsrc, n, divisor);
+		break;
+	/* A complex sum or mean is that of the real parts and of the
+	 * imaginary parts: the float kernels over twice the elements. */
+	case DPT_COMPLEX64:
+		reduce_f32(dst, dst2, srcs, nsrc, 2 * n, divisor);
+		break;
+	case DPT_COMPLEX128:
+		reduce_f64(dst, dst2, srcs, nsrc, 2 * n, divisor);
+		break;
 	}
 }
 
 int dpt__reduce_valid(enum dpt_dtype dtype, enum dpt_op op)
 {
-	return dpt_dtype_size(dtype) != 0 && (op == DPT_SUM || op == DPT_AVG);
+	if (dpt_dtype_size(dtype) == 0)
+		return 0;
+	if (dtype == DPT_BOOL)
+		return op == DPT_SUM;
+	return op == DPT_SUM || op == DPT_AVG;
+}
+
+const char *dpt__reduce_refusal(enum dpt_dtype dtype, enum dpt_op op)
+{
+	if (dpt_dtype_size(dtype) == 0)
+		return "unknown dtype";
+	if (op != DPT_SUM && op != DPT_AVG)
+		return "unknown reduction operation";
+	if (dtype == DPT_BOOL && op == DPT_AVG)
+		return "a boolean has no average: reduce it with DPT_SUM "
+		       "(logical or), or average it as uint8 or float";
+	return NULL;
 }

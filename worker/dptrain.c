@@ -24,6 +24,7 @@
 
 #include "agent.h"
 #include "comm.h"
+#include "cpu_reduce.h"
 #include "log.h"
 #include "nccl.h"
 #include "parse.h"
@@ -881,6 +882,30 @@ int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first)
 	return after(ctx, rc);
 }
 
+/* Whether the backend can reduce DTYPE with OP, said in the log when it
+ * cannot. Checked before anything is sent, on every rank alike (the
+ * answer depends on the arguments and the backend only), so that a
+ * refusal leaves the generation intact: after() does not count it as a
+ * failure. */
+static int reduce_supported(const struct dpt_ctx *ctx, enum dpt_dtype dtype,
+			    enum dpt_op op)
+{
+	const char *why = dpt__reduce_refusal(dtype, op);
+
+	if (why) {
+		dpt__error("cannot allreduce dtype %d with op %d: %s",
+			   (int)dtype, (int)op, why);
+		return DPT_EINVAL;
+	}
+	if (ctx->backend == DPT_BACKEND_NCCL &&
+	    (why = dpt__nccl_reduce_refusal(dtype))) {
+		dpt__error("cannot allreduce dtype %d with the nccl backend: %s",
+			   (int)dtype, why);
+		return DPT_ENOTSUP;
+	}
+	return 0;
+}
+
 int dpt_allreduce(struct dpt_ctx *ctx, const void *send, void *recv,
 		  size_t count, enum dpt_dtype dtype, enum dpt_op op)
 {
@@ -888,8 +913,8 @@ int dpt_allreduce(struct dpt_ctx *ctx, const void *send, void *recv,
 
 	if (!rc)
 		rc = check_buffers(send, recv, count, dtype, 1);
-	if (!rc && op != DPT_SUM && op != DPT_AVG)
-		rc = DPT_EINVAL;
+	if (!rc)
+		rc = reduce_supported(ctx, dtype, op);
 	if (rc)
 		return rc;
 	if (ctx->backend == DPT_BACKEND_NCCL)

@@ -5,9 +5,11 @@
 # NCCL backend, compiled to stubs that report DPT_ENOTSUP when configure
 # found no NCCL.
 lib_LTLIBRARIES += worker/libdptrain.la
-pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h
+pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h \
+	include/dptrain/sampler.h
 worker_libdptrain_la_SOURCES = \
 	worker/version.c \
+	worker/sampler.c worker/sampler_int.h \
 	worker/dptrain.c worker/vote.h \
 	worker/agent.c worker/agent.h \
 	worker/nccl.c worker/nccl.h
@@ -22,5 +24,8 @@ endif
 
 include $(srcdir)/worker/cpu.mk
 
-# The Python binding: ctypes over libdptrain, no compiled part.
-dist_pythonmod_DATA = worker/python/dptrain.py
+# The Python package: ctypes over libdptrain, no compiled part
+# (dptrain, dptrain.torch, dptrain.lightning; doc/python.md).
+pythonpkgdir = $(pythonmoddir)/dptrain
+dist_pythonpkg_DATA = worker/python/dptrain/__init__.py \
+	worker/python/dptrain/torch.py worker/python/dptrain/lightning.py

@@ -182,8 +182,22 @@ out:
 	return rc;
 }
 
-static int nccl_type(enum dpt_dtype dtype, ncclDataType_t *t)
+/*
+ * How NCCL performs an allreduce of COUNT elements of DTYPE with OP: its
+ * type, its element count and its operation. NCCL has no boolean, 16-bit
+ * integer or complex type: a boolean sum (a logical OR) is the maximum of
+ * bytes, as in PyTorch's NCCL process group; a complex is two floats
+ * reduced independently; 16-bit integers would need a kernel of our own
+ * and are refused (dpt__nccl_reduce_refusal). NCCL's ncclAvg of integers
+ * is the wrapped sum divided with truncation, the CPU backend's rule.
+ */
+static int reduce_type(enum dpt_dtype dtype, enum dpt_op op, size_t count,
+		       ncclDataType_t *t, size_t *n, size_t *es,
+		       ncclRedOp_t *nop)
 {
+	*n = count;
+	*es = dpt_dtype_size(dtype);
+	*nop = op == DPT_AVG ? ncclAvg : ncclSum;
 	switch (dtype) {
 	case DPT_FLOAT32:
 		*t = ncclFloat32;
@@ -206,6 +220,34 @@ static int nccl_type(enum dpt_dtype dtype, ncclDataType_t *t)
 	case DPT_UINT8:
 		*t = ncclUint8;
 		return 0;
+	case DPT_INT8:
+		*t = ncclInt8;
+		return 0;
+	case DPT_UINT32:
+		*t = ncclUint32;
+		return 0;
+	case DPT_UINT64:
+		*t = ncclUint64;
+		return 0;
+	case DPT_BOOL:
+		if (op != DPT_SUM)
+			return DPT_EINVAL;
+		*t = ncclUint8;
+		*nop = ncclMax;
+		return 0;
+	case DPT_COMPLEX64:
+		*t = ncclFloat32;
+		*n = 2 * count;
+		*es = 4;
+		return count > SIZE_MAX / 2 ? DPT_EINVAL : 0;
+	case DPT_COMPLEX128:
+		*t = ncclFloat64;
+		*n = 2 * count;
+		*es = 8;
+		return count > SIZE_MAX / 2 ? DPT_EINVAL : 0;
+	case DPT_INT16:
+	case DPT_UINT16:
+		return DPT_ENOTSUP;
 	}
 	return DPT_EINVAL;
 }
@@ -224,12 +266,11 @@ enum coll { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER };
 
 static ncclResult_t enqueue(struct dpt__nccl_comm *c, enum coll k,
 			    const void *send, void *recv, size_t count,
-			    ncclDataType_t t, enum dpt_op op, int root)
+			    ncclDataType_t t, ncclRedOp_t op, int root)
 {
 	switch (k) {
 	case COLL_ALLREDUCE:
-		return ncclAllReduce(send, recv, count, t,
-				     op == DPT_AVG ? ncclAvg : ncclSum, c->comm,
+		return ncclAllReduce(send, recv, count, t, op, c->comm,
 				     c->stream);
 	case COLL_BROADCAST:
 		return ncclBroadcast(send, recv, count, t, root, c->comm,
@@ -254,24 +295,22 @@ static bool host_memory(const void *p)
 	       a.type == cudaMemoryTypeHost;
 }
 
-/* One collective. NCCL moves device memory only; host buffers (the
- * checkpoint commit's fragments and results, a few KiB) are staged
- * through a device buffer allocated for the call. */
+/* One collective of COUNT elements of NCCL type T (ES bytes each). NCCL
+ * moves device memory only; host buffers (the checkpoint commit's
+ * fragments and results, a few KiB) are staged through a device buffer
+ * allocated for the call. */
 static int collective(struct dpt__nccl_comm *c, enum coll k, const void *send,
-		      void *recv, size_t count, enum dpt_dtype dtype,
-		      enum dpt_op op, int root)
+		      void *recv, size_t count, ncclDataType_t t, size_t es,
+		      ncclRedOp_t op, int root)
 {
-	size_t in = count * dpt_dtype_size(dtype);
+	size_t in = count * es;
 	size_t out = k == COLL_ALLGATHER ? in * (size_t)c->world : in;
-	ncclDataType_t t;
 	cudaError_t e;
 	char *dev;
 	int rc;
 
 	if (c->dead)
 		return DPT_EGENERATION;
-	if (nccl_type(dtype, &t))
-		return DPT_EINVAL;
 	if (in == 0 || (!host_memory(send) && !host_memory(recv)))
 		return finish(c, enqueue(c, k, send, recv, count, t, op, root));
 	e = cudaMalloc((void **)&dev, in + out);
@@ -304,20 +343,32 @@ int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
 			void *recv, size_t count, enum dpt_dtype dtype,
 			enum dpt_op op)
 {
-	return collective(c, COLL_ALLREDUCE, send, recv, count, dtype, op, 0);
+	ncclDataType_t t;
+	ncclRedOp_t nop;
+	size_t n, es;
+	int rc = reduce_type(dtype, op, count, &t, &n, &es, &nop);
+
+	if (rc)
+		return rc;
+	return collective(c, COLL_ALLREDUCE, send, recv, n, t, es, nop, 0);
 }
 
+/* Broadcast and allgather move bytes: every dtype is COUNT times its size
+ * in bytes of ncclUint8, which is also how the dtypes that NCCL lacks
+ * travel. */
 int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
 			enum dpt_dtype dtype, int root)
 {
-	return collective(c, COLL_BROADCAST, buf, buf, count, dtype, DPT_SUM,
+	return collective(c, COLL_BROADCAST, buf, buf,
+			  count * dpt_dtype_size(dtype), ncclUint8, 1, ncclSum,
 			  root);
 }
 
 int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
 			void *recv, size_t count, enum dpt_dtype dtype)
 {
-	return collective(c, COLL_ALLGATHER, send, recv, count, dtype, DPT_SUM,
+	return collective(c, COLL_ALLGATHER, send, recv,
+			  count * dpt_dtype_size(dtype), ncclUint8, 1, ncclSum,
 			  0);
 }
 
@@ -394,3 +445,11 @@ void dpt__nccl_comm_destroy(struct dpt__nccl_comm **c)
 }
 
 #endif
+
+const char *dpt__nccl_reduce_refusal(enum dpt_dtype dtype)
+{
+	if (dtype == DPT_INT16 || dtype == DPT_UINT16)
+		return "nccl has no 16-bit integer type: reduce the values as "
+		       "int32 (widened), or use the cpu backend";
+	return NULL;
+}

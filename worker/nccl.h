@@ -44,7 +44,10 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 		       int local_rank, int timeout_ms, atomic_int *abort);
 
 /* Collectives: 0, DPT_EGENERATION (aborted), DPT_EPEERLOST (NCCL reported
- * a remote or network error), DPT_ENCCL, DPT_ECUDA. SEND may equal RECV;
+ * a remote or network error), DPT_ENCCL, DPT_ECUDA; allreduce also
+ * DPT_ENOTSUP for a dtype that dpt__nccl_reduce_refusal names and
+ * DPT_EINVAL for DPT_AVG of DPT_BOOL (dpt_allreduce refuses both before
+ * calling). Broadcast and allgather take every dtype. SEND may equal RECV;
  * for allgather, in place means SEND == RECV + rank * COUNT elements. */
 int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
 			void *recv, size_t count, enum dpt_dtype dtype,
@@ -53,6 +56,11 @@ int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
 			enum dpt_dtype dtype, int root);
 int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
 			void *recv, size_t count, enum dpt_dtype dtype);
+
+/* Why NCCL cannot allreduce DTYPE (a static string for a log message),
+ * or NULL when it can: DPT_INT16 and DPT_UINT16 have no NCCL type. The
+ * same answer in builds without NCCL. */
+const char *dpt__nccl_reduce_refusal(enum dpt_dtype dtype);
 
 /* Finalize (or, after a failure, abort) and free; accepts NULL; nulls *C. */
 void dpt__nccl_comm_destroy(struct dpt__nccl_comm **c);

@@ -4,6 +4,10 @@ Run it with `srun -N 2 -n 4 --dp-train python3 train_ddp.py`: the plugin
 exports RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, so
 init_method="env://" needs nothing else. It fits y = 3x - 2 with noise on
 data that each rank draws for itself, and prints the loss every 20 steps.
+
+With GPUs (`--gres=gpu:N`, one task per GPU) it uses NCCL, and each rank
+takes the GPU of its LOCAL_RANK among the node's GPUs, which every task
+sees, as under torchrun.
 """
 import os
 import sys
@@ -13,6 +17,15 @@ import torch.distributed as dist
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 100
 backend = "nccl" if torch.cuda.is_available() else "gloo"
+if backend == "nccl":
+    # Every GPU of the node is visible and LOCAL_RANK picks one; modulo
+    # the visible devices, so that one GPU per task (srun --dp-gpu-bind=rank)
+    # works too. Set before the process group: NCCL binds to it.
+    local_rank = int(os.environ["LOCAL_RANK"])
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+else:
+    device = torch.device("cpu")
 dist.init_process_group(backend, init_method="env://")
 rank, world = dist.get_rank(), dist.get_world_size()
 if rank == 0:
@@ -21,10 +34,12 @@ if rank == 0:
           f"run={os.environ.get('DPTRAIN_RUN', '?')}", flush=True)
 
 torch.manual_seed(1234 + rank)
-model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
+model = torch.nn.Linear(1, 1).to(device)
+model = torch.nn.parallel.DistributedDataParallel(
+    model, device_ids=[device] if device.type == "cuda" else None)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 for step in range(1, steps + 1):
-    x = torch.rand(64, 1) * 2 - 1
+    x = torch.rand(64, 1, device=device) * 2 - 1
     y = 3 * x - 2 + 0.01 * torch.randn_like(x)
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()

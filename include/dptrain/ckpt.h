@@ -252,6 +252,61 @@ DPT_EXPORT int dpt_ckpt_step(struct dpt_ckpt *ck,
 			     const struct dpt_ckpt_meta *meta, int *stop,
 			     int *saved);
 
+/* What dpt_ckpt_poll says is due (bits of *DUE). */
+#define DPT_CKPT_DUE_SAVE 0x1u /* save this step now */
+#define DPT_CKPT_DUE_STOP 0x2u /* save it, wait for the commit, stop */
+
+/*
+ * dpt_ckpt_poll - the decision half of dpt_ckpt_step, for callers that
+ * build what they save only when a save is due (the Python binding's
+ * state dicts): one vote through the coordinator, then the commit of the
+ * save in flight when every rank's shard is written, then *DUE (0 or
+ * DPT_CKPT_DUE_* bits) says whether this step must be saved (a periodic
+ * checkpoint, --dp-ckpt-every=Nsteps when STEP is a multiple of N, the
+ * stop) and whether the program must stop after that save has been
+ * waited for. Every rank gets the same *DUE; it is set also when the
+ * commit failed. Returns 0, DPT_EINVAL, the vote's error (as
+ * dpt_barrier) or the commit's (as dpt_ckpt_wait).
+ */
+DPT_EXPORT int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step,
+			     unsigned *due);
+
+/* One tensor of a committed step (dpt_ckpt_inspect). */
+struct dpt_ckpt_entry {
+	const char *name;
+	enum dpt_dtype dtype;
+	int ndim;
+	const uint64_t *shape; /* the global shape, NDIM extents */
+};
+
+/* What a committed step holds. Pointers are owned by the checkpoint
+ * object and valid until the next dpt_ckpt_inspect or dpt_ckpt_destroy. */
+struct dpt_ckpt_contents {
+	uint64_t step;
+	uint64_t sample_cursor;
+	uint32_t world_size; /* the world size the step was written with */
+	size_t ntensors;
+	const struct dpt_ckpt_entry *tensors;
+	const void *rng;
+	size_t rng_len;
+	const void *user;
+	size_t user_len;
+};
+
+/*
+ * dpt_ckpt_inspect - what the newest committed step at or below STEP
+ * (DPT_CKPT_LATEST: the newest) holds, read from its manifest without
+ * reading a shard: the tensors' names, dtypes and global shapes and the
+ * blobs of its meta, so that a program can allocate and register what it
+ * loads (state created lazily, like an optimizer's) or say exactly how
+ * its own state differs. A step whose manifest is damaged is skipped for
+ * the one before. Collective: rank 0 reads, every rank receives the same
+ * answer. Returns 0, DPT_ENOENT (no committed step), DPT_EINVAL, or the
+ * storage's or the collective's error.
+ */
+DPT_EXPORT int dpt_ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
+				struct dpt_ckpt_contents *out);
+
 /* What dpt_ckpt_load found. Pointers are owned by the checkpoint object
  * and valid until the next load or its destruction. */
 struct dpt_ckpt_info {
@@ -275,9 +330,11 @@ struct dpt_ckpt_info {
  * rank). Device tensors are filled by copies from pinned staging buffers
  * that are complete when it returns; no work on the device may use them
  * meanwhile. INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
- * or below STEP), or the error of the newest step tried when none was
- * usable (DPT_ECORRUPT, DPT_EINVAL: the registration does not match,
- * DPT_ECUDA: a copy to a device tensor failed),
+ * or below STEP), DPT_EMISMATCH (a registered tensor is not in the step,
+ * or with another dtype or shape: logged with both; older steps are not
+ * tried, a mismatch is not damage), or the error of the newest step tried
+ * when none was usable (DPT_ECORRUPT, DPT_ECUDA: a copy to a device
+ * tensor failed),
  * DPT_EBUSY (a save is in flight: dpt_ckpt_wait first) or a collective's
  * error. On error the tensors may hold parts of any step tried.
  */

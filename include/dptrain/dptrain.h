@@ -1,7 +1,7 @@
 /*
  * libdptrain: ranks, collectives and sharded checkpoints for data-parallel
  * training programs started with `srun --dp-train`. The checkpoint API is
- * in <dptrain/ckpt.h>.
+ * in <dptrain/ckpt.h>, the elastic sampler in <dptrain/sampler.h>.
  */
 #ifndef DPTRAIN_DPTRAIN_H
 #define DPTRAIN_DPTRAIN_H
@@ -16,7 +16,11 @@ extern "C" {
 #endif
 
 /* Element types of collectives and checkpointed tensors. The numbers are
- * part of the wire and file formats: never renumber. */
+ * part of the wire and file formats (and of the Python binding, which
+ * passes them through ctypes): append, never renumber. Multi-byte types
+ * are little endian in checkpoints. DPT_BOOL is one byte holding 0 or 1
+ * (C's bool, torch.bool); the complex types are a real and an imaginary
+ * part back to back (C's float complex and double complex). */
 enum dpt_dtype {
 	DPT_FLOAT32 = 0,
 	DPT_FLOAT64 = 1,
@@ -25,6 +29,14 @@ enum dpt_dtype {
 	DPT_INT32 = 4,
 	DPT_INT64 = 5,
 	DPT_UINT8 = 6,
+	DPT_BOOL = 7,
+	DPT_INT8 = 8,
+	DPT_INT16 = 9,
+	DPT_UINT16 = 10,
+	DPT_UINT32 = 11,
+	DPT_UINT64 = 12,
+	DPT_COMPLEX64 = 13,  /* two float32 */
+	DPT_COMPLEX128 = 14, /* two float64 */
 };
 
 /* Reduction operations. DPT_AVG is the sum divided by the world size. */
@@ -34,7 +46,8 @@ enum dpt_op {
 };
 
 /*
- * dpt_dtype_size - bytes per element of DTYPE.
+ * dpt_dtype_size - bytes per element of DTYPE (a complex element counts
+ * as one: 8 bytes for DPT_COMPLEX64, 16 for DPT_COMPLEX128).
  * Returns 0 for an unknown dtype.
  */
 DPT_EXPORT size_t dpt_dtype_size(enum dpt_dtype dtype);
@@ -178,32 +191,53 @@ DPT_EXPORT void dpt_request_stop(struct dpt_ctx *ctx);
 
 /*
  * dpt_allreduce - RECV = the sum (DPT_SUM) or the mean (DPT_AVG) of every
- * rank's SEND, element-wise, for COUNT elements of DTYPE (DPT_FLOAT32,
- * DPT_FLOAT64, DPT_BFLOAT16 and DPT_FLOAT16; the integer types are
- * accepted by the CPU backend and NCCL too). SEND may equal RECV (in
- * place). Buffers are host memory with the CPU backend, device memory
- * with NCCL (host memory is accepted too and staged through a device
- * buffer, a copy each way: for small buffers); the caller owns them.
+ * rank's SEND, element-wise, for COUNT elements of DTYPE. SEND may equal
+ * RECV (in place). Buffers are host memory with the CPU backend, device
+ * memory with NCCL (host memory is accepted too and staged through a
+ * device buffer, a copy each way: for small buffers); the caller owns
+ * them.
+ *
+ * What each dtype means:
+ * - floating types: the sum, or the sum divided by the world size; the
+ *   16-bit types are added in float32 (CPU backend) and rounded back;
+ * - integer types: the sum wraps around in the element type (modulo 2^bits,
+ *   as in C's unsigned arithmetic); DPT_AVG is that sum divided by the
+ *   world size, truncated toward zero;
+ * - complex types: the real and imaginary parts are reduced as the
+ *   matching float type (a complex sum, a complex mean);
+ * - DPT_BOOL: DPT_SUM is a logical OR (1 where any rank has a nonzero
+ *   byte, as PyTorch's all_reduce does on torch.bool); DPT_AVG has no
+ *   boolean meaning and is refused with DPT_EINVAL. NCCL computes the
+ *   OR as the largest byte, which is 0 or 1 when the inputs are (the CPU
+ *   backend gives 1 for any nonzero byte).
+ * The NCCL backend has no 16-bit integer type: DPT_INT16 and DPT_UINT16
+ * reductions are refused there with DPT_ENOTSUP (broadcast and allgather
+ * move them); everything else is as above.
  *
  * Returns 0; DPT_EPEERLOST (a peer vanished: the coordinator is told) or
  * DPT_EGENERATION (the coordinator ended the generation): call
  * dpt_rejoin, then repeat the step; DPT_ECOORDLOST: the job is over for
- * this worker; DPT_EINVAL for bad arguments.
+ * this worker; DPT_EINVAL for bad arguments (the log says which: an
+ * unknown dtype or op, DPT_AVG of DPT_BOOL); DPT_ENOTSUP for a reduction
+ * that the backend cannot perform (above). The generation goes on after
+ * DPT_EINVAL and DPT_ENOTSUP: nothing was sent.
  */
 DPT_EXPORT int dpt_allreduce(struct dpt_ctx *ctx, const void *send,
 			     void *recv, size_t count, enum dpt_dtype dtype,
 			     enum dpt_op op);
 
 /*
- * dpt_broadcast - copy ROOT's BUF (COUNT elements of DTYPE) into BUF on
- * every rank. Returns as dpt_allreduce.
+ * dpt_broadcast - copy ROOT's BUF (COUNT elements of DTYPE, any dtype:
+ * the bytes are moved as they are) into BUF on every rank. Returns as
+ * dpt_allreduce.
  */
 DPT_EXPORT int dpt_broadcast(struct dpt_ctx *ctx, void *buf, size_t count,
 			     enum dpt_dtype dtype, int root);
 
 /*
  * dpt_allgather - RECV (world size * COUNT elements) receives every
- * rank's SEND (COUNT elements) at rank * COUNT. In place when SEND points
+ * rank's SEND (COUNT elements, any dtype: bytes moved as they are) at
+ * rank * COUNT. In place when SEND points
  * at RECV + rank * COUNT elements. Returns as dpt_allreduce.
  */
 DPT_EXPORT int dpt_allgather(struct dpt_ctx *ctx, const void *send,

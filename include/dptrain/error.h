@@ -44,7 +44,8 @@ extern "C" {
 	XX(ECUDA, 21, "cuda call failed")                                      \
 	XX(ES3, 22, "s3 request failed")                                       \
 	XX(ECLOSED, 23, "connection closed")                                   \
-	XX(ETOOBIG, 24, "message or value too large")
+	XX(ETOOBIG, 24, "message or value too large")                          \
+	XX(EMISMATCH, 25, "the checkpoint does not hold the registered tensors")
 
 enum dpt_error {
 	DPT_OK = 0,

@@ -432,6 +432,44 @@ static void check_all(struct run *w, const struct ref *f, size_t count,
 
 /* ------------------------------------------------------------ main */
 
+/*
+ * The boolean reductions through the public API: DPT_AVG is refused with
+ * DPT_EINVAL before anything is sent (the generation goes on: the caller
+ * checks that the next collectives work), and DPT_SUM is a logical or
+ * whose result is 0 or 1 even from bytes other than 1. Element I is true
+ * on rank I % (WORLD + 1) only, with the byte 2 or 0xff.
+ */
+static void check_bool(struct run *w)
+{
+	enum { N = 1021 };
+	uint8_t *in = w->a, *out = w->b;
+	const char *why = NULL;
+	int rc;
+
+	rc = dpt_allreduce(w->ctx, in, out, N, DPT_BOOL, DPT_AVG);
+	checks++;
+	if (rc != DPT_EINVAL)
+		failures++;
+	printf("check refuse-bool-avg %s\n",
+	       rc == DPT_EINVAL ? "ok" : dpt_err_name(rc));
+	for (size_t i = 0; i < N; i++)
+		in[i] = i % (size_t)(w->world + 1) == (size_t)w->rank ?
+				(i % 2 ? 2 : 0xff) :
+				0;
+	memset(out, GARBAGE, N);
+	rc = dpt_allreduce(w->ctx, in, out, N, DPT_BOOL, DPT_SUM);
+	if (rc)
+		why = dpt_err_name(rc);
+	for (size_t i = 0; !why && i < N; i++)
+		if (out[i] != (i % (size_t)(w->world + 1) < (size_t)w->world))
+			why = "wrong element";
+	checks++;
+	if (why)
+		failures++;
+	printf("check bool-or %s\n", why ? why : "ok");
+	fflush(stdout);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: api [--coordinator EP --secret HEX --backend B "
@@ -523,6 +561,7 @@ int main(int argc, char **argv)
 			check_all(&w, &f, counts[c], 1);
 		check_all(&w, &f, (size_t)big / f.es, 0);
 	}
+	check_bool(&w);
 	rc = dpt_barrier(w.ctx);
 	if (rc) {
 		printf("FAIL dpt_barrier: %s\n", dpt_err_name(rc));

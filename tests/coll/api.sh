@@ -6,7 +6,9 @@
 # worker checks allreduce (sum, average), broadcast and allgather, in
 # place and out of place, for float32, float64, bfloat16 and float16, from
 # 1 element to 64 MiB, counts that are no multiple of the world size
-# included, exactly against a reference it computes itself.
+# included, exactly against a reference it computes itself; then a
+# boolean allreduce: the average refused with a logged reason, the
+# generation going on, the sum a logical or.
 #
 # One machine plays several nodes: a worker's node is its SLURM_NODEID (or
 # --node), so the layouts below cover shared memory alone, the TCP ring
@@ -33,7 +35,7 @@ layouts=(
 	"options 0:1 1:0 0:0"
 	"env 1:0 0:0 1:1 0:1"
 )
-plan $((${#layouts[@]} * 7))
+plan $((${#layouts[@]} * 8))
 
 dir=$(dpt_state_dir coll) || exit 1
 secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
@@ -128,6 +130,16 @@ run_layout() { # MODE NODE:LOCAL...
 		ok "$([ -z "$bad" ]; echo $?)" "$what: $coll exact ($per_collective checks per worker)" ||
 			diag "$bad"
 	done
+
+	bad=""
+	for k in "${!pids[@]}"; do
+		grep -q '^check refuse-bool-avg ok$' "$log.$k.out" &&
+			grep -q '^check bool-or ok$' "$log.$k.out" &&
+			grep -q 'cannot allreduce dtype 7 with op 1: a boolean has no average' "$log.$k.err" ||
+			bad+="worker $k: $(grep -h 'bool' "$log.$k.out" "$log.$k.err")"$'\n'
+	done
+	ok "$([ -z "$bad" ]; echo $?)" "$what: bool avg refused with its reason, bool sum a logical or" ||
+		diag "$bad"
 
 	bad=""
 	for k in "${!pids[@]}"; do

@@ -15,11 +15,11 @@ tests_coll_test_coll_fail_LDADD = $(COLL_LDADD)
 tests_coll_test_coll_LDFLAGS = -no-install
 tests_coll_test_coll_fail_LDFLAGS = -no-install
 
-# The reduction kernels' unit test sits with the other unit tests but is
-# registered here, with the rest of the CPU backend's tests.
+# The reduction kernels' unit test sits with the other unit tests and is
+# one of them (UNIT_TESTS: `make check-unit`, the sanitizer pass), but is
+# built here, with the rest of the CPU backend's tests.
 if HAVE_CMOCKA
-check_PROGRAMS += tests/unit/test_cpu_reduce
-TESTS += tests/unit/test_cpu_reduce
+UNIT_TESTS += tests/unit/test_cpu_reduce
 tests_unit_test_cpu_reduce_SOURCES = tests/unit/test_cpu_reduce.c
 tests_unit_test_cpu_reduce_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_cpu_reduce_LDADD = worker/libdptcpu.la worker/libdptrain.la \

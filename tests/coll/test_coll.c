@@ -63,17 +63,21 @@ static const struct config configs[] = {
     {8, {0, 0, 0, 1, 1, 2, 2, 3}, 0, 100003},
 };
 
-static const enum dpt_dtype dtypes[] = {DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16,
-					DPT_FLOAT16, DPT_INT32,	  DPT_INT64,
-					DPT_UINT8};
+static const enum dpt_dtype dtypes[] = {
+    DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16, DPT_FLOAT16,   DPT_INT32,
+    DPT_INT64,	 DPT_UINT8,   DPT_BOOL,	    DPT_INT8,	   DPT_INT16,
+    DPT_UINT16,	 DPT_UINT32,  DPT_UINT64,   DPT_COMPLEX64, DPT_COMPLEX128};
 
 static const char *dtype_name(enum dpt_dtype dt)
 {
-	static const char *const names[] = {"float32", "float64", "bfloat16",
-					    "float16", "int32",	  "int64",
-					    "uint8"};
+	static const char *const names[] = {
+	    "float32", "float64", "bfloat16", "float16",   "int32",
+	    "int64",   "uint8",	  "bool",     "int8",	   "int16",
+	    "uint16",  "uint32",  "uint64",   "complex64", "complex128"};
 	return names[dt];
 }
+
+#define MAX_ES 16 /* bytes of the largest element (complex128) */
 
 /* ------------------------------------------------------------ checks */
 
@@ -143,7 +147,9 @@ static uint8_t input_u8(int r, size_t i, int seed)
 
 #define VBLOCK 4096 /* elements verified at a time */
 
-/* OUT[k] = V[k] (for uint8: B[k]) as DTYPE, for K < N. */
+/* OUT[k] = V[k] (for uint8 and int8: B[k]; for bool: B[k] where V[k] is
+ * 3 or more, so that a few ranks are true and true is not always 1; for
+ * complex: V[k] - 2V[k]i) as DTYPE, for K < N. */
 static void store(enum dpt_dtype dt, void *out, const int64_t *v,
 		  const uint8_t *b, size_t n)
 {
@@ -170,7 +176,29 @@ static void store(enum dpt_dtype dt, void *out, const int64_t *v,
 			((int64_t *)out)[k] = v[k];
 			break;
 		case DPT_UINT8:
+		case DPT_INT8:
 			((uint8_t *)out)[k] = b[k];
+			break;
+		case DPT_BOOL:
+			((uint8_t *)out)[k] = v[k] >= 3 ? (uint8_t)(b[k] | 1) : 0;
+			break;
+		case DPT_INT16:
+		case DPT_UINT16:
+			((uint16_t *)out)[k] = (uint16_t)v[k];
+			break;
+		case DPT_UINT32:
+			((uint32_t *)out)[k] = (uint32_t)v[k];
+			break;
+		case DPT_UINT64:
+			((uint64_t *)out)[k] = (uint64_t)v[k];
+			break;
+		case DPT_COMPLEX64:
+			((float *)out)[2 * k] = (float)v[k];
+			((float *)out)[2 * k + 1] = (float)(-2 * v[k]);
+			break;
+		case DPT_COMPLEX128:
+			((double *)out)[2 * k] = (double)v[k];
+			((double *)out)[2 * k + 1] = (double)(-2 * v[k]);
 			break;
 		}
 	}
@@ -212,7 +240,7 @@ struct expect {
 static void expected(const struct expect *e, size_t i0, size_t n, void *out)
 {
 	int64_t s[VBLOCK];
-	uint8_t b[VBLOCK];
+	uint8_t b[VBLOCK], any[VBLOCK];
 
 	if (e->rank >= 0) {
 		inputs(e->dt, out, e->rank, i0, n, e->seed);
@@ -220,11 +248,18 @@ static void expected(const struct expect *e, size_t i0, size_t n, void *out)
 	}
 	memset(s, 0, n * sizeof(s[0]));
 	memset(b, 0, n);
+	memset(any, 0, n);
 	for (int r = 0; r < e->world; r++)
 		for (size_t k = 0; k < n; k++) {
 			s[k] += input(r, i0 + k, e->seed);
 			b[k] = (uint8_t)(b[k] + input_u8(r, i0 + k, e->seed));
+			any[k] |= input(r, i0 + k, e->seed) >= 3;
 		}
+	if (e->dt == DPT_BOOL) {
+		/* A logical or: exactly 1 where any rank is true. */
+		memcpy(out, any, n);
+		return;
+	}
 	if (e->op == DPT_SUM) {
 		store(e->dt, out, s, b, n);
 		return;
@@ -256,6 +291,37 @@ static void expected(const struct expect *e, size_t i0, size_t n, void *out)
 		case DPT_UINT8:
 			((uint8_t *)out)[k] = (uint8_t)(b[k] / e->world);
 			break;
+		case DPT_INT8:
+			((int8_t *)out)[k] = (int8_t)((int8_t)b[k] / e->world);
+			break;
+		case DPT_INT16:
+			((int16_t *)out)[k] = (int16_t)(s[k] / e->world);
+			break;
+		case DPT_UINT16:
+			/* The sum wraps first (negative inputs are large). */
+			((uint16_t *)out)[k] =
+			    (uint16_t)((uint16_t)s[k] / (unsigned)e->world);
+			break;
+		case DPT_UINT32:
+			((uint32_t *)out)[k] =
+			    (uint32_t)s[k] / (uint32_t)e->world;
+			break;
+		case DPT_UINT64:
+			((uint64_t *)out)[k] =
+			    (uint64_t)s[k] / (uint64_t)e->world;
+			break;
+		case DPT_COMPLEX64:
+			((float *)out)[2 * k] = f;
+			((float *)out)[2 * k + 1] =
+			    (float)(-2 * s[k]) / (float)e->world;
+			break;
+		case DPT_COMPLEX128:
+			((double *)out)[2 * k] = (double)s[k] / (double)e->world;
+			((double *)out)[2 * k + 1] =
+			    (double)(-2 * s[k]) / (double)e->world;
+			break;
+		case DPT_BOOL:
+			break;
 		}
 	}
 }
@@ -265,7 +331,7 @@ static void compare(struct ctx *x, const struct expect *e, const void *got,
 		    size_t n, const char *what)
 {
 	size_t es = dpt_dtype_size(e->dt);
-	uint64_t want[VBLOCK];
+	uint64_t want[VBLOCK * MAX_ES / sizeof(uint64_t)];
 
 	for (size_t i = 0; i < n; i += VBLOCK) {
 		size_t m = n - i < VBLOCK ? n - i : VBLOCK;
@@ -279,8 +345,10 @@ static void compare(struct ctx *x, const struct expect *e, const void *got,
 
 			if (!memcmp(g + k * es, (char *)want + k * es, es))
 				continue;
-			memcpy(&gv, g + k * es, es);
-			memcpy(&wv, (char *)want + k * es, es);
+			/* The first 8 bytes (the real part of a
+			 * complex128). */
+			memcpy(&gv, g + k * es, es < 8 ? es : 8);
+			memcpy(&wv, (char *)want + k * es, es < 8 ? es : 8);
 			fail(x,
 			     "%s: element %zu of %zu is 0x%" PRIx64
 			     ", want 0x%" PRIx64,
@@ -362,7 +430,12 @@ static void check_allreduce(struct ctx *x, enum dpt_dtype dt)
 
 	begin(x, "allreduce %s", dtype_name(dt));
 	counts_for(x, counts, &nc);
-	for (int op = DPT_SUM; op <= DPT_AVG; op++)
+	/* A boolean has a sum (a logical or) and no average: refused
+	 * before anything is sent, so the ranks go on in step. */
+	if (dt == DPT_BOOL &&
+	    dpt__cpu_allreduce(x->c, x->a, x->b, 1, dt, DPT_AVG) != DPT_EINVAL)
+		fail(x, "avg of bool was not refused with DPT_EINVAL");
+	for (int op = DPT_SUM; op <= (dt == DPT_BOOL ? DPT_SUM : DPT_AVG); op++)
 		for (int i = 0; i < nc; i++)
 			for (int in_place = 0; in_place < 2; in_place++)
 				allreduce_case(x, dt, (enum dpt_op)op,
@@ -505,10 +578,10 @@ static int rank_main(struct dpt__cpu_comm *c, int rank, void *arg)
 
 	/* A hang must fail the test, not the harness's patience. */
 	alarm(120);
-	x.a = arena(a->cfg->big ? BIG : x.large * 8);
-	x.b = arena(a->cfg->big && BIG > x.large * 8 * (size_t)x.world
+	x.a = arena(a->cfg->big ? BIG : x.large * MAX_ES);
+	x.b = arena(a->cfg->big && BIG > x.large * MAX_ES * (size_t)x.world
 			? BIG
-			: x.large * 8 * (size_t)x.world);
+			: x.large * MAX_ES * (size_t)x.world);
 	if (!x.a || !x.b)
 		return 1;
 	begin(&x, "connected, nothing left in /dev/shm");

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The Python binding (worker/python/dptrain.py) with Debian's python3-torch
+# The Python binding (worker/python/dptrain/) with Debian's python3-torch
 # on the real test cluster: collectives of torch tensors and numpy arrays
 # under srun -N 2 -n 4 --dp-train, a checkpoint saved by 4 ranks and
 # loaded resharded by 3, a run without a checkpoint, and a clear error when

@@ -1,3 +1,7 @@
 # The Python binding with Debian's python3-torch on the real test cluster.
-TESTS += tests/python/binding.sh
-EXTRA_DIST += tests/python/binding.sh tests/python/worker.py
+TESTS += tests/python/binding.sh tests/python/torch.sh tests/python/fmnist.sh \
+	tests/python/lightning.sh tests/python/preempt.sh
+EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
+	tests/python/torch.sh tests/python/torch_worker.py \
+	tests/python/fmnist.sh tests/python/fmnist_check.py \
+	tests/python/lightning.sh tests/python/lightning_fit.py tests/python/preempt.sh

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The task environment of a --dp-train step: the rank contract PyTorch and
-# Lightning read, GPUs bound by local rank, one coordinator per step (two
+# Lightning read, every GPU of the node visible, one coordinator per step (two
 # steps on one node get their own coordinator and MASTER_PORT), and no
 # coordinator left after the step, also when srun is killed.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -34,7 +34,8 @@ rank0_node=$(grep ' rank=0 ' <<<"$out" | grep -o 'node=[^ ]*' | cut -d= -f2)
 [ "$(wc -l <<<"$masters")" = 1 ] && [[ "$masters" =~ ^[0-9.]+:[0-9]+$ ]] && [ "$rank0_node" = n1 ]
 ok $? "one MASTER_ADDR:MASTER_PORT for all ranks ($masters), rank 0 on n1" || diag "$out"
 is "$(grep node=n1 <<<"$out" | grep -o ' gpu=[0-9,]*' | sort | tr '\n' ' ')" \
-	" gpu=0  gpu=1  gpu=2  gpu=3 " "each task sees the GPU of its local rank"
+	" gpu=0,1,2,3  gpu=0,1,2,3  gpu=0,1,2,3  gpu=0,1,2,3 " \
+	"each task sees every GPU of its node, as under torchrun (tests/spank/gpus.sh: binding)"
 is "$(field restart | sort -u)" "0" "DPTRAIN_RESTART_COUNT=0 on the first run"
 is "$(coordinators)" "" "no coordinator is left after the step"
 

@@ -2,6 +2,8 @@
 TESTS += \
 	tests/spank/options.sh \
 	tests/spank/env.sh \
+	tests/spank/gpus.sh \
+	tests/spank/torchrun.sh \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
@@ -9,6 +11,8 @@ TESTS += \
 EXTRA_DIST += \
 	tests/spank/options.sh \
 	tests/spank/env.sh \
+	tests/spank/gpus.sh \
+	tests/spank/torchrun.sh \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \

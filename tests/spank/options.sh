@@ -19,7 +19,8 @@ plan 17
 # 1. Every option is in srun --help.
 help=$(timed srun --help 2>&1)
 missing=
-for o in dp-train dp-ckpt dp-ckpt-every dp-keep dp-grace dp-requeue dp-min-workers dp-backend dp-verbose; do
+for o in dp-train dp-ckpt dp-ckpt-every dp-keep dp-grace dp-requeue dp-min-workers dp-backend dp-verbose \
+	dp-gpu-bind dp-torchelastic; do
 	grep -q -- "--$o" <<<"$help" || missing="$missing --$o"
 done
 is "$missing" "" "srun --help lists every --dp-* option"

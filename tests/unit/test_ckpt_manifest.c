@@ -282,6 +282,122 @@ static void safetensors_header(void **state)
 	dpt__manifest_release(&m);
 }
 
+/* Every dtype has a manifest name that parses back to it, a safetensors
+ * name and a size; the numbers are those of the format's table. */
+static void every_dtype_named(void **state)
+{
+	static const struct {
+		enum dpt_dtype dt;
+		int number;
+		const char *name, *st;
+		size_t size;
+	} table[] = {
+	    {DPT_FLOAT32, 0, "float32", "F32", 4},
+	    {DPT_FLOAT64, 1, "float64", "F64", 8},
+	    {DPT_BFLOAT16, 2, "bfloat16", "BF16", 2},
+	    {DPT_FLOAT16, 3, "float16", "F16", 2},
+	    {DPT_INT32, 4, "int32", "I32", 4},
+	    {DPT_INT64, 5, "int64", "I64", 8},
+	    {DPT_UINT8, 6, "uint8", "U8", 1},
+	    {DPT_BOOL, 7, "bool", "BOOL", 1},
+	    {DPT_INT8, 8, "int8", "I8", 1},
+	    {DPT_INT16, 9, "int16", "I16", 2},
+	    {DPT_UINT16, 10, "uint16", "U16", 2},
+	    {DPT_UINT32, 11, "uint32", "U32", 4},
+	    {DPT_UINT64, 12, "uint64", "U64", 8},
+	    {DPT_COMPLEX64, 13, "complex64", "C64", 8},
+	    {DPT_COMPLEX128, 14, "complex128", "F64", 16},
+	};
+	enum dpt_dtype dt;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		assert_int_equal((int)table[i].dt, table[i].number);
+		assert_string_equal(dpt__dtype_name(table[i].dt), table[i].name);
+		assert_string_equal(dpt__dtype_safetensors(table[i].dt),
+				    table[i].st);
+		assert_int_equal(dpt_dtype_size(table[i].dt), table[i].size);
+		assert_int_equal(dpt__dtype_parse(table[i].name, &dt), 0);
+		assert_int_equal(dt, table[i].dt);
+		assert_int_equal(dpt__dtype_safetensors_parts(table[i].dt),
+				 table[i].dt == DPT_COMPLEX128 ? 2 : 1);
+	}
+	assert_null(dpt__dtype_name((enum dpt_dtype)15));
+	assert_int_equal(dpt_dtype_size((enum dpt_dtype)15), 0);
+	assert_int_equal(dpt__dtype_parse("complex32", &dt), DPT_EINVAL);
+}
+
+/* The new dtypes go through the manifest's JSON and its rules (the
+ * chunk lengths of the sample fit 4- and 8-byte types). */
+static void new_dtypes_round_trip(void **state)
+{
+	static const enum dpt_dtype four[] = {DPT_UINT32, DPT_INT32};
+	static const enum dpt_dtype eight[] = {DPT_UINT64, DPT_COMPLEX64};
+	struct dpt__manifest m, d;
+	char *json, err[256];
+	size_t len;
+	(void)state;
+
+	for (int i = 0; i < 2; i++) {
+		sample(&m);
+		m.tensors[0].dtype = four[i];
+		m.tensors[1].dtype = eight[i];
+		assert_int_equal(dpt__manifest_encode(&m, &json, &len), 0);
+		assert_non_null(strstr(json, dpt__dtype_name(eight[i])));
+		assert_int_equal(dpt__manifest_decode(json, len, &d, err,
+						      sizeof(err)),
+				 0);
+		assert_int_equal(dpt__manifest_check(&d, false, err, sizeof(err)),
+				 0);
+		assert_int_equal(d.tensors[0].dtype, four[i]);
+		assert_int_equal(d.tensors[1].dtype, eight[i]);
+		free(json);
+		dpt__manifest_release(&m);
+		dpt__manifest_release(&d);
+	}
+	/* A complex64 chunk of the length of a float32 one breaks the
+	 * length rule: the element size comes from the dtype. */
+	sample(&m);
+	m.tensors[0].dtype = DPT_COMPLEX64;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	dpt__manifest_release(&m);
+}
+
+/* safetensors has BOOL; it has no complex128, which a shard's header
+ * describes as float64 pairs: one more dimension of 2. */
+static void safetensors_header_new_dtypes(void **state)
+{
+	struct dpt__manifest m;
+	uint64_t start, n = 0;
+	json_error_t jerr;
+	json_t *h, *e, *shape;
+	char *hdr;
+	(void)state;
+
+	sample(&m);
+	m.tensors[0].dtype = DPT_BOOL;
+	m.tensors[1].dtype = DPT_COMPLEX128;
+	m.tensors[0].chunks[1].begin = 0;
+	m.tensors[1].chunks[0].begin = 60;
+	assert_int_equal(dpt__shard_header(&m, 1, &hdr, &start), 0);
+	for (int b = 7; b >= 0; b--)
+		n = n << 8 | (unsigned char)hdr[b];
+	h = json_loadb(hdr + 8, n, 0, &jerr);
+	assert_non_null(h);
+	e = json_object_get(h, "w@5,0");
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "BOOL");
+	assert_int_equal(json_array_size(json_object_get(e, "shape")), 2);
+	e = json_object_get(h, "count");
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "F64");
+	shape = json_object_get(e, "shape");
+	assert_int_equal(json_array_size(shape), 1);
+	assert_int_equal(json_integer_value(json_array_get(shape, 0)), 2);
+	json_decref(h);
+	free(hdr);
+	dpt__manifest_release(&m);
+}
+
 static void quiet(enum dpt__log_level level, const char *msg)
 {
 	(void)level;
@@ -295,6 +411,9 @@ int main(void)
 		cmocka_unit_test(refuses),
 		cmocka_unit_test(rules),
 		cmocka_unit_test(safetensors_header),
+		cmocka_unit_test(every_dtype_named),
+		cmocka_unit_test(new_dtypes_round_trip),
+		cmocka_unit_test(safetensors_header_new_dtypes),
 	};
 	dpt__log_set_sink(quiet);
 	return cmocka_run_group_tests(tests, NULL, NULL);

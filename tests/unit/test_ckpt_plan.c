@@ -343,6 +343,43 @@ static void runs_2d(void **state)
 	dpt__plan_release(&plan);
 }
 
+/* The runs of every dtype are in bytes of its elements: the same cut of
+ * a 6 x 50 x 4 tensor as runs_2d, for the 1- to 16-byte dtypes. */
+static void runs_scale_with_the_dtype(void **state)
+{
+	static const uint64_t shape[] = {6, 50, 4};
+	static const enum dpt_dtype dts[] = {
+	    DPT_BOOL,	DPT_INT8,   DPT_INT16,	   DPT_UINT16,
+	    DPT_UINT32, DPT_UINT64, DPT_COMPLEX64, DPT_COMPLEX128};
+	static const uint64_t sizes[] = {1, 1, 2, 2, 4, 8, 8, 16};
+	(void)state;
+
+	for (size_t k = 0; k < sizeof(dts) / sizeof(dts[0]); k++) {
+		struct dpt__tensor_desc t = {.name = "t", .dtype = dts[k], .ndim = 3};
+		struct dpt__box local = cut(3, shape, 1, 0, 1);
+		struct dpt__plan plan = {0};
+		struct dpt__chunk c[4];
+		uint64_t es = sizes[k];
+
+		memset(c, 0, sizeof(c));
+		memcpy(t.shape, shape, sizeof(shape));
+		for (int r = 0; r < 4; r++) {
+			c[r].box = cut(3, shape, 1, r, 4);
+			c[r].length = dpt__box_volume(&c[r].box) * es;
+		}
+		t.chunks = c;
+		t.nchunks = 4;
+		assert_int_equal(dpt__plan_tensor(&t, &local, &plan), 0);
+		assert_int_equal(plan.n, 4 * 6);
+		/* Chunk 1 holds columns 12..25: its second row. */
+		assert_int_equal(plan.runs[7].chunk, 1);
+		assert_int_equal(plan.runs[7].run.src, 13 * 4 * es);
+		assert_int_equal(plan.runs[7].run.dst, (50 + 12) * 4 * es);
+		assert_int_equal(plan.runs[7].run.len, 13 * 4 * es);
+		dpt__plan_release(&plan);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +388,7 @@ int main(void)
 		cmocka_unit_test(reshard_other_dims),
 		cmocka_unit_test(runs_merge),
 		cmocka_unit_test(runs_2d),
+		cmocka_unit_test(runs_scale_with_the_dtype),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -196,21 +196,32 @@ static void fp16_rounds_to_nearest_even(void **state)
 /* ------------------------------------------------------- reductions */
 
 static const enum dpt_dtype all_dtypes[] = {
-    DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16, DPT_FLOAT16,
-    DPT_INT32,	 DPT_INT64,   DPT_UINT8};
+    DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16, DPT_FLOAT16, DPT_INT32,
+    DPT_INT64,	 DPT_UINT8,   DPT_BOOL,	    DPT_INT8,	 DPT_INT16,
+    DPT_UINT16,	 DPT_UINT32,  DPT_UINT64,   DPT_COMPLEX64, DPT_COMPLEX128};
 
 /* Element I of source K: small integers (exact in every float type),
- * except uint8 and the integers, which also cover wrap-around. */
+ * except the integers, which also cover wrap-around, and booleans: zero
+ * mostly, else a nonzero byte that is not always 1. A complex element is
+ * (v, -2v). */
 static int64_t value(enum dpt_dtype dt, int k, size_t i)
 {
 	int64_t v = (int64_t)((i * 7 + (size_t)k * 13) % 19) - 9;
 
-	if (dt == DPT_UINT8)
+	if (dt == DPT_UINT8 || dt == DPT_INT8)
 		return (int64_t)((i * 37 + (size_t)k * 101) & 0xff);
+	if (dt == DPT_UINT16)
+		return (int64_t)((i * 1237 + (size_t)k * 40503) & 0xffff);
+	if (dt == DPT_BOOL)
+		return (i + (size_t)k) % 4 ? 0 : i % 2 ? 2 : 0xff;
+	if (dt == DPT_INT16 && i % 5 == 0)
+		return INT16_MAX - k;
 	if (dt == DPT_INT32 && i % 5 == 0)
 		return INT32_MAX - k;
-	if (dt == DPT_INT64 && i % 5 == 0)
+	if ((dt == DPT_INT64 || dt == DPT_UINT64) && i % 5 == 0)
 		return INT64_MAX - k;
+	if (dt == DPT_UINT32 && i % 5 == 0)
+		return (int64_t)UINT32_MAX - k;
 	return v;
 }
 
@@ -236,7 +247,27 @@ static void put(enum dpt_dtype dt, void *p, size_t i, int64_t v)
 		((int64_t *)p)[i] = v;
 		break;
 	case DPT_UINT8:
+	case DPT_BOOL:
+	case DPT_INT8:
 		((uint8_t *)p)[i] = (uint8_t)v;
+		break;
+	case DPT_INT16:
+	case DPT_UINT16:
+		((uint16_t *)p)[i] = (uint16_t)v;
+		break;
+	case DPT_UINT32:
+		((uint32_t *)p)[i] = (uint32_t)v;
+		break;
+	case DPT_UINT64:
+		((uint64_t *)p)[i] = (uint64_t)v;
+		break;
+	case DPT_COMPLEX64:
+		((float *)p)[2 * i] = (float)v;
+		((float *)p)[2 * i + 1] = (float)(-2 * v);
+		break;
+	case DPT_COMPLEX128:
+		((double *)p)[2 * i] = (double)v;
+		((double *)p)[2 * i + 1] = (double)(-2 * v);
 		break;
 	}
 }
@@ -246,11 +277,14 @@ static void expected(enum dpt_dtype dt, void *p, size_t i, int nsrc,
 		     unsigned divisor)
 {
 	uint64_t wrapped = 0;
-	double exact = 0;
+	double exact = 0, imag = 0;
+	int any = 0;
 
 	for (int k = 0; k < nsrc; k++) {
 		wrapped += (uint64_t)value(dt, k, i);
 		exact += (double)value(dt, k, i);
+		imag += -2.0 * (double)value(dt, k, i);
+		any |= value(dt, k, i) != 0;
 	}
 	switch (dt) {
 	case DPT_FLOAT32:
@@ -276,6 +310,34 @@ static void expected(enum dpt_dtype dt, void *p, size_t i, int nsrc,
 		break;
 	case DPT_UINT8:
 		((uint8_t *)p)[i] = (uint8_t)((uint8_t)wrapped / divisor);
+		break;
+	case DPT_BOOL:
+		((uint8_t *)p)[i] = (uint8_t)any;
+		break;
+	case DPT_INT8:
+		((int8_t *)p)[i] =
+		    (int8_t)((int8_t)(uint8_t)wrapped / (int)divisor);
+		break;
+	case DPT_INT16:
+		((int16_t *)p)[i] =
+		    (int16_t)((int16_t)(uint16_t)wrapped / (int)divisor);
+		break;
+	case DPT_UINT16:
+		((uint16_t *)p)[i] = (uint16_t)((uint16_t)wrapped / divisor);
+		break;
+	case DPT_UINT32:
+		((uint32_t *)p)[i] = (uint32_t)wrapped / divisor;
+		break;
+	case DPT_UINT64:
+		((uint64_t *)p)[i] = wrapped / divisor;
+		break;
+	case DPT_COMPLEX64:
+		((float *)p)[2 * i] = (float)exact / (float)divisor;
+		((float *)p)[2 * i + 1] = (float)imag / (float)divisor;
+		break;
+	case DPT_COMPLEX128:
+		((double *)p)[2 * i] = exact / divisor;
+		((double *)p)[2 * i + 1] = imag / divisor;
 		break;
 	}
 }
@@ -340,7 +402,9 @@ static void reduces_every_dtype(void **state)
 			for (size_t l = 0;
 			     l < sizeof(lengths) / sizeof(lengths[0]); l++)
 				for (unsigned div = 1; div <= 3; div += 2)
-					for (int alias = 0; alias < 3; alias++)
+					for (int alias = 0; alias < 3 &&
+					     (div == 1 || all_dtypes[d] != DPT_BOOL);
+					     alias++)
 						reduce_case(all_dtypes[d], nsrc,
 							    lengths[l], div,
 							    alias);
@@ -398,13 +462,78 @@ static void integers_wrap_and_truncate(void **state)
 	assert_int_equal(o64, -3); /* -7 / 2 truncates toward zero */
 }
 
+/* The narrow types wrap in their own width, the same whether all the
+ * operands are added in one call or two at a time (a ring's hops). */
+static void narrow_integers_wrap_in_their_width(void **state)
+{
+	int8_t i8[3] = {100, 100, -56}, o8, t8;
+	int16_t i16[2] = {-32768, -1}, o16;
+	uint16_t u16[2] = {65535, 2}, ou16;
+	uint64_t u64[2] = {UINT64_MAX, 3}, o64;
+	const void *s8[3] = {&i8[0], &i8[1], &i8[2]}, *p8[2] = {&t8, &i8[2]};
+	const void *s16[2] = {&i16[0], &i16[1]}, *su16[2] = {&u16[0], &u16[1]};
+	const void *s64[2] = {&u64[0], &u64[1]};
+
+	(void)state;
+	dpt__reduce(DPT_INT8, &o8, NULL, s8, 3, 1, 1);
+	assert_int_equal(o8, (int8_t)(100 + 100 - 56)); /* 144 - 256 = -112 */
+	dpt__reduce(DPT_INT8, &t8, NULL, s8, 2, 1, 1); /* 200: -56 */
+	assert_int_equal(t8, -56);
+	dpt__reduce(DPT_INT8, &t8, NULL, p8, 2, 1, 3); /* -112 / 3 */
+	assert_int_equal(t8, -37);
+	dpt__reduce(DPT_INT16, &o16, NULL, s16, 2, 1, 1);
+	assert_int_equal(o16, 32767);
+	dpt__reduce(DPT_UINT16, &ou16, NULL, su16, 2, 1, 1);
+	assert_int_equal(ou16, 1);
+	dpt__reduce(DPT_UINT64, &o64, NULL, s64, 2, 1, 2);
+	assert_int_equal(o64, 1); /* wrapped to 2, halved */
+}
+
+/* A boolean sum is a logical or, whatever nonzero byte says true. */
+static void bool_sum_is_or(void **state)
+{
+	uint8_t a[4] = {0, 0, 2, 0xff}, b[4] = {0, 1, 0, 0xff}, o[4];
+	const void *srcs[2] = {a, b};
+
+	(void)state;
+	dpt__reduce(DPT_BOOL, o, NULL, srcs, 2, 4, 1);
+	assert_memory_equal(o, ((uint8_t[]){0, 1, 1, 1}), 4);
+}
+
+/* A complex average divides both parts; a float kernel would get the
+ * element count wrong by half. */
+static void complex_mean(void **state)
+{
+	double a[4] = {1, -2, 3.5, 8}, b[4] = {3, 4, -1.5, 0}, o[4];
+	float fa[2] = {1, 2}, fb[2] = {4, -8}, fo[2];
+	const void *srcs[2] = {a, b}, *fsrcs[2] = {fa, fb};
+
+	(void)state;
+	dpt__reduce(DPT_COMPLEX128, o, NULL, srcs, 2, 2, 2);
+	assert_true(o[0] == 2 && o[1] == 1 && o[2] == 1 && o[3] == 4);
+	dpt__reduce(DPT_COMPLEX64, fo, NULL, fsrcs, 2, 1, 1);
+	assert_true(fo[0] == 5 && fo[1] == -6);
+}
+
 static void validates_dtype_and_op(void **state)
 {
 	(void)state;
 	assert_true(dpt__reduce_valid(DPT_UINT8, DPT_AVG));
 	assert_true(dpt__reduce_valid(DPT_BFLOAT16, DPT_SUM));
-	assert_false(dpt__reduce_valid((enum dpt_dtype)7, DPT_SUM));
+	assert_true(dpt__reduce_valid(DPT_INT16, DPT_AVG));
+	assert_true(dpt__reduce_valid(DPT_COMPLEX128, DPT_AVG));
+	assert_true(dpt__reduce_valid(DPT_BOOL, DPT_SUM));
+	assert_null(dpt__reduce_refusal(DPT_BOOL, DPT_SUM));
+	assert_null(dpt__reduce_refusal(DPT_UINT64, DPT_AVG));
+	/* No boolean average, and the reason says what to do instead. */
+	assert_false(dpt__reduce_valid(DPT_BOOL, DPT_AVG));
+	assert_non_null(strstr(dpt__reduce_refusal(DPT_BOOL, DPT_AVG),
+			       "DPT_SUM"));
+	assert_false(dpt__reduce_valid((enum dpt_dtype)15, DPT_SUM));
+	assert_string_equal(dpt__reduce_refusal((enum dpt_dtype)15, DPT_SUM),
+			    "unknown dtype");
 	assert_false(dpt__reduce_valid(DPT_FLOAT32, (enum dpt_op)2));
+	assert_non_null(dpt__reduce_refusal(DPT_FLOAT32, (enum dpt_op)2));
 }
 
 int main(void)
@@ -418,6 +547,9 @@ int main(void)
 	    cmocka_unit_test(bf16_sums_round_once),
 	    cmocka_unit_test(fp16_average_rounds_after_division),
 	    cmocka_unit_test(integers_wrap_and_truncate),
+	    cmocka_unit_test(narrow_integers_wrap_in_their_width),
+	    cmocka_unit_test(bool_sum_is_or),
+	    cmocka_unit_test(complex_mean),
 	    cmocka_unit_test(validates_dtype_and_op),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

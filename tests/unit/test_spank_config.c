@@ -173,12 +173,64 @@ static void admin_file_errors_name_file_and_line(void **state)
 	unlink(path);
 }
 
+/* --dp-gpu-bind and gpu_bind: the user's choice over the site's default,
+ * which is none unless the site says otherwise; --dp-torchelastic a flag. */
+static void gpu_bind_and_torchelastic(void **state)
+{
+	struct dpt__admin a;
+	struct dpt__user u = {0};
+	struct dpt__settings s;
+	(void)state;
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
+					       report),
+			 0);
+	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_NONE);
+	assert_string_equal(dpt__gpu_bind_string(s.gpu_bind), "none");
+	assert_false(s.torchelastic);
+
+	assert_int_equal(dpt__admin_set(&a, "gpu_bind", "rank", "f:3", report),
+			 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
+					       report),
+			 0);
+	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_RANK);
+	assert_string_equal(dpt__gpu_bind_string(s.gpu_bind), "rank");
+	assert_int_equal(dpt__admin_set(&a, "gpu_bind", "socket", "f:4",
+					report),
+			 DPT_ECONFIG);
+	assert_string_equal(last, "dptrain: f:4: gpu_bind='socket': expected "
+				  "none or rank");
+
+	/* Twice, as Slurm may call the option callback. */
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(dpt__user_set(&u, "gpu-bind", "none", report),
+				 0);
+		assert_int_equal(dpt__user_set(&u, "torchelastic", NULL, report),
+				 0);
+	}
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
+					       report),
+			 0);
+	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_NONE);
+	assert_true(s.torchelastic);
+
+	assert_int_equal(dpt__user_set(&u, "gpu-bind", "1", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-gpu-bind: '1': expected none"));
+	assert_int_equal(dpt__user_set(&u, "gpu-bind", NULL, report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-gpu-bind: a value is required"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(user_values_are_checked),
 		cmocka_unit_test(bounds_are_enforced_with_the_bound_in_the_message),
 		cmocka_unit_test(admin_file_errors_name_file_and_line),
+		cmocka_unit_test(gpu_bind_and_torchelastic),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,7 +30,7 @@ and a repeat of the step can continue the job.
 import ctypes
 import os
 
-__all__ = ["Checkpoint", "Context", "DptrainError", "LoadInfo", "init"]
+__all__ = ["Checkpoint", "Contents", "Context", "DptrainError", "LoadInfo", "init"]
 
 # Element types and reduction operations: the values of include/dptrain/
 # dptrain.h (part of the wire and file formats, never renumbered).
@@ -42,10 +42,19 @@ _DTYPES = {
     "int32": 4,
     "int64": 5,
     "uint8": 6,
+    "bool": 7,
+    "int8": 8,
+    "int16": 9,
+    "uint16": 10,
+    "uint32": 11,
+    "uint64": 12,
+    "complex64": 13,
+    "complex128": 14,
 }
 _OPS = {"sum": 0, "avg": 1}
 _LATEST = 2**64 - 1  # DPT_CKPT_LATEST
 _ENOENT = -7  # DPT_ENOENT (include/dptrain/error.h)
+_EMISMATCH = -25  # DPT_EMISMATCH
 _MAX_DIMS = 8  # DPT_CKPT_MAX_DIMS
 
 
@@ -116,6 +125,29 @@ class _CkptInfo(ctypes.Structure):
     ]
 
 
+class _CkptEntry(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("shape", ctypes.POINTER(ctypes.c_uint64)),
+    ]
+
+
+class _CkptContents(ctypes.Structure):
+    _fields_ = [
+        ("step", ctypes.c_uint64),
+        ("sample_cursor", ctypes.c_uint64),
+        ("world_size", ctypes.c_uint32),
+        ("ntensors", ctypes.c_size_t),
+        ("tensors", ctypes.POINTER(_CkptEntry)),
+        ("rng", ctypes.c_void_p),
+        ("rng_len", ctypes.c_size_t),
+        ("user", ctypes.c_void_p),
+        ("user_len", ctypes.c_size_t),
+    ]
+
+
 class _CkptStats(ctypes.Structure):
     _fields_ = [
         (name, ctypes.c_uint64)
@@ -154,6 +186,7 @@ def _load_library():
         ("dpt_backend", cs, [vp]),
         ("dpt_barrier", i, [vp]),
         ("dpt_should_stop", i, [vp, ctypes.POINTER(i)]),
+        ("dpt_request_stop", None, [vp]),
         ("dpt_allreduce", i, [vp, vp, vp, sz, i, i]),
         ("dpt_broadcast", i, [vp, vp, sz, i, i]),
         ("dpt_allgather", i, [vp, vp, vp, sz, i]),
@@ -170,6 +203,8 @@ def _load_library():
         ("dpt_ckpt_step", i, [vp, ctypes.POINTER(_CkptMeta), ctypes.POINTER(i),
                               ctypes.POINTER(i)]),
         ("dpt_ckpt_load", i, [vp, u64, ctypes.POINTER(_CkptInfo)]),
+        ("dpt_ckpt_poll", i, [vp, u64, ctypes.POINTER(ctypes.c_uint)]),
+        ("dpt_ckpt_inspect", i, [vp, u64, ctypes.POINTER(_CkptContents)]),
         ("dpt_ckpt_stats", None, [vp, ctypes.POINTER(_CkptStats)]),
     ):
         f = getattr(lib, name)
@@ -287,6 +322,13 @@ class Context:
                "dptrain.should_stop")
         return bool(stop.value)
 
+    def request_stop(self):
+        """Ask for the agreed stop (dpt_request_stop): this rank's next
+        should_stop() or checkpoint step carries it, and every rank then
+        stops at that same step, as at the walltime. Safe in a signal
+        handler."""
+        _lib.dpt_request_stop(self._handle())
+
     def allreduce(self, send, recv=None, op="sum"):
         """RECV (default: SEND, in place) = the sum or mean ("avg") of every
         rank's SEND. Returns RECV."""
@@ -365,6 +407,30 @@ class LoadInfo:
     def __repr__(self):
         return "LoadInfo(step=%d, sample_cursor=%d, world_size=%d)" % (
             self.step, self.sample_cursor, self.world_size)
+
+
+class Contents:
+    """What a committed step holds (Checkpoint.inspect): step,
+    sample_cursor, world_size, rng and user bytes, and ``tensors``: a
+    dict of name -> (dtype name, shape list), in the manifest's order."""
+
+    def __init__(self, c):
+        names = {v: k for k, v in _DTYPES.items()}
+        self.step = c.step
+        self.sample_cursor = c.sample_cursor
+        self.world_size = c.world_size
+        self.tensors = {}
+        for i in range(c.ntensors):
+            e = c.tensors[i]
+            self.tensors[e.name.decode()] = (
+                names.get(e.dtype, "dtype %d" % e.dtype),
+                [int(e.shape[d]) for d in range(e.ndim)])
+        self.rng = ctypes.string_at(c.rng, c.rng_len) if c.rng else b""
+        self.user = ctypes.string_at(c.user, c.user_len) if c.user else b""
+
+    def __repr__(self):
+        return "Contents(step=%d, world_size=%d, %d tensors)" % (
+            self.step, self.world_size, len(self.tensors))
 
 
 class Checkpoint:
@@ -481,6 +547,32 @@ class Checkpoint:
         if saved.value:
             self.last_saved = step
         return bool(stop.value)
+
+    def poll(self, step):
+        """The decision half of step() (dpt_ckpt_poll): one vote, the
+        commit of the save in flight, then (save, stop): whether STEP must
+        be saved now and whether the program stops after waiting for it.
+        A failed commit raises after the decision is known: the
+        exception's ``due`` holds it."""
+        due = ctypes.c_uint(0)
+        rc = _lib.dpt_ckpt_poll(self._handle(), step, ctypes.byref(due))
+        decision = (bool(due.value & 1), bool(due.value & 2))
+        if rc:
+            err = DptrainError(rc, "checkpoint step %d" % step)
+            err.due = decision
+            raise err
+        return decision
+
+    def inspect(self, step=None):
+        """What the newest committed step (at or below STEP) holds, from its
+        manifest: a Contents, or None when the run has no committed step."""
+        c = _CkptContents()
+        rc = _lib.dpt_ckpt_inspect(self._handle(), _LATEST if step is None else step,
+                                   ctypes.byref(c))
+        if rc == _ENOENT:
+            return None
+        _check(rc, "inspect of %s" % ("the newest step" if step is None else "step %d" % step))
+        return Contents(c)
 
     def wait(self):
         """Wait until the save in flight is committed (or failed)."""

@@ -1,0 +1,114 @@
+#!/bin/bash
+# A PyTorch job (contrib/examples/fmnist_dptrain.py, 4 ranks on 2 nodes)
+# stopped by a signal or its walltime, on the real test cluster: the
+# signal becomes the same agreed stop as the walltime (every rank stops at
+# one step, the checkpoint commits, the coordinator requeues the job), and
+# the requeued job resumes there and finishes.
+#  - scancel --signal=USR1 JOB: Slurm signals every task of the job's steps;
+#  - scancel -b --signal=TERM JOB: only the batch shell gets it, and the
+#    batch script of dptrain(8) ("Signals") forwards it to the tasks;
+#  - sbatch --time=1 --requeue: the walltime.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+
+require_root
+py=/usr/bin/python3
+$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+	skip_all "Debian's dataset-fashion-mnist is not installed"
+lib=$top_builddir/worker/.libs/libdptrain.so
+[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+cluster_up NODES=2 CPUS=4 GPUS=0
+work=$(mktemp -d /tmp/dptrain-preempt.XXXXXX) || bail_out "mktemp failed"
+dpt_scratch+=("$work")
+chmod 755 "$work"
+dptrain=$top_builddir/dptrain
+plan 15
+
+job_state() {
+	scontrol_t show job "$1" 2>/dev/null |
+		grep -o 'JobState=[A-Z_]*\|Restarts=[0-9]*\|ExitCode=[0-9:]*' | tr '\n' ' '
+}
+wait_job() { # ID SECONDS: until the job has ended
+	local i
+	for ((i = 0; i < $2; i++)); do
+		case $(job_state "$1") in
+		*JobState=PENDING* | *JobState=RUNNING* | *JobState=REQUEUED* | \
+			*JobState=CONFIGURING* | *JobState=COMPLETING* | "") sleep 1 ;;
+		*) return 0 ;;
+		esac
+	done
+	return 1
+}
+wait_output() { # FILE PATTERN SECONDS
+	local i
+	for ((i = 0; i < $3 * 5; i++)); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	return 1
+}
+# submit NAME STEPS SBATCH_OPTIONS FORWARD: a job of 4 tasks on 2 nodes
+# training to STEPS; FORWARD=1 runs srun in the background and forwards
+# the batch shell's TERM and USR1 to the tasks (dptrain(8), "Signals").
+submit() {
+	local run="srun --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=50s \\
+	$py $top_srcdir/contrib/examples/fmnist_dptrain.py --steps $2 --log-every 10"
+	if [ "$4" = 1 ]; then
+		run="trap 'scancel --signal=USR1 \"\$SLURM_JOB_ID\"' TERM USR1
+$run &
+srun_pid=\$!
+while ! wait \$srun_pid && kill -0 \$srun_pid 2>/dev/null; do :; done"
+	fi
+	cat >"$work/$1.sh" <<EOF
+#!/bin/bash
+#SBATCH -N 2 -n 4 --ntasks-per-node=2 --requeue --open-mode=append $3
+#SBATCH -o $work/$1.out -J $1
+export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+$run
+EOF
+	sbatch_t --parsable "$work/$1.sh" | cut -d';' -f1
+}
+# check_stop NAME ID STEPS: the job was stopped once, requeued, resumed at
+# the step it stopped at, and finished.
+check_stop() {
+	local out state step
+	wait_job "$2" 300
+	ok $? "$1: the job ends within 5 minutes" || diag "$(job_state "$2")" "$(cat "$work/$1.out")"
+	out=$(cat "$work/$1.out")
+	state=$(job_state "$2")
+	step=$(grep -o 'fmnist: stopped at step [0-9]*' <<<"$out" | head -n 1 | awk '{ print $5 }')
+	[[ "$state" =~ JobState=COMPLETED.*Restarts=([1-9]) ]] && [ -n "$step" ]
+	ok $? "$1: stopped at step ${step:-?} with a committed checkpoint, requeued, completed ($state)" ||
+		diag "$out"
+	grep -q "requeued job $2" <<<"$out"
+	ok $? "$1: the coordinator requeued the job" || diag "$out"
+	grep -q "fmnist: resumed at step $step on 4 ranks (restart 1)" <<<"$out" &&
+		grep -q "fmnist: done at step $3 " <<<"$out"
+	ok $? "$1: the requeued job resumed at step $step and finished at step $3" || diag "$out"
+}
+
+# 1-5. scancel --signal=USR1: every task gets it.
+id=$(submit usr1 300 "" 0)
+wait_output "$work/usr1.out" '^step 40 ' 120
+ok $? "usr1: job $id trains" || diag "$(cat "$work/usr1.out")"
+scancel_out=$(timed scancel --signal=USR1 "$id" 2>&1)
+ok $? "scancel --signal=USR1 $id" || diag "$scancel_out"
+check_stop usr1 "$id" 300
+
+# 6-10. scancel -b --signal=TERM: the batch shell forwards it.
+id=$(submit term 300 "" 1)
+wait_output "$work/term.out" '^step 40 ' 120
+ok $? "term: job $id trains" || diag "$(cat "$work/term.out")"
+scancel_out=$(timed scancel -b --signal=TERM "$id" 2>&1)
+ok $? "scancel -b --signal=TERM $id" || diag "$scancel_out"
+check_stop term "$id" 300
+
+# 11-15. The walltime: a one-minute job with a 50 s grace trains 10 s a run.
+id=$(submit wall 400 --time=1 0)
+[ -n "$id" ]
+ok $? "wall: sbatch --time=1 --requeue: job $id" || bail_out "sbatch failed"
+check_stop wall "$id" 400
+"$dptrain" ckpt verify "file://$work/ckpt/wall" >/dev/null 2>&1
+ok $? "wall: every committed step of the run verifies" ||
+	diag "$("$dptrain" ckpt verify "file://$work/ckpt/wall" 2>&1)"
