@@ -16,39 +16,63 @@
 #include "coord.h"
 #include "kv.h"
 #include "log.h"
+#include "peers.h"
 #include "wire.h"
 
 /* ------------------------------------------------------------ types */
 
+/*
+ * States and events of doc/protocol.md, "Coordinator state machine". The
+ * names are the document's: tests/unit/test_coord.c checks that its table
+ * and TRANSITIONS below agree cell for cell.
+ */
+/* clang-format off: it indents X-macro lists as continuation lines */
+#define COORD_STATES(X)                                                       \
+	X(GATHERING) /* generation G is being formed */                       \
+	X(ID_WAIT)   /* G formed (NCCL): waiting for rank 0's unique ID */    \
+	X(RUNNING)   /* G is live */                                          \
+	X(DONE)	     /* finished: the event loop exits (or lingers) */
+
 enum coord_state {
-	ST_GATHERING, /* generation G is being formed */
-	ST_ID_WAIT,   /* G formed (NCCL): waiting for rank 0's unique ID */
-	ST_RUNNING,   /* G is live */
-	ST_DONE,      /* finished: the event loop exits */
+#define X(name) ST_##name,
+	COORD_STATES(X)
+#undef X
+	ST_COUNT
 };
 
-static const char *const state_names[] = {"GATHERING", "ID_WAIT", "RUNNING",
-					  "DONE"};
+static const char *const state_names[] = {
+#define X(name) #name,
+	COORD_STATES(X)
+#undef X
+};
+
+#define COORD_EVENTS(X)                                                       \
+	X(JOIN)		/* JOIN message */                                   \
+	X(UNIQUE_ID)	/* UNIQUE_ID message */                              \
+	X(BARRIER)	/* BARRIER or VOTE message */                        \
+	X(LEAVE)	/* LEAVE message */                                  \
+	X(FAULT)	/* FAULT message */                                  \
+	X(TASK_EXIT)	/* TASK_EXIT message, from anyone */                 \
+	X(STRANGER)	/* a member's message from a peer not tracked */     \
+	X(PEER_EXPIRED) /* a peer was silent for timeout_ms */               \
+	X(PEER_CLOSED)	/* a peer's connection closed CLOSE_GRACE_MS ago */  \
+	X(JOIN_TIMEOUT) /* the join (or unique ID) deadline passed */        \
+	X(SHUTDOWN)	/* a signal, or the parent process exited */        \
+	X(STOP)		/* the job's end time is within the grace */
 
 enum coord_event {
-	EV_JOIN,
-	EV_UNIQUE_ID,
-	EV_BARRIER,
-	EV_LEAVE,
-	EV_FAULT,
-	EV_TASK_EXIT,
-	EV_PEER_EXPIRED,
-	EV_PEER_CLOSED,
-	EV_JOIN_TIMEOUT,
-	EV_SHUTDOWN,
-	EV_STOP,
+#define X(name) EV_##name,
+	COORD_EVENTS(X)
+#undef X
+	EV_COUNT
 };
 
 static const char *const event_names[] = {
-	"JOIN",	     "UNIQUE_ID",    "BARRIER",	     "LEAVE",	 "FAULT",
-	"TASK_EXIT", "PEER_EXPIRED", "PEER_CLOSED", "JOIN_TIMEOUT", "SHUTDOWN",
-	"STOP",
+#define X(name) #name,
+	COORD_EVENTS(X)
+#undef X
 };
+/* clang-format on */
 
 enum peer_role {
 	ROLE_JOINING, /* sent JOIN for the generation being formed */
@@ -57,12 +81,10 @@ enum peer_role {
 };
 
 #define CLOSE_GRACE_MS 100 /* see evict_closed */
-#define ID_MAX 255 /* a ZeroMQ routing id is at most 255 bytes */
 
 struct peer {
-	struct peer *hash_next;
-	struct peer *older, *newer; /* expiry list, least recently heard first */
-	int64_t last_heard;
+	/* First: the peer table's part (peers.h); peer_of converts back. */
+	struct dpt__peer_entry entry;
 	int64_t last_sent;
 	enum peer_role role;
 	uint32_t rank; /* ROLE_MEMBER */
@@ -72,10 +94,7 @@ struct peer {
 	int32_t vote;
 	uint32_t vote_flags;
 	uint64_t join_order;
-	int fd; /* the descriptor its messages came from, or -1 */
 	struct dpt__msg_join join;
-	uint8_t id_len;
-	uint8_t id[ID_MAX];
 };
 
 enum task_state { TASK_UNSEEN = 0, TASK_JOINED, TASK_GONE, TASK_EXITED };
@@ -103,21 +122,16 @@ struct dpt__coord {
 	uint32_t generation; /* being formed (GATHERING) or live */
 	bool formed_any;     /* generation 1 has been formed */
 
-	/* All tracked peers: a hash table on the routing id, and a list by
-	 * the time they were last heard from (the oldest first). */
-	struct peer **buckets;
-	size_t nbuckets;
-	size_t npeers;
-	struct peer lru; /* sentinel */
-	struct peer **by_fd; /* the peer whose messages come from a descriptor */
-	size_t by_fd_len;
+	/* All tracked peers: by routing id, by descriptor, and by the time
+	 * they were last heard from (the oldest first). */
+	struct dpt__peer_table peers;
 	/* Peers whose connection closed, by routing id and when, evicted
 	 * CLOSE_GRACE_MS later, once the messages they sent before the close
 	 * have been handled. */
 	struct closed_id {
 		int64_t at;
 		uint8_t len;
-		uint8_t id[ID_MAX];
+		uint8_t id[DPT_PEER_ID_MAX];
 	} *closed;
 	size_t nclosed, closed_cap;
 	uint32_t n_joining, n_waiting;
@@ -146,6 +160,8 @@ struct dpt__coord {
 	int64_t join_deadline; /* 0: none */
 	struct ratelimit rl_malformed;
 	struct dpt__kv *kv; /* MASTER_ADDR/MASTER_PORT for the tasks */
+	dpt__coord_observer *observer; /* tests: every executed cell */
+	void *observer_arg;
 };
 
 /* ------------------------------------------------------------ logging */
@@ -198,95 +214,55 @@ static void format_status(int32_t status, char *buf, size_t size)
 
 /* ------------------------------------------------------------ peers */
 
-static uint64_t id_hash(const uint8_t *id, size_t len)
+static struct peer *peer_of(struct dpt__peer_entry *e)
 {
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-	for (size_t i = 0; i < len; i++) {
-		h ^= id[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	/* The entry is the first member of its peer. */
+	return (struct peer *)e;
 }
 
 static struct peer *peer_find(struct dpt__coord *c, const uint8_t *id,
 			      size_t len)
 {
-	struct peer *p = c->buckets[id_hash(id, len) & (c->nbuckets - 1)];
-	for (; p; p = p->hash_next)
-		if (p->id_len == len && memcmp(p->id, id, len) == 0)
-			return p;
-	return NULL;
+	struct dpt__peer_entry *e = dpt__peer_table_find(&c->peers, id, len);
+
+	return e ? peer_of(e) : NULL;
 }
 
-static int grow_buckets(struct dpt__coord *c)
+/* The least recently heard peer, or NULL; the next one after P. */
+static struct peer *oldest_peer(const struct dpt__coord *c)
 {
-	size_t n = c->nbuckets * 2;
-	struct peer **b = calloc(n, sizeof(*b));
+	struct dpt__peer_entry *e = dpt__peer_table_oldest(&c->peers);
 
-	if (!b)
-		return DPT_ENOMEM;
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct peer *p = c->buckets[i], *next;
-		for (; p; p = next) {
-			size_t k = id_hash(p->id, p->id_len) & (n - 1);
-			next = p->hash_next;
-			p->hash_next = b[k];
-			b[k] = p;
-		}
-	}
-	free(c->buckets);
-	c->buckets = b;
-	c->nbuckets = n;
-	return 0;
+	return e ? peer_of(e) : NULL;
 }
 
-static void lru_unlink(struct peer *p)
+static struct peer *newer_peer(const struct dpt__coord *c, struct peer *p)
 {
-	p->older->newer = p->newer;
-	p->newer->older = p->older;
-}
+	struct dpt__peer_entry *e = dpt__peer_table_newer(&c->peers, &p->entry);
 
-static void lru_append(struct dpt__coord *c, struct peer *p)
-{
-	p->newer = &c->lru;
-	p->older = c->lru.older;
-	c->lru.older->newer = p;
-	c->lru.older = p;
+	return e ? peer_of(e) : NULL;
 }
 
 /* Any traffic from a peer proves it alive: O(1), whatever the number of
  * peers. */
 static void peer_heard(struct dpt__coord *c, struct peer *p, int64_t now)
 {
-	p->last_heard = now;
-	lru_unlink(p);
-	lru_append(c, p);
+	dpt__peer_table_heard(&c->peers, &p->entry, now);
 }
 
 static struct peer *peer_add(struct dpt__coord *c, const uint8_t *id,
 			     size_t len, int64_t now)
 {
-	struct peer *p;
-	size_t k;
+	struct peer *p = calloc(1, sizeof(*p));
 
-	if (len == 0 || len > ID_MAX)
-		return NULL;
-	if ((c->npeers + 1) * 4 > c->nbuckets * 3 && grow_buckets(c) != 0)
-		return NULL;
-	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	memcpy(p->id, id, len);
-	p->id_len = (uint8_t)len;
-	p->last_heard = now;
+	if (dpt__peer_table_add(&c->peers, &p->entry, id, len, now) != 0) {
+		free(p);
+		return NULL;
+	}
 	p->last_sent = now;
-	p->fd = -1;
 	p->role = ROLE_JOINING;
-	k = id_hash(id, len) & (c->nbuckets - 1);
-	p->hash_next = c->buckets[k];
-	c->buckets[k] = p;
-	lru_append(c, p);
-	c->npeers++;
 	c->n_joining++;
 	return p;
 }
@@ -304,47 +280,18 @@ static void set_role(struct dpt__coord *c, struct peer *p, enum peer_role r)
 	p->role = r;
 }
 
-/* P's messages come from descriptor FD (-1: unknown). A peer that held
- * FD before lost its connection (the descriptor was closed and reused):
- * it is no longer matched by descriptor, and the timeout finds it. */
+/* P's messages come from descriptor FD (-1: unknown); see
+ * dpt__peer_table_set_fd. */
 static void peer_set_fd(struct dpt__coord *c, struct peer *p, int fd)
 {
-	if (fd < 0 || p->fd == fd)
-		return;
-	if ((size_t)fd >= c->by_fd_len) {
-		size_t n = c->by_fd_len ? c->by_fd_len : 64;
-		struct peer **a;
-		while (n <= (size_t)fd)
-			n *= 2;
-		a = realloc(c->by_fd, n * sizeof(*a));
-		if (!a)
-			return; /* unmatched: the timeout still applies */
-		memset(a + c->by_fd_len, 0, (n - c->by_fd_len) * sizeof(*a));
-		c->by_fd = a;
-		c->by_fd_len = n;
-	}
-	if (p->fd >= 0 && c->by_fd[p->fd] == p)
-		c->by_fd[p->fd] = NULL;
-	if (c->by_fd[fd])
-		c->by_fd[fd]->fd = -1;
-	c->by_fd[fd] = p;
-	p->fd = fd;
+	dpt__peer_table_set_fd(&c->peers, &p->entry, fd);
 }
 
 /* Forget P. Its task, if any, is marked gone; as a member, its rank's slot
  * is emptied (the caller decides what that means for the generation). */
 static void peer_remove(struct dpt__coord *c, struct peer *p)
 {
-	struct peer **pp = &c->buckets[id_hash(p->id, p->id_len) &
-				       (c->nbuckets - 1)];
-
-	while (*pp != p)
-		pp = &(*pp)->hash_next;
-	*pp = p->hash_next;
-	lru_unlink(p);
-	if (p->fd >= 0 && c->by_fd[p->fd] == p)
-		c->by_fd[p->fd] = NULL;
-	c->npeers--;
+	dpt__peer_table_remove(&c->peers, &p->entry);
 	if (p->role == ROLE_JOINING)
 		c->n_joining--;
 	else if (p->role == ROLE_WAITING)
@@ -389,7 +336,8 @@ static void send_raw(struct dpt__coord *c, struct peer *p, zmq_msg_t *msg,
 {
 	/* Never blocks: a peer whose queue is full loses the message, and
 	 * the protocol recovers from that through timeouts. */
-	if (c->sender.send(c->sender.arg, p->id, p->id_len, msg) != 0)
+	if (c->sender.send(c->sender.arg, p->entry.id, p->entry.id_len, msg) !=
+	    0)
 		return;
 	p->last_sent = now;
 }
@@ -397,7 +345,7 @@ static void send_raw(struct dpt__coord *c, struct peer *p, zmq_msg_t *msg,
 static void send_msg(struct dpt__coord *c, struct peer *p,
 		     const struct dpt__msg *m, int64_t now)
 {
-	if (dpt__coord_send(&c->sender, p->id, p->id_len, m) == 0)
+	if (dpt__coord_send(&c->sender, p->entry.id, p->entry.id_len, m) == 0)
 		p->last_sent = now;
 }
 
@@ -435,17 +383,31 @@ static void send_error(struct dpt__coord *c, struct peer *p, int code,
 
 /* ------------------------------------------------------------ actions */
 
-static void check_gathering(struct dpt__coord *c, int64_t now);
+/*
+ * The actions of doc/protocol.md. Those that can change the state return
+ * the state that follows; only coord_execute assigns it. A handler that
+ * calls an action must go on from the state the action returned, not
+ * from c->state, which is still the state the event arrived in.
+ */
+
+static enum coord_state gather(struct dpt__coord *c, int64_t now);
+
+/* Finish with EXIT_CODE. */
+static enum coord_state finish(struct dpt__coord *c, int exit_code)
+{
+	c->exit_code = exit_code;
+	return ST_DONE;
+}
 
 /* fail: fewer than --min-workers can still take part, or a fatal
  * configuration: tell everyone, finish with status 1. */
-static void fail(struct dpt__coord *c, int code, const char *why, int64_t now)
+static enum coord_state fail(struct dpt__coord *c, int code, const char *why,
+			     int64_t now)
 {
 	dpt__error("%s: the job cannot go on", why);
-	for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+	for (struct peer *p = oldest_peer(c); p; p = newer_peer(c, p))
 		send_error(c, p, code, why, now);
-	c->state = ST_DONE;
-	c->exit_code = 1;
+	return finish(c, 1);
 }
 
 static int cmp_join(const void *a, const void *b)
@@ -460,17 +422,16 @@ static int cmp_join(const void *a, const void *b)
 	return p->join_order < q->join_order ? -1 : 1;
 }
 
-static void send_roster(struct dpt__coord *c, int64_t now)
+/* Returns 0 or DPT_ENOMEM (nothing was sent). */
+static int send_roster(struct dpt__coord *c, int64_t now)
 {
 	struct dpt__peer *peers = calloc(c->world, sizeof(*peers));
 	struct dpt__msg m;
 	zmq_msg_t roster;
 	size_t size;
 
-	if (!peers) {
-		fail(c, DPT_ENOMEM, "out of memory for the roster", now);
-		return;
-	}
+	if (!peers)
+		return DPT_ENOMEM;
 	for (uint32_t r = 0; r < c->world; r++) {
 		peers[r] = c->members[r]->join.addr;
 		peers[r].node = c->members[r]->join.node;
@@ -481,8 +442,7 @@ static void send_roster(struct dpt__coord *c, int64_t now)
 	size = dpt__wire_size(&m);
 	if (!size || zmq_msg_init_size(&roster, size) != 0) {
 		free(peers);
-		fail(c, DPT_ENOMEM, "cannot encode the roster", now);
-		return;
+		return DPT_ENOMEM;
 	}
 	dpt__wire_encode(&m, zmq_msg_data(&roster), size);
 	free(peers);
@@ -491,10 +451,11 @@ static void send_roster(struct dpt__coord *c, int64_t now)
 	for (uint32_t r = 0; r < c->world; r++)
 		send_raw(c, c->members[r], &roster, now);
 	zmq_msg_close(&roster);
+	return 0;
 }
 
 /* form: every expected peer has joined (or the join timeout passed). */
-static void form_generation(struct dpt__coord *c, int64_t now)
+static enum coord_state form_generation(struct dpt__coord *c, int64_t now)
 {
 	uint32_t n = c->n_joining, i = 0, caps = DPT_CAP_CPU | DPT_CAP_NCCL;
 	uint32_t nodes = 0, start = 0;
@@ -506,27 +467,22 @@ static void form_generation(struct dpt__coord *c, int64_t now)
 			 "only %" PRIu32 " workers for generation %" PRIu32
 			 " (--min-workers %" PRIu32 ")",
 			 n, c->generation, c->cfg.min_workers);
-		fail(c, DPT_EPEERLOST, why, now);
-		return;
+		return fail(c, DPT_EPEERLOST, why, now);
 	}
 	m = realloc(c->members, n * sizeof(*m));
-	if (!m) {
-		fail(c, DPT_ENOMEM, "out of memory", now);
-		return;
-	}
+	if (!m)
+		return fail(c, DPT_ENOMEM, "out of memory", now);
 	c->members = m;
-	for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+	for (struct peer *p = oldest_peer(c); p; p = newer_peer(c, p))
 		if (p->role == ROLE_JOINING) {
 			m[i++] = p;
 			caps &= p->join.caps;
 		}
-	if (!caps) {
-		fail(c, DPT_ECONFIG,
-		     "the workers share no backend: some can run only nccl, "
-		     "others only cpu (check DPTRAIN_BACKEND)",
-		     now);
-		return;
-	}
+	if (!caps)
+		return fail(c, DPT_ECONFIG,
+			    "the workers share no backend: some can run only "
+			    "nccl, others only cpu (check DPTRAIN_BACKEND)",
+			    now);
 	qsort(m, n, sizeof(*m), cmp_join);
 	c->world = n;
 	c->active = n;
@@ -573,19 +529,22 @@ static void form_generation(struct dpt__coord *c, int64_t now)
 		  c->generation, n, nodes, nodes == 1 ? "" : "s",
 		  c->backend == DPT_BACKEND_NCCL ? "nccl" : "cpu");
 	if (c->backend == DPT_BACKEND_CPU) {
-		send_roster(c, now);
-		if (c->state != ST_DONE)
-			c->state = ST_RUNNING;
-	} else {
-		c->state = ST_ID_WAIT;
-		if (c->cfg.join_timeout_ms)
-			c->join_deadline = now + c->cfg.join_timeout_ms;
+		if (send_roster(c, now) != 0)
+			return fail(c, DPT_ENOMEM, "cannot encode the roster",
+				    now);
+		return ST_RUNNING;
 	}
+	/* Rank 0 must send the unique ID within the join timeout. */
+	if (c->cfg.join_timeout_ms)
+		c->join_deadline = now + c->cfg.join_timeout_ms;
+	return ST_ID_WAIT;
 }
 
-/* end: the live generation is over; its members must re-join G+1. */
-static void end_generation(struct dpt__coord *c, uint32_t reason,
-			   uint32_t lost_rank, const char *why, int64_t now)
+/* end: the live generation is over; its members must re-join G+1.
+ * Returns GATHERING, or what the gathering leads to at once. */
+static enum coord_state end_generation(struct dpt__coord *c, uint32_t reason,
+				       uint32_t lost_rank, const char *why,
+				       int64_t now)
 {
 	struct dpt__msg m;
 
@@ -605,17 +564,17 @@ static void end_generation(struct dpt__coord *c, uint32_t reason,
 	c->world = 0;
 	c->active = 0;
 	c->generation++;
-	c->state = ST_GATHERING;
 	c->join_deadline = c->cfg.join_timeout_ms ?
 				   now + c->cfg.join_timeout_ms :
 				   0;
-	check_gathering(c, now);
+	return gather(c, now);
 }
 
 /* Drop P (evicted, exited or timed out). A member's departure ends the
- * live generation with REASON; otherwise the gathering is re-checked. */
-static void drop_peer(struct dpt__coord *c, struct peer *p, uint32_t reason,
-		      const char *why, int64_t now)
+ * live generation with REASON; otherwise a gathering is re-checked. */
+static enum coord_state drop_peer(struct dpt__coord *c, struct peer *p,
+				  uint32_t reason, const char *why,
+				  int64_t now)
 {
 	bool member = p->role == ROLE_MEMBER;
 	uint32_t rank = p->rank;
@@ -629,22 +588,20 @@ static void drop_peer(struct dpt__coord *c, struct peer *p, uint32_t reason,
 		c->lost_before_first++;
 	peer_remove(c, p);
 	if (member)
-		end_generation(c, reason, rank, why, now);
-	else
-		check_gathering(c, now);
+		return end_generation(c, reason, rank, why, now);
+	return c->state == ST_GATHERING ? gather(c, now) : c->state;
 }
 
 /*
- * While GATHERING: form the generation once every expected peer joined,
- * fail when fewer than --min-workers can still come.
+ * In GATHERING (only): form the generation once every expected peer
+ * joined, fail when fewer than --min-workers can still come. Returns the
+ * state that follows.
  */
-static void check_gathering(struct dpt__coord *c, int64_t now)
+static enum coord_state gather(struct dpt__coord *c, int64_t now)
 {
 	uint32_t target, possible;
 	char why[200];
 
-	if (c->state != ST_GATHERING)
-		return;
 	if (!c->formed_any) {
 		target = c->cfg.world_size - c->lost_before_first;
 		possible = target;
@@ -655,20 +612,18 @@ static void check_gathering(struct dpt__coord *c, int64_t now)
 	if (!c->formed_any && possible == 0 && c->failed_before_first == 0) {
 		dpt__info("every task of the step exited cleanly without "
 			  "joining: nothing to coordinate");
-		c->state = ST_DONE;
-		c->exit_code = 0;
-		return;
+		return finish(c, 0);
 	}
 	if (possible < c->cfg.min_workers || possible == 0) {
 		snprintf(why, sizeof(why),
 			 "only %" PRIu32 " workers left for generation %" PRIu32
 			 " (--min-workers %" PRIu32 ")",
 			 possible, c->generation, c->cfg.min_workers);
-		fail(c, DPT_EPEERLOST, why, now);
-		return;
+		return fail(c, DPT_EPEERLOST, why, now);
 	}
 	if (c->n_waiting == 0 && c->n_joining >= target)
-		form_generation(c, now);
+		return form_generation(c, now);
+	return ST_GATHERING;
 }
 
 /* Releases the barrier once every member has arrived: BARRIER_DONE to
@@ -753,17 +708,37 @@ struct event_ctx {
 	const uint8_t *id; /* sender's routing identity (message events) */
 	size_t id_len;
 	int fd; /* the descriptor the message came from, or -1 */
-	const struct dpt__msg *msg;
+	const struct dpt__msg *msg; /* NULL for timers, SHUTDOWN's reason */
 	int64_t now;
 };
 
-static void on_join(struct dpt__coord *c, struct peer *p,
-		    const struct event_ctx *e)
+/*
+ * The handlers: one per distinct action of doc/protocol.md's table, named
+ * there. Each gets the peer concerned (NULL for a sender that is not
+ * tracked and for timers that concern no peer) and returns the next
+ * state.
+ */
+typedef enum coord_state handler_fn(struct dpt__coord *c, struct peer *p,
+				    const struct event_ctx *e);
+
+/* An event with nothing to do in this state: a message of a generation
+ * that ended, a timer that a state change disarmed, anything once DONE. */
+static enum coord_state on_ignore(struct dpt__coord *c, struct peer *p,
+				  const struct event_ctx *e)
+{
+	(void)p;
+	(void)e;
+	return c->state;
+}
+
+static enum coord_state on_join(struct dpt__coord *c, struct peer *p,
+				const struct event_ctx *e)
 {
 	const struct dpt__msg_join *j = &e->msg->u.join;
 	char desc[200], why[240];
 	struct task *t = j->task_id < c->cfg.world_size ? &c->tasks[j->task_id] :
 							  NULL;
+	enum coord_state st = c->state;
 
 	if (t && t->state == TASK_JOINED && t->peer != p) {
 		struct dpt__msg m;
@@ -776,7 +751,7 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 		text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_EEXIST,
 			 DPT_WIRE_NO_RANK, why);
 		send_to_id(c, e->id, e->id_len, &m);
-		return;
+		return st;
 	}
 	if (t && t->state == TASK_EXITED) {
 		/* A late message from a task that Slurm reported dead. */
@@ -786,21 +761,22 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 		text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_ECLOSED,
 			 DPT_WIRE_NO_RANK, why);
 		send_to_id(c, e->id, e->id_len, &m);
-		return;
+		return st;
 	}
 
 	if (!p) {
 		if (!room_for_newcomer(c, e->id, e->id_len))
-			return;
-		if (c->state != ST_GATHERING)
-			end_generation(c, DPT_END_GROW, DPT_WIRE_NO_RANK,
-				       "a new worker wants to join", e->now);
-		if (c->state == ST_DONE)
-			return;
+			return st;
+		if (st != ST_GATHERING)
+			st = end_generation(c, DPT_END_GROW, DPT_WIRE_NO_RANK,
+					    "a new worker wants to join",
+					    e->now);
+		if (st == ST_DONE)
+			return st;
 		p = peer_add(c, e->id, e->id_len, e->now);
 		if (!p) {
 			dpt__error("out of memory: dropped a join");
-			return;
+			return st;
 		}
 		peer_set_fd(c, p, e->fd);
 	} else if (p->role == ROLE_MEMBER) {
@@ -808,10 +784,11 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 		 * dpt_rejoin. The generation is over for everyone. */
 		snprintf(why, sizeof(why), "%s re-joined",
 			 describe(p, desc, sizeof(desc)));
-		end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
-		if (c->state == ST_DONE)
-			return;
+		st = end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
+		if (st == ST_DONE)
+			return st;
 	}
+	/* A JOIN repeated while joining keeps its place in the order. */
 	if (p->role != ROLE_JOINING || p->join_order == 0)
 		p->join_order = ++c->join_counter;
 	if (p->join.task_id < c->cfg.world_size &&
@@ -832,29 +809,29 @@ static void on_join(struct dpt__coord *c, struct peer *p,
 		  describe(p, desc, sizeof(desc)), c->generation, c->n_joining,
 		  c->formed_any ? c->n_joining + c->n_waiting :
 				  c->cfg.world_size - c->lost_before_first);
-	check_gathering(c, e->now);
+	/* Formed generations end above: a JOIN always finds GATHERING
+	 * here, or a generation that is already being formed again. */
+	return st == ST_GATHERING ? gather(c, e->now) : st;
 }
 
-static void on_unique_id(struct dpt__coord *c, struct peer *p,
-			 const struct event_ctx *e)
+static enum coord_state on_unique_id(struct dpt__coord *c, struct peer *p,
+				     const struct event_ctx *e)
 {
 	struct dpt__msg m;
 
-	if (c->state != ST_ID_WAIT || !p || p->role != ROLE_MEMBER ||
-	    p->rank != 0 || e->msg->generation != c->generation) {
+	if (!p || p->role != ROLE_MEMBER || p->rank != 0 ||
+	    e->msg->generation != c->generation) {
 		dpt__debug("ignored a unique id not from rank 0 of generation "
 			   "%" PRIu32,
 			   c->generation);
-		return;
+		return c->state;
 	}
 	if (c->have_last_id &&
-	    memcmp(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE) == 0) {
-		end_generation(c, DPT_END_FAULT, 0,
-			       "rank 0 sent the previous generation's nccl "
-			       "unique id",
-			       e->now);
-		return;
-	}
+	    memcmp(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE) == 0)
+		return end_generation(c, DPT_END_FAULT, 0,
+				      "rank 0 sent the previous generation's "
+				      "nccl unique id",
+				      e->now);
 	memcpy(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE);
 	c->have_last_id = true;
 	dpt__msg_init(&m, DPT_MSG_UNIQUE_ID, c->generation);
@@ -862,28 +839,28 @@ static void on_unique_id(struct dpt__coord *c, struct peer *p,
 	for (uint32_t r = 0; r < c->world; r++)
 		if (c->members[r])
 			send_msg(c, c->members[r], &m, e->now);
-	c->state = ST_RUNNING;
 	c->join_deadline = 0;
 	dpt__info("generation %" PRIu32 ": nccl unique id relayed to %" PRIu32
 		  " members",
 		  c->generation, c->active);
+	return ST_RUNNING;
 }
 
-static void on_barrier(struct dpt__coord *c, struct peer *p,
-		       const struct event_ctx *e)
+static enum coord_state on_barrier(struct dpt__coord *c, struct peer *p,
+				   const struct event_ctx *e)
 {
 	uint32_t seq = e->msg->seq;
 
 	if (!p || p->role != ROLE_MEMBER ||
 	    e->msg->generation != c->generation)
-		return;
+		return c->state;
 	if (seq != c->barrier_seq + 1 || p->barrier_seq >= seq) {
 		/* A duplicate, or a member that miscounts: counting it would
 		 * release a barrier too early. */
 		dpt__debug("ignored barrier %" PRIu32 " from rank %" PRIu32
 			   " (expecting %" PRIu32 ")",
 			   seq, p->rank, c->barrier_seq + 1);
-		return;
+		return c->state;
 	}
 	p->barrier_seq = seq;
 	p->voted = e->msg->type == DPT_MSG_VOTE;
@@ -902,21 +879,21 @@ static void on_barrier(struct dpt__coord *c, struct peer *p,
 	}
 	c->barrier_count++;
 	check_barrier(c, e->now);
+	return c->state;
 }
 
-static void on_leave(struct dpt__coord *c, struct peer *p,
-		     const struct event_ctx *e)
+static enum coord_state on_leave(struct dpt__coord *c, struct peer *p,
+				 const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
 	if (!p)
-		return;
+		return c->state;
 	describe(p, desc, sizeof(desc));
 	if (p->role == ROLE_MEMBER && c->state == ST_ID_WAIT) {
 		snprintf(why, sizeof(why), "%s left before the generation "
 			 "was running", desc);
-		drop_peer(c, p, DPT_END_LEFT, why, e->now);
-		return;
+		return drop_peer(c, p, DPT_END_LEFT, why, e->now);
 	}
 	dpt__info("%s left", desc);
 	if (p->role == ROLE_MEMBER) {
@@ -932,66 +909,71 @@ static void on_leave(struct dpt__coord *c, struct peer *p,
 			dpt__info("every member of generation %" PRIu32
 				  " left: exiting",
 				  c->generation);
-			c->state = ST_DONE;
-			c->exit_code = 0;
-			return;
+			return finish(c, 0);
 		}
 		check_barrier(c, e->now);
-		return;
+		return c->state;
 	}
 	if (!c->formed_any)
 		c->lost_before_first++;
 	peer_remove(c, p);
-	if (c->formed_any && c->npeers == 0) {
+	if (c->formed_any && c->peers.count == 0) {
 		/* The survivors of a broken generation chose to finish
 		 * rather than re-join: that is a clean end too. */
 		dpt__info("every worker left: exiting");
-		c->state = ST_DONE;
-		c->exit_code = 0;
-		return;
+		return finish(c, 0);
 	}
-	check_gathering(c, e->now);
+	return c->state == ST_GATHERING ? gather(c, e->now) : c->state;
 }
 
-static void on_fault(struct dpt__coord *c, struct peer *p,
-		     const struct event_ctx *e)
+static enum coord_state on_fault(struct dpt__coord *c, struct peer *p,
+				 const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
 	if (!p || p->role != ROLE_MEMBER ||
 	    e->msg->generation != c->generation)
-		return;
+		return c->state;
 	snprintf(why, sizeof(why), "%s reported a failed collective (%s)",
 		 describe(p, desc, sizeof(desc)),
 		 dpt_strerror(e->msg->u.fault_code));
-	end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
+	return end_generation(c, DPT_END_FAULT, p->rank, why, e->now);
 }
 
-static void on_task_exit(struct dpt__coord *c, const struct event_ctx *e)
+/* Every TASK_EXIT is acknowledged (slurmstepd waits for the ACK); returns
+ * the task, or NULL for a task id the step does not have. */
+static struct task *ack_task_exit(struct dpt__coord *c,
+				  const struct event_ctx *e, char *st,
+				  size_t size)
 {
 	uint32_t id = e->msg->u.task_exit.task_id;
-	int32_t status = e->msg->u.task_exit.status;
-	char st[48], desc[200], why[240];
 	struct dpt__msg ack;
-	struct task *t;
 
 	dpt__msg_init(&ack, DPT_MSG_ACK, c->generation);
 	ack.seq = e->msg->seq;
 	send_to_id(c, e->id, e->id_len, &ack);
-
-	format_status(status, st, sizeof(st));
+	format_status(e->msg->u.task_exit.status, st, size);
 	if (id >= c->cfg.world_size) {
 		dpt__warn("task %" PRIu32 " exited (%s): no such task in a "
 			  "step of %" PRIu32,
 			  id, st, c->cfg.world_size);
-		return;
+		return NULL;
 	}
-	t = &c->tasks[id];
-	if (c->state == ST_DONE) {
-		dpt__debug("task %" PRIu32 " exited (%s)", id, st);
-		t->state = TASK_EXITED;
-		return;
-	}
+	return &c->tasks[id];
+}
+
+static enum coord_state on_task_exit(struct dpt__coord *c, struct peer *p,
+				     const struct event_ctx *e)
+{
+	uint32_t id = e->msg->u.task_exit.task_id;
+	int32_t status = e->msg->u.task_exit.status;
+	char st[48], desc[200], why[240];
+	struct task *t = ack_task_exit(c, e, st, sizeof(st));
+	enum coord_state next;
+
+	(void)p; /* the reporter is slurmstepd, not the task's worker */
+	if (!t)
+		return c->state;
 	switch (t->state) {
 	case TASK_UNSEEN:
 		/* A clean exit without a join is a task that does not use
@@ -1006,25 +988,60 @@ static void on_task_exit(struct dpt__coord *c, const struct event_ctx *e)
 		if (!c->formed_any) {
 			c->lost_before_first++;
 			c->failed_before_first += status != 0;
-			check_gathering(c, e->now);
+			return c->state == ST_GATHERING ? gather(c, e->now) :
+							  c->state;
 		}
-		return;
+		return c->state;
 	case TASK_GONE:
 	case TASK_EXITED:
 		dpt__debug("task %" PRIu32 " exited (%s) after it left", id,
 			   st);
 		t->state = TASK_EXITED;
-		return;
+		return c->state;
 	}
 	snprintf(why, sizeof(why), "%s exited (%s)",
 		 describe(t->peer, desc, sizeof(desc)), st);
 	dpt__warn("evicting %s: its task exited (%s)", desc, st);
-	drop_peer(c, t->peer, DPT_END_TASK_EXIT, why, e->now);
-	t->state = TASK_EXITED;
+	next = drop_peer(c, t->peer, DPT_END_TASK_EXIT, why, e->now);
+	t->state = TASK_EXITED; /* after drop_peer, which says GONE */
+	return next;
 }
 
-static void on_peer_expired(struct dpt__coord *c, struct peer *p,
-			    const struct event_ctx *e)
+/* The linger before a requeue (doc/walltime.md): a finished coordinator
+ * still counts its tasks' exits. */
+static enum coord_state on_task_exit_done(struct dpt__coord *c,
+					  struct peer *p,
+					  const struct event_ctx *e)
+{
+	char st[48];
+	struct task *t = ack_task_exit(c, e, st, sizeof(st));
+
+	(void)p;
+	if (t) {
+		dpt__debug("task %" PRIu32 " exited (%s)",
+			   e->msg->u.task_exit.task_id, st);
+		t->state = TASK_EXITED;
+	}
+	return ST_DONE;
+}
+
+/* A member's message from a routing id that is not (or no longer) a
+ * peer: an evicted worker still talking. It is told, so that it re-joins
+ * instead of waiting for a coordinator that ignores it. */
+static enum coord_state on_stranger(struct dpt__coord *c, struct peer *p,
+				    const struct event_ctx *e)
+{
+	struct dpt__msg end;
+
+	(void)p;
+	text_msg(&end, DPT_MSG_GEN_END, e->msg->generation, DPT_END_EVICTED,
+		 DPT_WIRE_NO_RANK, "this worker is not a member: it was evicted");
+	send_to_id(c, e->id, e->id_len, &end);
+	return c->state;
+}
+
+static enum coord_state on_peer_expired(struct dpt__coord *c, struct peer *p,
+					const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
@@ -1032,129 +1049,208 @@ static void on_peer_expired(struct dpt__coord *c, struct peer *p,
 		 describe(p, desc, sizeof(desc)), c->cfg.timeout_ms);
 	dpt__warn("evicting %s: silent for %" PRIu32 " ms", desc,
 		  c->cfg.timeout_ms);
-	drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+	return drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
 }
 
-static void on_peer_closed(struct dpt__coord *c, struct peer *p,
-			   const struct event_ctx *e)
+static enum coord_state on_peer_closed(struct dpt__coord *c, struct peer *p,
+				       const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
 	snprintf(why, sizeof(why), "%s lost its connection",
 		 describe(p, desc, sizeof(desc)));
 	dpt__warn("evicting %s: its connection closed", desc);
-	drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+	return drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
 }
 
-static void on_join_timeout(struct dpt__coord *c, const struct event_ctx *e)
+/* GATHERING: whoever has not (re-)joined by now is dropped; the
+ * generation forms with the others if they are enough. */
+static enum coord_state on_join_timeout(struct dpt__coord *c, struct peer *p,
+					const struct event_ctx *e)
 {
 	char desc[200], why[240];
 
+	(void)p;
 	c->join_deadline = 0;
-	if (c->state == ST_ID_WAIT) {
-		struct peer *p = c->members[0];
-		if (!p)
-			return;
-		snprintf(why, sizeof(why),
-			 "%s did not send the nccl unique id within %" PRIu32
-			 " ms",
-			 describe(p, desc, sizeof(desc)),
-			 c->cfg.join_timeout_ms);
-		dpt__warn("evicting %s: no nccl unique id within %" PRIu32
-			  " ms",
-			  desc, c->cfg.join_timeout_ms);
-		drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
-		return;
-	}
-	/* Whoever has not (re-)joined by now is dropped; the generation
-	 * forms with the others if they are enough. */
-	for (struct peer *p = c->lru.newer, *next; p != &c->lru; p = next) {
-		next = p->newer;
-		if (p->role != ROLE_WAITING)
+	for (struct peer *q = oldest_peer(c), *next; q; q = next) {
+		next = newer_peer(c, q);
+		if (q->role != ROLE_WAITING)
 			continue;
 		snprintf(why, sizeof(why),
 			 "%s did not re-join generation %" PRIu32
 			 " within %" PRIu32 " ms",
-			 describe(p, desc, sizeof(desc)), c->generation,
+			 describe(q, desc, sizeof(desc)), c->generation,
 			 c->cfg.join_timeout_ms);
 		dpt__warn("dropping %s", why);
-		send_error(c, p, DPT_ETIMEDOUT, why, e->now);
-		peer_remove(c, p);
+		send_error(c, q, DPT_ETIMEDOUT, why, e->now);
+		peer_remove(c, q);
 	}
 	if (!c->formed_any)
 		dpt__warn("%" PRIu32 " of %" PRIu32
 			  " workers joined within %" PRIu32 " ms",
 			  c->n_joining, c->cfg.world_size,
 			  c->cfg.join_timeout_ms);
-	form_generation(c, e->now);
+	return form_generation(c, e->now);
+}
+
+/* ID_WAIT: rank 0 did not send the NCCL unique ID within the join
+ * timeout; it is evicted and the generation ends. */
+static enum coord_state on_id_timeout(struct dpt__coord *c, struct peer *p,
+				      const struct event_ctx *e)
+{
+	char desc[200], why[240];
+
+	(void)p;
+	c->join_deadline = 0;
+	p = c->members[0];
+	if (!p)
+		return c->state;
+	snprintf(why, sizeof(why),
+		 "%s did not send the nccl unique id within %" PRIu32 " ms",
+		 describe(p, desc, sizeof(desc)), c->cfg.join_timeout_ms);
+	dpt__warn("evicting %s: no nccl unique id within %" PRIu32 " ms", desc,
+		  c->cfg.join_timeout_ms);
+	return drop_peer(c, p, DPT_END_PEER_LOST, why, e->now);
+}
+
+static enum coord_state on_shutdown(struct dpt__coord *c, struct peer *p,
+				    const struct event_ctx *e)
+{
+	const char *why = e->msg ? e->msg->u.text.text : "shutdown";
+
+	(void)p;
+	/* The step ended without a worker connected (its tasks did not
+	 * use libdptrain, or all left): a normal end, not a failure. */
+	if (!oldest_peer(c)) {
+		dpt__info("%s: no worker is connected, exiting", why);
+		return finish(c, 0);
+	}
+	return fail(c, DPT_ECLOSED, why, e->now);
+}
+
+static enum coord_state on_stop(struct dpt__coord *c, struct peer *p,
+				const struct event_ctx *e)
+{
+	(void)p;
+	(void)e;
+	c->stopping = true;
+	return c->state;
 }
 
 /*
+ * The table of doc/protocol.md, "Transitions": the handler of every event
+ * in every state, each cell spelt out (no default: a cell left out is a
+ * compile-time NULL that tests/unit/test_coord.c reports). The document's
+ * table lists the same cells with the same handler names.
+ */
+/* clang-format off */
+#define TRANSITIONS(X)                                                        \
+	X(GATHERING, JOIN, join)                                              \
+	X(GATHERING, UNIQUE_ID, ignore)                                       \
+	X(GATHERING, BARRIER, ignore)                                         \
+	X(GATHERING, LEAVE, leave)                                            \
+	X(GATHERING, FAULT, ignore)                                           \
+	X(GATHERING, TASK_EXIT, task_exit)                                    \
+	X(GATHERING, STRANGER, stranger)                                      \
+	X(GATHERING, PEER_EXPIRED, peer_expired)                              \
+	X(GATHERING, PEER_CLOSED, peer_closed)                                \
+	X(GATHERING, JOIN_TIMEOUT, join_timeout)                              \
+	X(GATHERING, SHUTDOWN, shutdown)                                      \
+	X(GATHERING, STOP, stop)                                              \
+	X(ID_WAIT, JOIN, join)                                                \
+	X(ID_WAIT, UNIQUE_ID, unique_id)                                      \
+	X(ID_WAIT, BARRIER, barrier)                                          \
+	X(ID_WAIT, LEAVE, leave)                                              \
+	X(ID_WAIT, FAULT, fault)                                              \
+	X(ID_WAIT, TASK_EXIT, task_exit)                                      \
+	X(ID_WAIT, STRANGER, stranger)                                        \
+	X(ID_WAIT, PEER_EXPIRED, peer_expired)                                \
+	X(ID_WAIT, PEER_CLOSED, peer_closed)                                  \
+	X(ID_WAIT, JOIN_TIMEOUT, id_timeout)                                  \
+	X(ID_WAIT, SHUTDOWN, shutdown)                                        \
+	X(ID_WAIT, STOP, stop)                                                \
+	X(RUNNING, JOIN, join)                                                \
+	X(RUNNING, UNIQUE_ID, ignore)                                         \
+	X(RUNNING, BARRIER, barrier)                                          \
+	X(RUNNING, LEAVE, leave)                                              \
+	X(RUNNING, FAULT, fault)                                              \
+	X(RUNNING, TASK_EXIT, task_exit)                                      \
+	X(RUNNING, STRANGER, stranger)                                        \
+	X(RUNNING, PEER_EXPIRED, peer_expired)                                \
+	X(RUNNING, PEER_CLOSED, peer_closed)                                  \
+	X(RUNNING, JOIN_TIMEOUT, ignore)                                      \
+	X(RUNNING, SHUTDOWN, shutdown)                                        \
+	X(RUNNING, STOP, stop)                                                \
+	X(DONE, JOIN, ignore)                                                 \
+	X(DONE, UNIQUE_ID, ignore)                                            \
+	X(DONE, BARRIER, ignore)                                              \
+	X(DONE, LEAVE, ignore)                                                \
+	X(DONE, FAULT, ignore)                                                \
+	X(DONE, TASK_EXIT, task_exit_done)                                    \
+	X(DONE, STRANGER, ignore)                                             \
+	X(DONE, PEER_EXPIRED, ignore)                                         \
+	X(DONE, PEER_CLOSED, ignore)                                          \
+	X(DONE, JOIN_TIMEOUT, ignore)                                         \
+	X(DONE, SHUTDOWN, ignore)                                             \
+	X(DONE, STOP, ignore)
+
+static const struct transition {
+	handler_fn *fn;
+	const char *name;
+} transitions[ST_COUNT][EV_COUNT] = {
+#define X(state, event, handler)                                              \
+	[ST_##state][EV_##event] = {on_##handler, #handler},
+	TRANSITIONS(X)
+#undef X
+};
+/* clang-format on */
+
+/*
  * Execute event EV in the current state: the one place where the state
- * machine of doc/protocol.md lives. P is the peer concerned (NULL for a
- * sender that is not tracked, and for timers that concern no peer).
+ * machine of doc/protocol.md runs, and the only assignment of c->state.
+ * P is the peer concerned (NULL for a sender that is not tracked, and for
+ * timers that concern no peer).
  */
 static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 			  struct peer *p, const struct event_ctx *e)
 {
-	enum coord_state before = c->state;
+	const struct transition *t = &transitions[c->state][ev];
+	enum coord_state before = c->state, next = t->fn(c, p, e);
 
-	/* A finished coordinator still acknowledges the exits of its tasks:
-	 * it may linger for them (dpt__coord_tasks_running). */
-	if (c->state == ST_DONE && ev != EV_TASK_EXIT)
-		return;
-	switch (ev) {
-	case EV_JOIN:
-		on_join(c, p, e);
-		break;
-	case EV_UNIQUE_ID:
-		on_unique_id(c, p, e);
-		break;
-	case EV_BARRIER:
-		if (c->state == ST_RUNNING || c->state == ST_ID_WAIT)
-			on_barrier(c, p, e);
-		break;
-	case EV_LEAVE:
-		on_leave(c, p, e);
-		break;
-	case EV_FAULT:
-		if (c->state == ST_RUNNING || c->state == ST_ID_WAIT)
-			on_fault(c, p, e);
-		break;
-	case EV_TASK_EXIT:
-		on_task_exit(c, e);
-		break;
-	case EV_PEER_EXPIRED:
-		on_peer_expired(c, p, e);
-		break;
-	case EV_PEER_CLOSED:
-		on_peer_closed(c, p, e);
-		break;
-	case EV_JOIN_TIMEOUT:
-		if (c->state == ST_GATHERING || c->state == ST_ID_WAIT)
-			on_join_timeout(c, e);
-		break;
-	case EV_SHUTDOWN:
-		/* The step ended without a worker connected (its tasks did not
-		 * use libdptrain, or all left): a normal end, not a failure. */
-		if (c->lru.newer == &c->lru) {
-			dpt__info("%s: no worker is connected, exiting",
-				  e->msg ? e->msg->u.text.text : "shutdown");
-			c->state = ST_DONE;
-			c->exit_code = 0;
-			break;
-		}
-		fail(c, DPT_ECLOSED, e->msg ? e->msg->u.text.text : "shutdown",
-		     e->now);
-		break;
-	case EV_STOP:
-		c->stopping = true;
-		break;
-	}
-	if (c->state != before)
+	if (t->fn == on_ignore)
+		dpt__debug("%s ignored in %s", event_names[ev],
+			   state_names[before]);
+	if (c->observer)
+		c->observer(c->observer_arg,
+			    &(struct dpt__coord_cell){state_names[before],
+						      event_names[ev],
+						      t->name},
+			    state_names[next]);
+	c->state = next;
+	if (next != before)
 		dpt__debug("%s: %s -> %s (generation %" PRIu32 ")",
 			   event_names[ev], state_names[before],
-			   state_names[c->state], c->generation);
+			   state_names[next], c->generation);
+}
+
+size_t dpt__coord_table(struct dpt__coord_cell *cells, size_t max)
+{
+	size_t n = 0;
+
+	for (int s = 0; s < ST_COUNT; s++)
+		for (int ev = 0; ev < EV_COUNT; ev++, n++)
+			if (n < max)
+				cells[n] = (struct dpt__coord_cell){
+					state_names[s], event_names[ev],
+					transitions[s][ev].name};
+	return n;
+}
+
+void dpt__coord_observe(struct dpt__coord *c, dpt__coord_observer *fn,
+			void *arg)
+{
+	c->observer = fn;
+	c->observer_arg = arg;
 }
 
 /* ------------------------------------------------------------ interface */
@@ -1170,18 +1266,14 @@ int dpt__coord_new(struct dpt__coord **out,
 		return DPT_ENOMEM;
 	c->cfg = *cfg;
 	c->sender = *sender;
-	c->state = ST_GATHERING;
+	c->state = ST_GATHERING; /* then only coord_execute changes it */
 	c->generation = 1;
-	c->nbuckets = 64;
-	while (c->nbuckets < (size_t)cfg->world_size * 2)
-		c->nbuckets *= 2;
-	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
 	c->tasks = calloc(cfg->world_size, sizeof(*c->tasks));
-	if (!c->buckets || !c->tasks || dpt__kv_new(&c->kv, &c->sender)) {
+	if (dpt__peer_table_init(&c->peers, cfg->world_size) || !c->tasks ||
+	    dpt__kv_new(&c->kv, &c->sender)) {
 		dpt__coord_destroy(&c);
 		return DPT_ENOMEM;
 	}
-	c->lru.newer = c->lru.older = &c->lru;
 	c->next_heartbeat = now + cfg->heartbeat_ms;
 	c->last_save = now;
 	c->join_deadline = cfg->join_timeout_ms ? now + cfg->join_timeout_ms :
@@ -1197,12 +1289,11 @@ void dpt__coord_destroy(struct dpt__coord **cp)
 
 	if (!c)
 		return;
-	if (c->buckets)
-		while (c->lru.newer != &c->lru)
-			peer_remove(c, c->lru.newer);
-	free(c->buckets);
+	if (c->peers.buckets)
+		while (oldest_peer(c))
+			peer_remove(c, oldest_peer(c));
+	dpt__peer_table_release(&c->peers);
 	free(c->members);
-	free(c->by_fd);
 	free(c->closed);
 	free(c->tasks);
 	dpt__kv_destroy(&c->kv);
@@ -1210,6 +1301,8 @@ void dpt__coord_destroy(struct dpt__coord **cp)
 	*cp = NULL;
 }
 
+/* The event of a message type from a worker (dpt__msg_from_worker);
+ * EV_COUNT for any other: never executed. */
 static enum coord_event event_of(uint8_t type)
 {
 	switch (type) {
@@ -1224,8 +1317,10 @@ static enum coord_event event_of(uint8_t type)
 		return EV_LEAVE;
 	case DPT_MSG_FAULT:
 		return EV_FAULT;
-	default:
+	case DPT_MSG_TASK_EXIT:
 		return EV_TASK_EXIT;
+	default:
+		return EV_COUNT;
 	}
 }
 
@@ -1233,27 +1328,14 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 			   const void *data, size_t len, int fd, int64_t now)
 {
 	struct event_ctx e = {.id = id, .id_len = id_len, .fd = fd, .now = now};
+	enum coord_event ev;
 	struct peer *p;
 	struct dpt__msg m;
 	int rc;
 
-	if (id_len == 0 || id_len > ID_MAX)
+	if (id_len == 0 || id_len > DPT_PEER_ID_MAX)
 		return;
 	rc = dpt__wire_decode(data, len, DPT_WIRE_IN_MAX, &m);
-	if (c->state == ST_DONE) {
-		/* A finished coordinator still takes the exit reports of its
-		 * tasks (and acknowledges them: slurmstepd waits for the
-		 * ACK), because it may linger until they have all exited
-		 * before it requeues the job (dpt__coord_tasks_running).
-		 * Anything else comes too late. */
-		if (rc == 0 && m.type == DPT_MSG_TASK_EXIT) {
-			e.msg = &m;
-			coord_execute(c, EV_TASK_EXIT, NULL, &e);
-		}
-		if (rc == 0)
-			dpt__msg_release(&m);
-		return;
-	}
 	p = peer_find(c, id, id_len);
 	/* Any traffic from a tracked peer proves it alive, even a message
 	 * that turns out malformed. */
@@ -1289,39 +1371,27 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 		dpt__kv_on_message(c->kv, id, id_len, &m, now);
 		return;
 	}
-	if (m.type == DPT_MSG_HEARTBEAT) {
-		if (!p) {
-			/* An evicted worker still heartbeating: tell it, so
-			 * that it re-joins instead of waiting for a
-			 * coordinator that ignores it. */
-			struct dpt__msg end;
-			text_msg(&end, DPT_MSG_GEN_END, m.generation,
-				 DPT_END_EVICTED, DPT_WIRE_NO_RANK,
-				 "this worker is not a member: it was evicted");
-			send_to_id(c, id, id_len, &end);
-		}
-		return;
-	}
-	if (!p && m.type != DPT_MSG_JOIN && m.type != DPT_MSG_TASK_EXIT) {
-		struct dpt__msg end;
-		text_msg(&end, DPT_MSG_GEN_END, m.generation, DPT_END_EVICTED,
-			 DPT_WIRE_NO_RANK,
-			 "this worker is not a member: it was evicted");
-		send_to_id(c, id, id_len, &end);
-		return;
-	}
-	coord_execute(c, event_of(m.type), p, &e);
+	/* A HEARTBEAT only refreshes its peer (above). Members' messages
+	 * from a routing id that is not a peer are one event, STRANGER:
+	 * only a JOIN makes a peer, and a TASK_EXIT comes from slurmstepd,
+	 * which never is one. */
+	if (m.type == DPT_MSG_HEARTBEAT && p)
+		ev = EV_COUNT;
+	else if (!p && m.type != DPT_MSG_JOIN && m.type != DPT_MSG_TASK_EXIT)
+		ev = EV_STRANGER;
+	else
+		ev = event_of(m.type);
+	if (ev != EV_COUNT)
+		coord_execute(c, ev, p, &e);
 	dpt__msg_release(&m);
 }
 
 void dpt__coord_on_disconnect(struct dpt__coord *c, int fd, int64_t now)
 {
-	struct peer *p;
+	struct dpt__peer_entry *p = dpt__peer_table_take_fd(&c->peers, fd);
 
-	if (fd < 0 || (size_t)fd >= c->by_fd_len || !(p = c->by_fd[fd]))
+	if (!p)
 		return; /* a client that was not a peer, or a failed handshake */
-	c->by_fd[fd] = NULL;
-	p->fd = -1;
 	if (dpt__array_room(&c->closed, c->nclosed, &c->closed_cap,
 			    sizeof(*c->closed)))
 		return; /* out of memory: the timeout finds it */
@@ -1351,7 +1421,7 @@ static void evict_closed(struct dpt__coord *c, int64_t now)
 			continue;
 		}
 		p = peer_find(c, c->closed[i].id, c->closed[i].len);
-		if (p && p->fd < 0 && c->state != ST_DONE)
+		if (p && p->entry.fd < 0 && c->state != ST_DONE)
 			coord_execute(c, EV_PEER_CLOSED, p, &e);
 	}
 	c->nclosed = kept;
@@ -1360,14 +1430,15 @@ static void evict_closed(struct dpt__coord *c, int64_t now)
 void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 {
 	struct event_ctx e = {.now = now};
+	struct peer *p;
 
 	/* Evictions first: the list is ordered by last contact, so only its
 	 * head can be due. Each eviction removes the head. */
 	if (!behind)
 		evict_closed(c, now);
-	while (!behind && c->state != ST_DONE && c->lru.newer != &c->lru &&
-	       now - c->lru.newer->last_heard >= (int64_t)c->cfg.timeout_ms)
-		coord_execute(c, EV_PEER_EXPIRED, c->lru.newer, &e);
+	while (!behind && c->state != ST_DONE && (p = oldest_peer(c)) &&
+	       now - p->entry.last_heard >= (int64_t)c->cfg.timeout_ms)
+		coord_execute(c, EV_PEER_EXPIRED, p, &e);
 
 	dpt__kv_on_tick(c->kv, now);
 	if (c->state != ST_DONE && c->join_deadline && now >= c->join_deadline)
@@ -1376,7 +1447,7 @@ void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 	if (c->state != ST_DONE && now >= c->next_heartbeat) {
 		struct dpt__msg m;
 		dpt__msg_init(&m, DPT_MSG_HEARTBEAT, c->generation);
-		for (struct peer *p = c->lru.newer; p != &c->lru; p = p->newer)
+		for (p = oldest_peer(c); p; p = newer_peer(c, p))
 			if (now - p->last_sent >= (int64_t)c->cfg.heartbeat_ms)
 				send_msg(c, p, &m, now);
 		c->next_heartbeat = now + c->cfg.heartbeat_ms / 2;
@@ -1385,10 +1456,11 @@ void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 
 int64_t dpt__coord_next_deadline(const struct dpt__coord *c)
 {
+	const struct dpt__peer_entry *oldest = dpt__peer_table_oldest(&c->peers);
 	int64_t t = c->next_heartbeat;
 
-	if (c->lru.newer != &c->lru) {
-		int64_t exp = c->lru.newer->last_heard + c->cfg.timeout_ms;
+	if (oldest) {
+		int64_t exp = oldest->last_heard + c->cfg.timeout_ms;
 		if (exp < t)
 			t = exp;
 	}

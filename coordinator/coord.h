@@ -102,6 +102,31 @@ bool dpt__coord_stop_sent(const struct dpt__coord *c);
  * reports are still taken once the coordinator is finished. */
 uint32_t dpt__coord_tasks_running(const struct dpt__coord *c);
 
+/*
+ * For tests and the protocol document: the state machine's table by name
+ * (doc/protocol.md, "Transitions"). A cell is one state and one event and
+ * the name of the handler that executes it there; the strings are
+ * static.
+ */
+struct dpt__coord_cell {
+	const char *state;
+	const char *event;
+	const char *handler;
+};
+
+/* Fills CELLS with up to MAX cells, every state times every event;
+ * returns how many cells the table has. */
+size_t dpt__coord_table(struct dpt__coord_cell *cells, size_t max);
+
+/* Called after each event the state machine executes: the cell, and the
+ * state it led to. */
+typedef void dpt__coord_observer(void *arg, const struct dpt__coord_cell *cell,
+				 const char *next);
+
+/* Calls FN with ARG after every event from now on (NULL: stop). */
+void dpt__coord_observe(struct dpt__coord *c, dpt__coord_observer *fn,
+			void *arg);
+
 /* Whether the coordinator is finished; *EXIT_CODE receives its status
  * (0 when every member left cleanly). */
 int dpt__coord_done(const struct dpt__coord *c, int *exit_code);

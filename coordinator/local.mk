@@ -3,6 +3,7 @@ bin_PROGRAMS += coordinator/dptrain-coordinator
 coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/main.c \
 	coordinator/coord.c coordinator/coord.h \
+	coordinator/peers.c coordinator/peers.h \
 	coordinator/kv.c coordinator/kv.h \
 	coordinator/walltime.c coordinator/walltime.h \
 	coordinator/sodium_alloc.c

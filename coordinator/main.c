@@ -595,6 +595,20 @@ static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
 		zmq_msg_close(&frames[i]);
 }
 
+/* The ZAP requests waiting, 64 at most: one batch per loop turn. */
+static void serve_zap(void *zap, const uint8_t *worker_key, int64_t now)
+{
+	for (int i = 0; i < 64; i++) {
+		int more = 0;
+		size_t sz = sizeof(more);
+
+		zap_handle(zap, worker_key, now);
+		if (zmq_getsockopt(zap, ZMQ_EVENTS, &more, &sz) ||
+		    !(more & ZMQ_POLLIN))
+			break;
+	}
+}
+
 /* Every event waiting on the ROUTER's monitor. A closed connection goes
  * to the state machine (its value is the descriptor); a failed handshake
  * (wrong secret, garbage, a port scanner) is logged at most once a
@@ -781,6 +795,7 @@ static int open_signalfd(void)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
 		return -1;
 	signal(SIGPIPE, SIG_IGN);
@@ -809,19 +824,23 @@ static bool process_gone(long pid)
  * the step's tasks to exit (slurmstepd's plugin reports each one), for a
  * signal (srun's plugin stops the coordinator once the step is over), for
  * the parent to exit, or LINGER_MS at most, so that a requeue does not
- * kill a program that is still winding down after dpt_finalize.
+ * kill a program that is still winding down after dpt_finalize. Each
+ * report comes on a new connection whose CURVE handshake needs the ZAP
+ * handler: it is served here too, or no report would ever arrive.
  */
 #define LINGER_MS 30000
-static void await_task_exits(void *router, void *mon, int sfd, int pidfd,
+static void await_task_exits(void *router, void *zap, void *mon, int sfd,
+			     int pidfd, const uint8_t *worker_key,
 			     const struct options *o, struct dpt__coord *c)
 {
 	int64_t until = now_ms() + LINGER_MS;
 
 	while (dpt__coord_tasks_running(c) > 0) {
-		zmq_pollitem_t items[3] = {
+		zmq_pollitem_t items[4] = {
 			{.socket = router, .events = ZMQ_POLLIN},
 			{.fd = sfd, .events = sfd >= 0 ? ZMQ_POLLIN : 0},
 			{.fd = pidfd, .events = pidfd >= 0 ? ZMQ_POLLIN : 0},
+			{.socket = zap, .events = ZMQ_POLLIN},
 		};
 		int64_t left = until - now_ms();
 
@@ -831,10 +850,21 @@ static void await_task_exits(void *router, void *mon, int sfd, int pidfd,
 				  dpt__coord_tasks_running(c), LINGER_MS / 1000);
 			return;
 		}
-		if (zmq_poll(items, 3, left > 200 ? 200 : (long)left) < 0 &&
+		if (zmq_poll(items, 4, left > 200 ? 200 : (long)left) < 0 &&
 		    errno != EINTR)
 			return;
-		if ((items[1].revents | items[2].revents) & ZMQ_POLLIN)
+		if (items[3].revents & ZMQ_POLLIN)
+			serve_zap(zap, worker_key, now_ms());
+		if (items[1].revents & ZMQ_POLLIN) {
+			struct signalfd_siginfo si;
+
+			/* A late SIGUSR1 asks for a stop that is done:
+			 * the wait goes on. Any other signal ends it. */
+			if (read(sfd, &si, sizeof(si)) != sizeof(si) ||
+			    si.ssi_signo != SIGUSR1)
+				return;
+		}
+		if (items[2].revents & ZMQ_POLLIN)
 			return;
 		if (o->parent_pid && pidfd < 0 && process_gone(o->parent_pid))
 			return;
@@ -996,15 +1026,7 @@ int main(int argc, char **argv)
 		}
 		now = now_ms();
 		if (items[1].revents & ZMQ_POLLIN)
-			for (int i = 0; i < 64; i++) {
-				int more_zap = 0;
-				size_t sz = sizeof(more_zap);
-				zap_handle(zap, worker_key, now);
-				if (zmq_getsockopt(zap, ZMQ_EVENTS, &more_zap,
-						   &sz) ||
-				    !(more_zap & ZMQ_POLLIN))
-					break;
-			}
+			serve_zap(zap, worker_key, now);
 		if (mon && (items[2].revents & ZMQ_POLLIN))
 			monitor_drain(mon, coord, now);
 		if (items[0].revents & ZMQ_POLLIN)
@@ -1012,7 +1034,16 @@ int main(int argc, char **argv)
 		if (sfd >= 0 && (items[3].revents & ZMQ_POLLIN)) {
 			struct signalfd_siginfo si;
 			char why[64];
-			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (read(sfd, &si, sizeof(si)) != sizeof(si)) {
+				/* nothing to act on */
+			} else if (si.ssi_signo == SIGUSR1) {
+				/* scancel --signal=USR1 with --full or -b
+				 * reaches the batch step, this process
+				 * included: the same stop as a rank's. */
+				dpt__coord_stop(coord,
+						"the coordinator got SIGUSR1",
+						now);
+			} else {
 				snprintf(why, sizeof(why),
 					 "the coordinator got signal %u",
 					 si.ssi_signo);
@@ -1037,7 +1068,8 @@ int main(int argc, char **argv)
 	/* A stopped step that ended cleanly goes back to the queue: its
 	 * program committed a checkpoint before it left. */
 	if (exit_code == 0 && o.requeue && dpt__coord_stop_sent(coord)) {
-		await_task_exits(router, mon, sfd, pidfd, &o, coord);
+		await_task_exits(router, zap, mon, sfd, pidfd, worker_key, &o,
+				 coord);
 		dpt__walltime_requeue((uint32_t)o.job_id);
 	}
 	dpt__info("exiting with status %d", exit_code);

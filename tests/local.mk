@@ -21,6 +21,7 @@ UNIT_TESTS = \
 	tests/unit/test_spank_config \
 	tests/unit/test_wire \
 	tests/unit/test_coord \
+	tests/unit/test_kv \
 	tests/unit/test_sampler
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
@@ -44,10 +45,16 @@ tests_unit_test_wire_LDADD = $(UNIT_LDADD)
 # The coordinator's state machine and key-value store, with no socket: the
 # test injects the sender (libzmq only for its message buffers).
 tests_unit_test_coord_SOURCES = tests/unit/test_coord.c coordinator/coord.c \
-	coordinator/kv.c
-tests_unit_test_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
+	coordinator/kv.c coordinator/peers.c
+tests_unit_test_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator \
+	-DDPT_TOP_SRCDIR='"$(abs_top_srcdir)"' 
 tests_unit_test_coord_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_coord_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
+tests_unit_test_kv_SOURCES = tests/unit/test_kv.c coordinator/kv.c \
+	coordinator/coord.c coordinator/peers.c
+tests_unit_test_kv_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
+tests_unit_test_kv_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
+tests_unit_test_kv_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
 # The sampler's source is built in: the test also checks its internal
 # random stream (worker/sampler_int.h), which the library hides.
 tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c worker/sampler.c

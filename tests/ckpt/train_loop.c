@@ -15,12 +15,13 @@
  * end). --auto: dpt_ckpt_step after every step instead, which saves when
  * srun --dp-ckpt-every (DPTRAIN_CKPT_EVERY, the coordinator's
  * --ckpt-every) says so and at the stop; each such save prints "saved
- * step=S rank=R". --trace prints "step S" as each step ends. --linger-ms MS: after dpt_finalize the program winds down for MS
- * (logs flushed, files closed...) before it prints "bye rank=R" and exits:
- * a requeue must not cut that short. --stop-signals: SIGUSR1 and SIGTERM
- * ask for a stop (dpt_request_stop from the handler), as a program that
- * must survive preemption and scancel --signal does. Checkpoint root and run: DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun
- * --dp-train sets them.
+ * step=S rank=R". --trace prints "step S" as each step ends. --linger-ms
+ * MS: after dpt_finalize the program winds down for MS (logs flushed,
+ * files closed...) before it prints "bye rank=R" and exits: a requeue must
+ * not cut that short. --stop-signals: SIGUSR1 and SIGTERM ask for a stop
+ * (dpt_request_stop from the handler), as a program that must survive
+ * preemption and scancel --signal does. Checkpoint root and run:
+ * DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun --dp-train sets them.
  *
  * Output: "fresh start rank=R world=W" or "resumed step=S rank=R world=W
  * restart=C exact", then "stopped step=S rank=R committed" or "finished
@@ -113,7 +114,8 @@ int main(int argc, char **argv)
 	struct dpt_ckpt *ck = NULL;
 	struct dpt_ckpt_opts co;
 	struct dpt_ckpt_info info;
-	int rc, rank, world, stop = 0, autosave = 0, trace = 0, stop_signals = 0;
+	int rc, rank, world, stop = 0, autosave = 0, trace = 0;
+	int stop_signals = 0;
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 
 	for (int i = 1; i < argc; i += 2) {

@@ -13,7 +13,7 @@
 train=$top_builddir/tests/ckpt/train_loop
 [ -x "$train" ] || skip_all "build the training loop first (make check builds $train)"
 export DPTRAIN_CKPT_URI=file://$coord_dir/ckpt DPTRAIN_RUN=stop
-plan 34
+plan 37
 
 # train_start NAME TASK ARG...: one training loop with the task
 # environment the SPANK plugin would give it (one node).
@@ -213,3 +213,22 @@ DPTRAIN_RUN=preempt train_all w 2 --steps $((vstep + 5)) --step-ms 1 || rc=$?
 is "$rc:$(outs w | grep -c "^resumed step=$vstep rank=[01] world=2 restart=0 exact$")" "0:2" \
 	"the next run resumes from step $vstep with the exact state" || diag "$(outs w)"
 coord_wait 10
+
+# 35-37. SIGUSR1 to the coordinator itself (scancel --signal=USR1 with
+# --full or -b reaches the batch step, where it runs): the same stop.
+coord_start 2
+for i in 0 1; do
+	DPTRAIN_RUN=coordsig train_start "g$i" "$i" --steps 100000 --step-ms 20 --trace
+done
+wait_for 30 grep -q '^step 10$' "$coord_dir/g0.out" || diag "rank 0 did not reach step 10"
+kill -USR1 "$coord_pid"
+rc=0
+for i in 0 1; do worker_wait "g$i" 60 || rc=$?; done
+stops=$(outs g | grep -o '^stopped step=[0-9]* rank=[01] committed$' | cut -d' ' -f2 | sort | uniq -c | awk '{ print $1 " " $2 }')
+[ "$rc" = 0 ] && [[ "$stops" =~ ^2\ step=[0-9]+$ ]] && [ "${stops#2 step=}" -le 40 ]
+ok $? "SIGUSR1 to the coordinator: both ranks stopped at the same step, committed ($stops)" ||
+	diag "$(outs g)"
+grep -q "the coordinator got SIGUSR1: the workers are told to stop at their next vote" "$coord_log"
+ok $? "the coordinator logs why" || diag "$(cat "$coord_log")"
+coord_wait 10
+is "$?" 0 "the coordinator exits 0"

@@ -17,7 +17,7 @@ cluster_up NODES=2 CPUS=4 GPUS=0
 work=$(mktemp -d /tmp/dptrain-walltime.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")
 chmod 755 "$work"
-plan 17
+plan 22
 
 # job_state ID: the job's state, restart count and exit code.
 job_state() {
@@ -114,3 +114,39 @@ is "$?:$(grep -c '^stopped step=[0-9]* rank=[01] committed$' <<<"$out")" "0:2" \
 	"srun --time=1 --dp-grace=55s: both ranks stopped in time and committed, srun exits 0" || diag "$out"
 grep -q "cannot requeue job [0-9]*: .*batch.*; its checkpoint is committed: submit the job again to resume from it" <<<"$out"
 ok $? "the refused requeue is explained" || diag "$out"
+
+# 18-22. Preemption's path (doc/walltime.md, "A stop asked by a rank"):
+# `scancel --signal=USR1` of a running job reaches its 4 tasks, whose
+# handler calls dpt_request_stop. Its walltime is far (grace 30 s of 1
+# minute): the ranks stop at the same step because a rank asked, commit,
+# the job is requeued and the next run resumes there and finishes.
+cat >"$work/sig.sh" <<EOF2
+#!/bin/bash
+#SBATCH -N 2 -n 4 --ntasks-per-node=2 --time=1 --requeue --open-mode=append
+#SBATCH -o $work/sig.out -J sig
+echo "run start restart=\${SLURM_RESTART_COUNT:-0}"
+srun --dp-train=sig --dp-ckpt=file://$work/ckpt --dp-grace=30s --dp-requeue=auto \\
+	$train --steps 200 --step-ms 100 --trace --stop-signals
+echo "srun exit \$?"
+EOF2
+id=$(sbatch_t --parsable "$work/sig.sh" | cut -d';' -f1)
+for ((i = 0; i < 600; i++)); do
+	grep -q '^step 20$' "$work/sig.out" 2>/dev/null && break
+	sleep 0.1
+done
+scancel --signal=USR1 "$id"
+ok $? "scancel --signal=USR1 of job $id at step 20 or so" || diag "$(cat "$work/sig.out" 2>&1)"
+wait_job "$id" 180
+out=$(cat "$work/sig.out")
+state=$(job_state "$id")
+stop=$(grep -o '^stopped step=[0-9]* rank=[0-3] committed$' <<<"$out" | head -n 4 |
+	cut -d' ' -f2 | sort | uniq -c | awk '{ print $1 " " $2 }')
+[[ "$stop" =~ ^4\ step=[0-9]+$ ]] && [ "${stop#4 step=}" -lt 100 ]
+ok $? "its 4 ranks stopped at the same step soon after, committed ($stop)" || diag "$out"
+step=${stop#4 step=}
+grep -q "stop requested by rank [0-3] (task [0-3], " <<<"$out"
+ok $? "the coordinator said which rank asked" || diag "$out"
+[[ "$state" =~ JobState=COMPLETED.*Restarts=1 ]] && grep -q "requeued job $id" <<<"$out"
+ok $? "the job was requeued and completed ($state)" || diag "$out"
+is "$(grep -c "^resumed step=$step rank=[0-3] world=4 restart=1 exact$" <<<"$out"):$(grep -c '^finished step=200 rank=[0-3] committed$' <<<"$out")" \
+	"4:4" "the next run resumed at step $step, exact, and finished" || diag "$out"
