@@ -116,6 +116,23 @@ sbatch_t() { timed sbatch "$@"; }
 scontrol_t() { timed scontrol "$@"; }
 squeue_t() { timed squeue "$@"; }
 
+# ---------------------------------------------------------------- batch jobs
+job_state() { # ID: the job's state, restart count and exit code
+	scontrol_t show job "$1" 2>/dev/null |
+		grep -o 'JobState=[A-Z_]*\|Restarts=[0-9]*\|ExitCode=[0-9:]*' | tr '\n' ' '
+}
+wait_job() { # ID SECONDS: until the job has ended (COMPLETED, FAILED, ...)
+	local i
+	for ((i = 0; i < $2; i++)); do
+		case $(job_state "$1") in
+		*JobState=PENDING* | *JobState=RUNNING* | *JobState=REQUEUED* | \
+			*JobState=CONFIGURING* | *JobState=COMPLETING* | "") sleep 1 ;;
+		*) return 0 ;;
+		esac
+	done
+	return 1
+}
+
 # ---------------------------------------------------------------- test beds
 # Each test gets state directories of its own (mktemp) and free ports picked
 # by the up scripts, so tests run in parallel. Whatever was started is

@@ -27,21 +27,6 @@ chmod 755 "$work"
 dptrain=$top_builddir/dptrain
 plan 26
 
-job_state() {
-	scontrol_t show job "$1" 2>/dev/null |
-		grep -o 'JobState=[A-Z_]*\|Restarts=[0-9]*\|ExitCode=[0-9:]*' | tr '\n' ' '
-}
-wait_job() { # ID SECONDS: until the job has ended
-	local i
-	for ((i = 0; i < $2; i++)); do
-		case $(job_state "$1") in
-		*JobState=PENDING* | *JobState=RUNNING* | *JobState=REQUEUED* | \
-			*JobState=CONFIGURING* | *JobState=COMPLETING* | "") sleep 1 ;;
-		*) return 0 ;;
-		esac
-	done
-	return 1
-}
 wait_output() { # FILE PATTERN SECONDS
 	local i
 	for ((i = 0; i < $3 * 5; i++)); do

@@ -19,23 +19,6 @@ dpt_scratch+=("$work")
 chmod 755 "$work"
 plan 22
 
-# job_state ID: the job's state, restart count and exit code.
-job_state() {
-	scontrol_t show job "$1" 2>/dev/null |
-		grep -o 'JobState=[A-Z_]*\|Restarts=[0-9]*\|ExitCode=[0-9:]*' | tr '\n' ' '
-}
-# wait_job ID SECONDS: until the job has ended (COMPLETED, FAILED, ...).
-wait_job() {
-	local i
-	for ((i = 0; i < $2; i++)); do
-		case $(job_state "$1") in
-		*JobState=PENDING* | *JobState=RUNNING* | *JobState=REQUEUED* | \
-			*JobState=CONFIGURING* | *JobState=COMPLETING* | "") sleep 1 ;;
-		*) return 0 ;;
-		esac
-	done
-	return 1
-}
 # submit NAME REQUEUE STEPS [SRUN_OPTIONS [LOOP_OPTIONS]]: a one-minute job
 # of 4 tasks on 2 nodes.
 submit() {
