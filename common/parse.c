@@ -51,7 +51,8 @@ static int parse_fields(const char *s, long *f, int n)
 		rc = dpt__parse_long(p, 0, INT_MAX, &f[i]);
 		if (rc)
 			return DPT_EINVAL;
-		p = colon + 1;
+		if (colon) /* NULL + 1 is undefined even if never read */
+			p = colon + 1;
 	}
 	return 0;
 }
