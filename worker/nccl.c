@@ -27,7 +27,7 @@ struct dpt__nccl_comm {
 	int device;
 	int rank, world;
 	atomic_int *abort;
-	int dead; /* aborted: the communicator is gone */
+	int dead;  /* aborted: the communicator is gone */
 	int stuck; /* ncclCommAbort did not return: leave the device alone */
 	int timeout_ms; /* bound of one collective, staging included */
 	/* Device memory that host buffers are staged through, kept across
@@ -174,13 +174,13 @@ static int wait_ready(struct dpt__nccl_comm *c, int stream, int64_t deadline)
 				   ncclGetLastError(c->comm));
 			comm_abort(c);
 			return state == ncclRemoteError ||
-					       state == ncclSystemError ?
-				       DPT_EPEERLOST :
-				       DPT_ENCCL;
+				       state == ncclSystemError
+				   ? DPT_EPEERLOST
+				   : DPT_ENCCL;
 		}
 		if (state == ncclSuccess) {
 			cudaError_t e =
-				stream ? cudaStreamQuery(c->stream) : cudaSuccess;
+			    stream ? cudaStreamQuery(c->stream) : cudaSuccess;
 			if (e == cudaSuccess)
 				return 0;
 			if (e != cudaErrorNotReady) {
@@ -228,7 +228,8 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 	c->dead = 1; /* until there is a communicator to abort */
 	e = cudaSetDevice(device);
 	if (e == cudaSuccess)
-		e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+		e = cudaStreamCreateWithFlags(&c->stream,
+					      cudaStreamNonBlocking);
 	if (e != cudaSuccess) {
 		dpt__error("cannot use cuda device %d: %s", device,
 			   cudaGetErrorString(e));
@@ -354,9 +355,10 @@ static int finish(struct dpt__nccl_comm *c, ncclResult_t r, int64_t deadline)
 	}
 	rc = wait_ready(c, 1, deadline);
 	if (rc == DPT_ETIMEDOUT) {
-		dpt__error("nccl collective of rank %d not complete after %d ms: "
-			   "a peer is silent",
-			   c->rank, c->timeout_ms);
+		dpt__error(
+		    "nccl collective of rank %d not complete after %d ms: "
+		    "a peer is silent",
+		    c->rank, c->timeout_ms);
 		rc = DPT_EPEERLOST;
 	}
 	return rc;
@@ -415,7 +417,8 @@ static bool host_memory(const void *p)
 	struct cudaPointerAttributes a;
 
 	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		(void)cudaGetLastError(); /* old runtimes: unregistered memory */
+		(void)
+		    cudaGetLastError(); /* old runtimes: unregistered memory */
 		return true;
 	}
 	return a.type == cudaMemoryTypeUnregistered ||
@@ -470,9 +473,8 @@ cuda_failed:
 	return DPT_ECUDA;
 }
 
-int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
-			void *recv, size_t count, enum dpt_dtype dtype,
-			enum dpt_op op)
+int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send, void *recv,
+			size_t count, enum dpt_dtype dtype, enum dpt_op op)
 {
 	ncclDataType_t t;
 	ncclRedOp_t nop;
@@ -495,8 +497,8 @@ int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
 			  root);
 }
 
-int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
-			void *recv, size_t count, enum dpt_dtype dtype)
+int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send, void *recv,
+			size_t count, enum dpt_dtype dtype)
 {
 	return collective(c, COLL_ALLGATHER, send, recv,
 			  count * dpt_dtype_size(dtype), ncclUint8, 1, ncclSum,
@@ -547,14 +549,13 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 		       int local_rank, int timeout_ms, atomic_int *abort)
 {
 	(void)id, (void)rank, (void)world, (void)local_rank, (void)timeout_ms,
-		(void)abort;
+	    (void)abort;
 	*out = NULL;
 	return DPT_ENOTSUP;
 }
 
-int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
-			void *recv, size_t count, enum dpt_dtype dtype,
-			enum dpt_op op)
+int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send, void *recv,
+			size_t count, enum dpt_dtype dtype, enum dpt_op op)
 {
 	(void)c, (void)send, (void)recv, (void)count, (void)dtype, (void)op;
 	return DPT_ENOTSUP;
@@ -567,8 +568,8 @@ int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
 	return DPT_ENOTSUP;
 }
 
-int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
-			void *recv, size_t count, enum dpt_dtype dtype)
+int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send, void *recv,
+			size_t count, enum dpt_dtype dtype)
 {
 	(void)c, (void)send, (void)recv, (void)count, (void)dtype;
 	return DPT_ENOTSUP;
