@@ -27,8 +27,9 @@ struct dpt__nccl_comm {
 	int device;
 	int rank, world;
 	atomic_int *abort;
-	int dead;  /* aborted: the communicator is gone */
-	int stuck; /* ncclCommAbort did not return: leave the device alone */
+	int dead;	/* aborted: the communicator is gone */
+	int stuck;	/* ncclCommAbort did not return (or could not start):
+			 * leave the device alone */
 	int timeout_ms; /* bound of one collective, staging included */
 	/* Device memory that host buffers are staged through, kept across
 	 * calls: a cudaMalloc and a cudaFree per collective would cost more
@@ -132,9 +133,18 @@ static void comm_abort(struct dpt__nccl_comm *c)
 		}
 	}
 	if (!started) {
-		/* No thread to spare: abort here, unbounded. */
+		/* No memory or thread to spare. Aborting here could block
+		 * without a bound, which is the one thing this function must
+		 * not do: go on as if the abort had not returned. NCCL's
+		 * kernels may still spin on the device; the process's exit
+		 * ends them. */
 		free(j);
-		ncclCommAbort(c->comm);
+		dpt__error(
+		    "cannot start the ncclCommAbort of rank %d: going on "
+		    "without it; cuda device %d may be unusable until "
+		    "this process exits",
+		    c->rank, c->device);
+		c->stuck = 1;
 		return;
 	}
 	deadline = now_ms() + ABORT_MS;
