@@ -5,10 +5,15 @@
  * SLURM_LOCALID picks the GPU), receives the generation's NCCL unique ID
  * through the coordinator's relay, and checks:
  *
- * - allreduce (sum; average for the float types), broadcast (from the
- *   first and the last rank) and allgather of device buffers, for every
- *   dtype, in place and out of place, against results computed here on
- *   the host;
+ * - allreduce (sum and average), broadcast (from the first and the last
+ *   rank) and allgather of device buffers, for every dtype, in place and
+ *   out of place, against results computed here on the host with the
+ *   rules of dptrain.h: integer sums wrap in their width and their
+ *   average truncates toward zero, a complex is reduced as two floats, a
+ *   boolean sum is an OR; the reductions that dptrain.h says NCCL refuses
+ *   (int16 and uint16: DPT_ENOTSUP) and that no backend has (the average
+ *   of booleans: DPT_EINVAL) must return that error, and the checks after
+ *   them pass in the same generation;
  * - the same collectives on host buffers, which the backend stages
  *   through device memory it keeps across calls: many calls of growing
  *   and shrinking sizes, and a host buffer reduced into a device one.
@@ -25,10 +30,13 @@
  * and "rejoined rank=R world=W generation=G rejoin_ms=T", then "done checks=C
  * failures=F". Exit status 0 when every check passed.
  *
- * Inputs are small integers, exact in every dtype, and so are their sums
- * over up to 8 ranks: sums and gathers are compared byte for byte. The
- * average is compared with a tolerance of one unit in the last place of
- * the dtype (NCCL computes it as a sum of premultiplied terms).
+ * Inputs are small integers in [-8, 7], exact in every dtype, and so are
+ * their sums over up to 8 ranks; in an unsigned type a negative input is
+ * stored wrapped (-1 is 255 in uint8), so that its sums wrap too. Booleans
+ * are 0 or 1 (NCCL's OR is the largest byte, an OR only of 0s and 1s).
+ * Sums, integer averages and gathers are compared byte for byte; float
+ * and complex averages within one unit in the last place of the dtype
+ * (NCCL computes them as a sum of premultiplied terms).
  */
 #include "config.h"
 
@@ -47,15 +55,13 @@
 static int checks, failures;
 static int rank, world;
 
-static const enum dpt_dtype dtypes[] = {DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16,
-					DPT_FLOAT16, DPT_INT32,	  DPT_INT64,
-					DPT_UINT8};
+/* Every dtype of dptrain.h, in its order (the index is the dtype). */
 static const char *const dtype_names[] = {
-    [DPT_FLOAT32] = "float32",	 [DPT_FLOAT64] = "float64",
-    [DPT_BFLOAT16] = "bfloat16", [DPT_FLOAT16] = "float16",
-    [DPT_INT32] = "int32",	 [DPT_INT64] = "int64",
-    [DPT_UINT8] = "uint8",
-};
+    "float32", "float64", "bfloat16", "float16",   "int32",
+    "int64",   "uint8",	  "bool",     "int8",	   "int16",
+    "uint16",  "uint32",  "uint64",   "complex64", "complex128"};
+#define NDTYPES (sizeof(dtype_names) / sizeof(dtype_names[0]))
+_Static_assert(NDTYPES == DPT_COMPLEX128 + 1, "a dtype without a name");
 
 static int64_t now_ms(void)
 {
@@ -75,11 +81,12 @@ static uint32_t mix(uint32_t x)
 	return x;
 }
 
-/* Rank R's input at element I: in [0, 15] for uint8, else [-8, 7]. */
+/* Rank R's input at element I: 0 or 1 for bool (1 in 5 of 16), else in
+ * [-8, 7]. */
 static int value(enum dpt_dtype dt, int r, size_t i, uint32_t key)
 {
 	int v = (int)(mix((uint32_t)i * 31u + (uint32_t)r * 7919u + key) % 16u);
-	return dt == DPT_UINT8 ? v : v - 8;
+	return dt == DPT_BOOL ? v >= 11 : v - 8;
 }
 
 /* IEEE half through the compiler's _Float16 (GCC 12 on x86-64), not
@@ -116,7 +123,30 @@ static float float_of_bf16(uint16_t b)
 	return f;
 }
 
-/* Store the number V as element I of P. */
+static int is_signed(enum dpt_dtype dt)
+{
+	return dt == DPT_INT8 || dt == DPT_INT16 || dt == DPT_INT32 ||
+	       dt == DPT_INT64;
+}
+
+static int is_integer(enum dpt_dtype dt)
+{
+	return is_signed(dt) || dt == DPT_UINT8 || dt == DPT_UINT16 ||
+	       dt == DPT_UINT32 || dt == DPT_UINT64;
+}
+
+/* The low bytes of U as element I of P, an integer of DT (x86-64 and
+ * every CUDA host are little endian). Storing the two's complement of a
+ * sum this way is dptrain.h's wrap-around. */
+static void put_bits(enum dpt_dtype dt, void *p, size_t i, uint64_t u)
+{
+	size_t sz = dpt_dtype_size(dt);
+	memcpy((char *)p + i * sz, &u, sz);
+}
+
+/* Store the number V as element I of P: rounded to a float type, as both
+ * parts of a complex (V - 2Vi), wrapped in an integer type, V != 0 as a
+ * bool. */
 static void put(enum dpt_dtype dt, void *p, size_t i, double v)
 {
 	switch (dt) {
@@ -132,18 +162,34 @@ static void put(enum dpt_dtype dt, void *p, size_t i, double v)
 	case DPT_FLOAT16:
 		((uint16_t *)p)[i] = half_of(v);
 		break;
+	/* 0 - 2V, not -2V: a zero imaginary part is +0, as the sums of
+	 * the ranks' parts are, where -2 * 0 would be -0, another byte. */
+	case DPT_COMPLEX64:
+		((float *)p)[2 * i] = (float)v;
+		((float *)p)[2 * i + 1] = (float)(0 - 2 * v);
+		break;
+	case DPT_COMPLEX128:
+		((double *)p)[2 * i] = v;
+		((double *)p)[2 * i + 1] = 0 - 2 * v;
+		break;
+	case DPT_BOOL:
+		((uint8_t *)p)[i] = v != 0;
+		break;
+	case DPT_INT8:
+	case DPT_INT16:
 	case DPT_INT32:
-		((int32_t *)p)[i] = (int32_t)v;
-		break;
 	case DPT_INT64:
-		((int64_t *)p)[i] = (int64_t)v;
-		break;
 	case DPT_UINT8:
-		((uint8_t *)p)[i] = (uint8_t)v;
+	case DPT_UINT16:
+	case DPT_UINT32:
+	case DPT_UINT64:
+		put_bits(dt, p, i, (uint64_t)(int64_t)v);
 		break;
 	}
 }
 
+/* Element I of P as a number, for messages and tolerances (the real part
+ * of a complex: compare() splits a complex into its parts). */
 static double get(enum dpt_dtype dt, const void *p, size_t i)
 {
 	switch (dt) {
@@ -151,39 +197,92 @@ static double get(enum dpt_dtype dt, const void *p, size_t i)
 		return ((const float *)p)[i];
 	case DPT_FLOAT64:
 		return ((const double *)p)[i];
+	case DPT_COMPLEX64:
+		return ((const float *)p)[2 * i];
+	case DPT_COMPLEX128:
+		return ((const double *)p)[2 * i];
 	case DPT_BFLOAT16:
 		return float_of_bf16(((const uint16_t *)p)[i]);
 	case DPT_FLOAT16:
 		return float_of_half(((const uint16_t *)p)[i]);
+	case DPT_INT8:
+		return ((const int8_t *)p)[i];
+	case DPT_INT16:
+		return ((const int16_t *)p)[i];
 	case DPT_INT32:
 		return ((const int32_t *)p)[i];
 	case DPT_INT64:
 		return (double)((const int64_t *)p)[i];
 	case DPT_UINT8:
+	case DPT_BOOL:
 		return ((const uint8_t *)p)[i];
+	case DPT_UINT16:
+		return ((const uint16_t *)p)[i];
+	case DPT_UINT32:
+		return ((const uint32_t *)p)[i];
+	case DPT_UINT64:
+		return (double)((const uint64_t *)p)[i];
 	}
 	return NAN;
 }
 
-static int is_float(enum dpt_dtype dt)
+/* Store the average of the integer sum S over the world as element I of
+ * P, by dptrain.h's rule for DT: floats and complex divide (put() rounds);
+ * integers wrap S in their width first, then divide with truncation
+ * toward zero (C's integer division), as signed or unsigned numbers. */
+static void put_average(enum dpt_dtype dt, void *p, size_t i, int64_t s)
 {
-	return dt == DPT_FLOAT32 || dt == DPT_FLOAT64 || dt == DPT_BFLOAT16 ||
-	       dt == DPT_FLOAT16;
+	unsigned bits = 8 * (unsigned)dpt_dtype_size(dt);
+	uint64_t u = (uint64_t)s, sign;
+
+	if (!is_integer(dt)) {
+		put(dt, p, i, (double)s / world);
+		return;
+	}
+	if (bits < 64)
+		u &= (UINT64_C(1) << bits) - 1;
+	if (!is_signed(dt)) {
+		put_bits(dt, p, i, u / (uint64_t)world);
+		return;
+	}
+	sign = UINT64_C(1) << (bits - 1); /* sign-extend the wrapped sum */
+	put_bits(dt, p, i,
+		 (uint64_t)(((int64_t)(u ^ sign) - (int64_t)sign) / world));
 }
 
-/* Relative spacing of the dtype's numbers (its epsilon). */
-static double ulp(enum dpt_dtype dt)
+/* How far an allreduce of DT with OP may be from the host's result,
+ * relative to it: 0 (byte for byte) but for float and complex averages,
+ * one unit in the last place (the epsilon of the dtype or of its parts). */
+static double tolerance(enum dpt_dtype dt, enum dpt_op op)
 {
+	if (op != DPT_AVG)
+		return 0;
 	switch (dt) {
 	case DPT_BFLOAT16:
 		return 1.0 / 128;
 	case DPT_FLOAT16:
 		return 1.0 / 1024;
 	case DPT_FLOAT32:
+	case DPT_COMPLEX64:
 		return 1.0 / (1 << 23);
-	default:
+	case DPT_FLOAT64:
+	case DPT_COMPLEX128:
 		return 1e-15;
+	default:
+		return 0;
 	}
+}
+
+/* The error dptrain.h promises for an allreduce of DT with OP on the NCCL
+ * backend, or 0: no boolean average on any backend, no 16-bit integer
+ * reduction in NCCL. */
+static int refusal(enum dpt_dtype dt, enum dpt_op op)
+{
+	if (dt == DPT_BOOL && op == DPT_AVG)
+		return DPT_EINVAL;
+	if (dt == DPT_INT16 || dt == DPT_UINT16)
+		return DPT_ENOTSUP;
+	return 0;
 }
 
 /* ------------------------------------------------------------ checks */
@@ -273,8 +372,14 @@ static const char *compare(enum dpt_dtype dt, const void *got, const void *want,
 			   size_t count, double tol)
 {
 	static char why[160];
-	size_t sz = dpt_dtype_size(dt);
+	size_t sz;
 
+	/* A complex is compared as its two parts, each within TOL. */
+	if (dt == DPT_COMPLEX64 || dt == DPT_COMPLEX128) {
+		dt = dt == DPT_COMPLEX64 ? DPT_FLOAT32 : DPT_FLOAT64;
+		count *= 2;
+	}
+	sz = dpt_dtype_size(dt);
 	for (size_t i = 0; i < count; i++) {
 		double g = get(dt, got, i), w = get(dt, want, i);
 		if (tol == 0 ? memcmp((const char *)got + i * sz,
@@ -298,7 +403,13 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 	    op == DPT_AVG
 		? (in_place ? "allreduce-avg-inplace" : "allreduce-avg")
 		: (in_place ? "allreduce-sum-inplace" : "allreduce-sum");
+	/* Refusals are checks of their own: "allreduce-avg-refused". */
+	if (refusal(dt, op))
+		what = op == DPT_AVG ? "allreduce-avg-refused"
+				     : "allreduce-sum-refused";
+	int refused = refusal(dt, op);
 	unsigned char *want = malloc(bytes ? bytes : 1);
+	const unsigned char *got;
 	struct bufs b;
 	int rc;
 
@@ -308,32 +419,40 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 		return;
 	}
 	for (size_t i = 0; i < count; i++) {
-		double s = 0;
+		int64_t s = 0;
 		for (int r = 0; r < world; r++)
 			s += value(dt, r, i, key);
 		put(dt, b.in, i, value(dt, rank, i, key));
-		put(dt, want, i, op == DPT_AVG ? s / world : s);
+		if (op == DPT_AVG && !refused)
+			put_average(dt, want, i, s);
+		else
+			put(dt, want, i, (double)s);
 	}
 	if (bufs_load(&b)) {
 		report(what, dt, count, mem, 0, "cudaMemcpy failed");
 		goto out;
 	}
+	/* A refused reduction leaves RECV as it was: the input in place,
+	 * bufs_load's garbage out of place. */
+	if (refused)
+		memcpy(want, in_place ? b.in : b.out, bytes);
 	rc =
 	    dpt_allreduce(ctx, b.din, in_place ? b.din : b.dout, count, dt, op);
-	if (rc) {
-		report(what, dt, count, mem, rc, NULL);
+	if (rc != refused) {
+		static char why[120];
+		snprintf(why, sizeof(why), "returned %s, want %s",
+			 dpt_err_name(rc),
+			 refused ? dpt_err_name(refused) : "0");
+		report(what, dt, count, mem, 0, why);
 		goto out;
 	}
-	if (bufs_fetch(&b, in_place ? b.din : b.dout, b.out, bytes))
+	got = in_place ? b.in : b.out;
+	if (bufs_fetch(&b, in_place ? b.din : b.dout, (void *)got, bytes))
 		report(what, dt, count, mem, 0, "cudaMemcpy back failed");
-	else if (in_place && mem == HOST)
-		report(what, dt, count, mem, 0,
-		       compare(dt, b.in, want, count,
-			       op == DPT_AVG ? ulp(dt) : 0));
 	else
 		report(what, dt, count, mem, 0,
-		       compare(dt, b.out, want, count,
-			       op == DPT_AVG ? ulp(dt) : 0));
+		       compare(dt, got, want, count,
+			       refused ? 0 : tolerance(dt, op)));
 out:
 	bufs_free(&b);
 	free(want);
@@ -459,15 +578,14 @@ static void check_all(struct dpt_ctx *ctx)
 
 	rank = dpt_rank(ctx);
 	world = dpt_world_size(ctx);
-	for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
-		enum dpt_dtype dt = dtypes[d];
+	for (size_t d = 0; d < NDTYPES; d++) {
+		enum dpt_dtype dt = (enum dpt_dtype)d;
 		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]);
 		     k++) {
 			size_t n = counts[k];
 			check_allreduce(ctx, dt, n, DEVICE, DPT_SUM, 0);
 			check_allreduce(ctx, dt, n, DEVICE, DPT_SUM, 1);
-			if (is_float(dt))
-				check_allreduce(ctx, dt, n, DEVICE, DPT_AVG, 0);
+			check_allreduce(ctx, dt, n, DEVICE, DPT_AVG, 0);
 			check_broadcast(ctx, dt, n, DEVICE, 0);
 			check_broadcast(ctx, dt, n, DEVICE, world - 1);
 			check_allgather(ctx, dt, n, DEVICE);
@@ -481,6 +599,8 @@ static void check_all(struct dpt_ctx *ctx)
 		check_allreduce(ctx, DPT_BFLOAT16, n, HOST, DPT_AVG, 0);
 		check_broadcast(ctx, DPT_FLOAT64, n, HOST, world - 1);
 		check_allgather(ctx, DPT_UINT8, n, HOST);
+		check_allreduce(ctx, DPT_COMPLEX64, n, HOST, DPT_AVG, 1);
+		check_allreduce(ctx, DPT_BOOL, n, HOST, DPT_SUM, 0);
 	}
 	check_mixed(ctx, 1001);
 	/* Many small staged calls in a row: the checkpoint commit's pattern. */
