@@ -1,10 +1,11 @@
 #!/bin/bash
 # PyTorch on a real GPU through dptrain (tests/gpu/torch_cuda.py has the
 # cases): CUDA tensors through the binding, a model and Adam's state on the
-# GPU saved and loaded, the same through dptrain.torch where it has
-# landed, torch DDP with nccl under the environment `srun --dp-train`
-# sets, and a tiny Lightning Trainer with dptrain.lightning's callback
-# where both import. One task (world size 1) with a coordinator started by
+# GPU saved and loaded through the binding and through
+# dptrain.torch.Checkpoint, torch DDP with nccl under the environment
+# `srun --dp-train` sets, and tests/python/lightning_fit.py's tiny
+# Lightning Trainer with dptrain.lightning.DptrainCallback on the GPU
+# where Lightning imports. One task (world size 1) with a coordinator started by
 # hand, as tests/coord does; the Python is $DPT_GPU_PYTHON (default: the
 # python3 on PATH: on the GPU machine, the one with torch and its CUDA
 # wheels).
@@ -23,9 +24,9 @@ cases="binding checkpoint torch ddp lightning"
 descs=(
 	"CUDA tensors of every dtype through the binding (NCCL backend)"
 	"model and Adam state on the GPU saved and loaded byte-exact (binding)"
-	"model and Adam state on the GPU through dptrain.torch"
+	"model and Adam on the GPU through dptrain.torch.Checkpoint, loaded into fresh ones"
 	"torch DDP with nccl under the --dp-train environment, beside dptrain"
-	"Lightning Trainer on the GPU with the dptrain.lightning callback"
+	"Lightning Trainer on the GPU with dptrain.lightning.DptrainCallback"
 )
 plan 5
 

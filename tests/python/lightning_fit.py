@@ -1,6 +1,8 @@
 """A tiny Lightning fit with dptrain.lightning.DptrainCallback, for
 tests/python/lightning.sh: trains to TOTAL global steps, resuming from the
-run's checkpoint; prints "start=S end=E stopped=B params_sum=X"."""
+run's checkpoint; prints "start=S end=E stopped=B params_sum=X".
+
+    lightning_fit.py TOTAL [ACCELERATOR]    (default cpu; tests/gpu: gpu)"""
 import sys
 
 import torch
@@ -31,13 +33,14 @@ class Fit(pl.LightningModule):
 
 def main():
     total = int(sys.argv[1])
+    accelerator = sys.argv[2] if len(sys.argv) > 2 else "cpu"
     torch.manual_seed(0)
     x = torch.linspace(-1, 1, 960).unsqueeze(1)
     data = torch.utils.data.TensorDataset(x, 3 * x - 2)
     sampler = dpt.ElasticSampler(data, global_batch_size=32, seed=1)
     loader = torch.utils.data.DataLoader(data, batch_sampler=sampler)
     cb = DptrainCallback(sampler=sampler, total_steps=total)
-    trainer = pl.Trainer(max_steps=total, accelerator="cpu", devices=1, callbacks=[cb],
+    trainer = pl.Trainer(max_steps=total, accelerator=accelerator, devices=1, callbacks=[cb],
                          plugins=[SLURMEnvironment(auto_requeue=False)],
                          use_distributed_sampler=False, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
