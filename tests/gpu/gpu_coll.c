@@ -399,17 +399,16 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 {
 	size_t bytes = count * dpt_dtype_size(dt);
 	uint32_t key = (uint32_t)(count * 131 + dt * 17 + op);
+	int refused = refusal(dt, op);
+	/* Refusals are checks of their own: "allreduce-avg-refused". */
 	const char *what =
-	    op == DPT_AVG
+	    refused ? (op == DPT_AVG ? "allreduce-avg-refused"
+				     : "allreduce-sum-refused")
+	    : op == DPT_AVG
 		? (in_place ? "allreduce-avg-inplace" : "allreduce-avg")
 		: (in_place ? "allreduce-sum-inplace" : "allreduce-sum");
-	/* Refusals are checks of their own: "allreduce-avg-refused". */
-	if (refusal(dt, op))
-		what = op == DPT_AVG ? "allreduce-avg-refused"
-				     : "allreduce-sum-refused";
-	int refused = refusal(dt, op);
 	unsigned char *want = malloc(bytes ? bytes : 1);
-	const unsigned char *got;
+	unsigned char *got;
 	struct bufs b;
 	int rc;
 
@@ -441,13 +440,12 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 	if (rc != refused) {
 		static char why[120];
 		snprintf(why, sizeof(why), "returned %s, want %s",
-			 dpt_err_name(rc),
-			 refused ? dpt_err_name(refused) : "0");
+			 dpt_err_name(rc), dpt_err_name(refused));
 		report(what, dt, count, mem, 0, why);
 		goto out;
 	}
 	got = in_place ? b.in : b.out;
-	if (bufs_fetch(&b, in_place ? b.din : b.dout, (void *)got, bytes))
+	if (bufs_fetch(&b, in_place ? b.din : b.dout, got, bytes))
 		report(what, dt, count, mem, 0, "cudaMemcpy back failed");
 	else
 		report(what, dt, count, mem, 0,
