@@ -47,11 +47,23 @@ def collectives(ctx):
             g = torch.empty(w * n, dtype=dt)
             ctx.allgather(torch.full((n,), float(r), dtype=dt), g)
             assert torch.equal(g, torch.arange(w, dtype=dt).repeat_interleave(n)), (dt, n)
+    # The integer, boolean and complex dtypes: sums wrap in their width,
+    # a boolean sum is an OR (include/dptrain/dptrain.h).
+    for dt in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+        t = torch.full((77,), r + 1, dtype=dt)
+        ctx.allreduce(t)
+        assert torch.equal(t, torch.full((77,), w * (w + 1) // 2, dtype=dt)), (dt, t[:4])
+    t = torch.tensor([r == 0, False, True])
+    ctx.allreduce(t)
+    assert torch.equal(t, torch.tensor([True, False, True])), t
+    t = torch.full((9,), complex(r, -1), dtype=torch.complex64)
+    ctx.allreduce(t)
+    assert torch.equal(t, torch.full((9,), complex(w * (w - 1) / 2, -w), dtype=torch.complex64)), t
     a = numpy.full(333, r + 1, dtype=numpy.float64)
     ctx.allreduce(a)
     assert (a == w * (w + 1) / 2).all()
     for bad, exc in ((torch.zeros(4, 4).t(), ValueError),
-                     (torch.zeros(4, dtype=torch.complex64), TypeError),
+                     (torch.zeros(4, dtype=torch.complex32), TypeError),
                      ([1.0, 2.0], TypeError)):
         try:
             ctx.allreduce(bad)
