@@ -280,10 +280,13 @@ int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
 
 /*
  * dpt__ckpt_verify - read every chunk of STEP and check every checksum.
- * *BAD (may be NULL) receives the number of damaged chunks. Returns 0 or
- * the first error (DPT_ECORRUPT, ...), after trying every chunk.
+ * *BAD (may be NULL) receives the number of damaged chunks. WHY (WHYLEN
+ * bytes, may be NULL) receives a one-line cause when the step is refused
+ * before any chunk is read (its manifest is unusable), else "". Returns 0
+ * or the first error (DPT_ECORRUPT, ...), after trying every chunk.
  */
-int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad);
+int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad,
+		     char *why, size_t whylen);
 
 /*
  * dpt__ckpt_quarantine - STEP was found damaged (a verified checksum or

@@ -219,10 +219,18 @@ static int cmd_verify(struct dpt__storage *s, uint64_t step, bool all)
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
+		char why[600];
 		size_t bad = 0;
 
-		rc = dpt__ckpt_verify(s, steps[i], &bad);
-		if (rc) {
+		rc = dpt__ckpt_verify(s, steps[i], &bad, why, sizeof(why));
+		if (rc && why[0]) {
+			/* Refused before any chunk was read: no chunk count,
+			 * and the cause rather than a checksum mismatch. */
+			printf("step %" PRIu64 ": DAMAGED: %s\n", steps[i], why);
+			damaged++;
+			if (!first)
+				first = rc;
+		} else if (rc) {
 			printf("step %" PRIu64 ": DAMAGED (%zu chunk(s)): %s\n",
 			       steps[i], bad, dpt_strerror(rc));
 			damaged++;

@@ -166,8 +166,10 @@ out:
 
 /* ------------------------------------------------------------ reading */
 
-int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
-			    struct dpt__manifest *m)
+/* dpt__ckpt_read_manifest, with why a manifest is refused into WHY (may
+ * be NULL; "" when it is not refused). */
+static int read_manifest(struct dpt__storage *s, uint64_t step,
+			 struct dpt__manifest *m, char *why, size_t whylen)
 {
 	char key[DPT__STORAGE_KEY_MAX], dir[32], err[512];
 	uint64_t size;
@@ -175,6 +177,8 @@ int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 	int rc;
 
 	memset(m, 0, sizeof(*m));
+	if (why && whylen)
+		why[0] = '\0';
 	dpt__step_dir(step, dir, sizeof(dir));
 	snprintf(key, sizeof(key), "%s/%s", dir, DPT__CKPT_MANIFEST);
 	rc = dpt__storage_stat(s, key, &size);
@@ -184,6 +188,9 @@ int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 		dpt__error("manifest '%s/%s' is %" PRIu64 " bytes: not a "
 			   "manifest",
 			   dpt__storage_uri(s), key, size);
+		if (why)
+			snprintf(why, whylen, "manifest is %" PRIu64 " bytes: "
+				 "not a manifest", size);
 		return DPT_ECORRUPT;
 	}
 	buf = malloc(size + 1);
@@ -203,14 +210,23 @@ int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 		snprintf(err, sizeof(err), "it says step %" PRIu64, m->step);
 		rc = DPT_ECORRUPT;
 	}
-	if (rc && rc != DPT_ENOMEM)
+	if (rc && rc != DPT_ENOMEM) {
 		dpt__error("step %" PRIu64 ": manifest '%s/%s' is unusable: %s",
 			   step, dpt__storage_uri(s), key, err);
+		if (why)
+			snprintf(why, whylen, "manifest is unusable: %s", err);
+	}
 out:
 	free(buf);
 	if (rc)
 		dpt__manifest_release(m);
 	return rc;
+}
+
+int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
+			    struct dpt__manifest *m)
+{
+	return read_manifest(s, step, m, NULL, 0);
 }
 
 int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
@@ -263,7 +279,8 @@ int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
 	return 0;
 }
 
-int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad)
+int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad,
+		     char *why, size_t whylen)
 {
 	struct dpt__manifest m;
 	uint64_t per_read;
@@ -274,7 +291,7 @@ int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad)
 
 	if (bad)
 		*bad = 0;
-	rc = dpt__ckpt_read_manifest(s, step, &m);
+	rc = read_manifest(s, step, &m, why, whylen);
 	if (rc)
 		return rc;
 	per_read = DPT__CKPT_READ_MAX / m.block_size;

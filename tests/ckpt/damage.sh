@@ -12,7 +12,7 @@
 . "$top_srcdir/tests/ckpt/lib.sh"
 [ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
-plan 28
+plan 31
 root=$ckpt_dir/root
 run=$root/run
 out=$ckpt_dir/job
@@ -97,3 +97,22 @@ is "$(ckpt_grep "$out.load2" '^loaded' | grep -c 'step=1 .* ok$')" 2 \
 	"a load of step 3 falls back to step 1 as well"
 "$ckpt_tool" ckpt verify "file://$run" --step 1 >/dev/null 2>&1
 ok $? "step 1 verifies"
+
+# Manifests refused before any chunk is read: verify says why on stdout,
+# not "checksum mismatch". Step 9 holds step 1's manifest; step 10 a
+# manifest whose shard name leaves the step's directory.
+mkdir "$run/step-0000000009" "$run/step-0000000010"
+cp "$run/step-0000000001/manifest.json" "$run/step-0000000009/"
+sed -e 's/"step":1,/"step":10,/' \
+	-e 's/"name":"rank-00000-of-00004/"name":"..\/rank-00000-of-00004/' \
+	"$run/step-0000000001/manifest.json" >"$run/step-0000000010/manifest.json"
+v9=$("$ckpt_tool" ckpt verify "file://$run" --step 9 2>/dev/null)
+is "$?:$(head -1 <<<"$v9")" "1:step 9: DAMAGED: manifest is unusable: it says step 1" \
+	"verify names a manifest that disagrees with its directory"
+v10=$("$ckpt_tool" ckpt verify "file://$run" --step 10 2>/dev/null)
+is "$?:$(head -1 <<<"$v10")" \
+	"1:step 10: DAMAGED: manifest is unusable: file 0 has a bad name '../rank-00000-of-00004.safetensors'" \
+	"verify names a manifest with a bad shard name"
+vall=$("$ckpt_tool" ckpt verify "file://$run" 2>/dev/null)
+is "$(echo "$vall" | grep -c 'checksum mismatch')" 0 \
+	"neither is reported as a checksum mismatch" || diag "$vall"
