@@ -145,6 +145,14 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 			   "s3://bucket/prefix");
 		return DPT_ECONFIG;
 	}
+	/* "." and ".." would name the root or its parent: the run's
+	 * checkpoints would leave the directory the site allowed. */
+	if (run && (!strcmp(run, ".") || !strcmp(run, ".."))) {
+		dpt__error("run name '%s' names a directory, not a run: give "
+			   "the run a name (srun --dp-train=NAME, DPTRAIN_RUN)",
+			   run);
+		return DPT_EINVAL;
+	}
 	if (run && (dpt__storage_key_check(run, false) || strchr(run, '/'))) {
 		dpt__error("run name '%s' must be one component of "
 			   "[A-Za-z0-9._~-]",
