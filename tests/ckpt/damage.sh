@@ -12,7 +12,7 @@
 . "$top_srcdir/tests/ckpt/lib.sh"
 [ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
-plan 31
+plan 36
 root=$ckpt_dir/root
 run=$root/run
 out=$ckpt_dir/job
@@ -97,6 +97,28 @@ is "$(ckpt_grep "$out.load2" '^loaded' | grep -c 'step=1 .* ok$')" 2 \
 	"a load of step 3 falls back to step 1 as well"
 "$ckpt_tool" ckpt verify "file://$run" --step 1 >/dev/null 2>&1
 ok $? "step 1 verifies"
+
+# What users hit (issue 14): a training loop saving every 4 steps, step 8
+# damaged; the next run resumes from step 4, trains on, and its save of
+# step 8 commits like any other, in the same process as the load.
+train_loop=$top_builddir/tests/ckpt/train_loop
+tl_root=$ckpt_dir/tl
+tl_job() { # OUT ARGS...
+	DPTRAIN_CKPT_URI=file://$tl_root DPTRAIN_RUN=run ckpt_worker=$train_loop ckpt_job 2 "$@"
+}
+tl_job "$out.tl1" --steps 8 --every 4 --step-ms 0
+ok $? "a training loop of 2 ranks saves steps 4 and 8" || diag "$(cat "$out".tl1.[0-9]*)"
+shard8=$tl_root/run/step-0000000008/rank-00001-of-00002.safetensors
+hdr=$(od -An -tu8 -N8 "$shard8" | tr -d ' ')
+printf '\377' | dd of="$shard8" bs=1 seek=$((8 + hdr + 100)) conv=notrunc status=none
+tl_job "$out.tl2" --steps 12 --every 4 --step-ms 0
+ok $? "the next run falls back to step 4 and trains past step 8" || diag "$(cat "$out".tl2.[0-9]*)"
+is "$(ckpt_grep "$out.tl2" '^(resumed|finished)' | cut -d' ' -f1,2 | uniq -c | xargs)" \
+	"2 finished step=12 2 resumed step=4" "both ranks resumed from step 4 and committed step 12" ||
+	diag "$(cat "$out".tl2.[0-9]*)"
+is "$("$ckpt_tool" ckpt ls "file://$tl_root" 2>&1 | awk 'NR > 1 { print $2 ":" $3 }' | xargs)" \
+	"4:committed 8:committed 12:committed" "steps 4, 8 (saved again) and 12 are committed"
+run_ok "every step of the run verifies" "$ckpt_tool" ckpt verify "file://$tl_root/run"
 
 # Manifests refused before any chunk is read: verify says why on stdout,
 # not "checksum mismatch". Step 9 holds step 1's manifest; step 10 a
