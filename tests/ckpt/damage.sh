@@ -6,8 +6,10 @@
 # flipped byte is quarantined by that load: `ls` shows it as damaged, the
 # run saves that step number again and commits it, and `gc` removes a
 # quarantined step; the step with a missing shard (which may be an I/O
-# problem) stays committed. Manifests refused for a bad shard name or a
-# step that is not their directory's are named as such by verify.
+# problem) stays committed. A training loop whose newest step is damaged
+# resumes from the one before and saves past it. Manifests refused for a
+# bad shard name or a step that is not their directory's are named as
+# such by verify.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/ckpt/lib.sh"
 [ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
