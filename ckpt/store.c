@@ -475,9 +475,10 @@ int dpt__ckpt_quarantine(struct dpt__storage *s, uint64_t step, bool recycle)
 	if (rc)
 		goto out;
 	dpt__warn("step %" PRIu64 " of '%s' is damaged: it is no longer "
-		  "committed; its manifest is kept as '%s' until `dptrain "
-		  "ckpt gc` removes it",
-		  step, dpt__storage_uri(s), dkey);
+		  "committed, and its step number is saved again when the run "
+		  "gets there; its manifest is kept as '%s/%s' until gc "
+		  "removes it",
+		  step, dpt__storage_uri(s), dpt__storage_uri(s), dkey);
 	/* Its shards go now, not at gc: a save of the same step number
 	 * writes into the same directory, and a gc that removed the whole
 	 * directory could take that save's files. A failure here leaves
@@ -494,9 +495,9 @@ int dpt__ckpt_quarantine(struct dpt__storage *s, uint64_t step, bool recycle)
 	}
 out:
 	if (rc && rc != DPT_ENOMEM)
-		dpt__error("cannot quarantine damaged step %" PRIu64 " of '%s': "
-			   "it still counts as committed (remove its manifest "
-			   "by hand or run `dptrain ckpt gc`): %s",
+		dpt__error("cannot quarantine damaged step %" PRIu64 " of '%s' "
+			   "(it still counts as committed, so a save of that "
+			   "step is refused; the next load tries again): %s",
 			   step, dpt__storage_uri(s), dpt_strerror(rc));
 	for (size_t i = 0; i < l.n; i++)
 		free(l.keys[i]);
