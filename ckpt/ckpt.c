@@ -145,6 +145,14 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 			   "s3://bucket/prefix");
 		return DPT_ECONFIG;
 	}
+	/* "." and ".." would name the root or its parent: the run's
+	 * checkpoints would leave the directory the site allowed. */
+	if (run && (!strcmp(run, ".") || !strcmp(run, ".."))) {
+		dpt__error("run name '%s' names a directory, not a run: give "
+			   "the run a name (srun --dp-train=NAME, DPTRAIN_RUN)",
+			   run);
+		return DPT_EINVAL;
+	}
 	if (run && (dpt__storage_key_check(run, false) || strchr(run, '/'))) {
 		dpt__error("run name '%s' must be one component of "
 			   "[A-Za-z0-9._~-]",
@@ -1364,11 +1372,35 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	return rc;
 }
 
+/*
+ * The steps of DAMAGED (N of them, newer than the step just loaded; FOUND
+ * were found, the same number on every rank) stop counting as committed, so that the run saves those step numbers again
+ * when it gets there (doc/checkpoint-format.md, "Damaged steps"). Rank 0
+ * quarantines, once, only after an older step loaded on every rank: the
+ * last good step is never touched. Every rank waits for it, so that no
+ * save can start before. A step that cannot be quarantined stays
+ * committed (logged): the load itself succeeded.
+ */
+static int quarantine(struct dpt_ckpt *ck, const uint64_t *damaged, size_t n,
+		      size_t found)
+{
+	int rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
+
+	if (found == 0)
+		return 0;
+	for (size_t i = 0; rank == 0 && i < n; i++)
+		(void)dpt__ckpt_quarantine(ck->st, damaged[i], true);
+	return ck->ctx ? dpt_barrier(ck->ctx) : 0;
+}
+
 int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info)
 {
 	struct dpt__step_list l = {0};
 	int64_t pick[2] = {-1, 0}; /* the step to try, the listing's error */
-	size_t next = 0;
+	/* Steps found damaged on every rank that failed them, kept by rank
+	 * 0; how many, counted by every rank from the same votes. */
+	uint64_t *damaged = NULL;
+	size_t next = 0, ndamaged = 0, damaged_cap = 0, found = 0;
 	int rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
 	int first = 0, rc;
 
@@ -1428,6 +1460,9 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 			}
 		}
 		if (failed == 0) {
+			rc = quarantine(ck, damaged, ndamaged, found);
+			if (rc)
+				break;
 			if (info) {
 				info->step = ck->loaded.step;
 				info->sample_cursor = ck->loaded.sample_cursor;
@@ -1451,10 +1486,29 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 			dpt__warn("step %" PRId64 " is unusable on %" PRIu32 " rank(s) (see "
 				  "above): trying the previous committed step",
 				  pick[0], failed);
+		/* Damage is what every failed rank verified: a checksum,
+		 * a cut shard or a manifest that breaks the rules. An I/O
+		 * error, a missing shard, a timeout or a newer format
+		 * version may pass, and such a step is left committed. */
+		{
+			int other = rc && rc != DPT_ECORRUPT ? rc : 0;
+
+			rc = vote(ck, other, &failed, NULL);
+			if (rc)
+				break;
+			if (failed == 0)
+				found++;
+			/* Out of memory, the step merely stays committed. */
+			if (failed == 0 && rank == 0 &&
+			    dpt__array_room(&damaged, ndamaged, &damaged_cap,
+					    sizeof(*damaged)) == 0)
+				damaged[ndamaged++] = (uint64_t)pick[0];
+		}
 	}
 	if (rc)
 		dpt__manifest_release(&ck->loaded);
 	dpt__step_list_release(&l);
+	free(damaged);
 	return rc;
 }
 

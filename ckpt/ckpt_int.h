@@ -27,6 +27,10 @@
 /* The largest read (and staging buffer) of a load. */
 #define DPT__CKPT_READ_MAX (32u << 20)
 #define DPT__CKPT_MANIFEST "manifest.json"
+/* A quarantined step's manifest (doc/checkpoint-format.md, "Damaged
+ * steps"): the step is no longer committed, and `dptrain ckpt ls` shows it
+ * as damaged until gc removes it. */
+#define DPT__CKPT_DAMAGED "manifest.damaged.json"
 
 /* A box of a tensor: off[d] .. off[d] + len[d] for each dimension. A
  * 0-dimensional box is a scalar (one element). */
@@ -232,13 +236,17 @@ void dpt__step_dir(uint64_t step, char *buf, size_t size);
 /* "rank-00001-of-00004.safetensors" into BUF. */
 void dpt__shard_name(uint32_t rank, uint32_t world, char *buf, size_t size);
 
-/* What a listing found: committed steps (with a manifest) and step
- * directories without one, both ascending. */
+/* What a listing found, each ascending: committed steps (with a
+ * manifest), step directories without a manifest or a quarantined one
+ * (uncommitted), and steps holding a quarantined manifest (damaged; a
+ * step saved again after its quarantine is both committed and damaged). */
 struct dpt__step_list {
 	uint64_t *committed;
 	size_t ncommitted;
 	uint64_t *uncommitted;
 	size_t nuncommitted;
+	uint64_t *damaged;
+	size_t ndamaged;
 };
 void dpt__step_list_release(struct dpt__step_list *l);
 
@@ -272,10 +280,25 @@ int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
 
 /*
  * dpt__ckpt_verify - read every chunk of STEP and check every checksum.
- * *BAD (may be NULL) receives the number of damaged chunks. Returns 0 or
- * the first error (DPT_ECORRUPT, ...), after trying every chunk.
+ * *BAD (may be NULL) receives the number of damaged chunks. WHY (WHYLEN
+ * bytes, may be NULL) receives a one-line cause when the step is refused
+ * before any chunk is read (its manifest is unusable), else "". Returns 0
+ * or the first error (DPT_ECORRUPT, ...), after trying every chunk.
  */
-int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad);
+int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad,
+		     char *why, size_t whylen);
+
+/*
+ * dpt__ckpt_quarantine - STEP was found damaged (a verified checksum or
+ * manifest mismatch, never an I/O error): its manifest's bytes are put
+ * under step-N/manifest.damaged.json, then its manifest is deleted (the
+ * step is no longer committed: a save may commit the same step number
+ * again) and then its other objects, recycled with RECYCLE
+ * (dpt__storage_recycle). A step whose manifest is already gone is left
+ * as it is. Logs a warning naming the step. Returns 0 or the storage's
+ * error (logged): the step then stays committed, as it was.
+ */
+int dpt__ckpt_quarantine(struct dpt__storage *s, uint64_t step, bool recycle);
 
 /*
  * dpt__ckpt_delete_prefix - delete every object of S whose key starts with
@@ -286,10 +309,11 @@ int dpt__ckpt_delete_prefix(struct dpt__storage *s, const char *prefix);
 /*
  * dpt__ckpt_retain - retention and garbage collection (doc: "Retention and
  * garbage collection"): keep the KEEP_LAST newest committed steps and the
- * multiples of KEEP_EVERY (0: none), delete uncommitted step directories
- * older than the newest commit and the storage's leftovers older than
- * GC_AGE_S. RECYCLE: the shards of deleted committed steps are recycled
- * for the next save's writers (dpt__storage_recycle) rather than deleted.
+ * multiples of KEEP_EVERY (0: none), delete the quarantined manifests of
+ * damaged steps, uncommitted step directories older than the newest
+ * commit and the storage's leftovers older than GC_AGE_S. RECYCLE: the
+ * shards of deleted committed steps are recycled for the next save's
+ * writers (dpt__storage_recycle) rather than deleted.
  * *DELETED (may be NULL) counts the steps removed.
  */
 int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,

@@ -27,12 +27,14 @@ static void usage(FILE *f)
 	      "\n"
 	      "URI is file:///path or s3://bucket/prefix: for ls, a root of\n"
 	      "runs (or a run); for the others, one run (ROOT/RUN).\n"
-	      "  ls      list the runs and their committed (and uncommitted) steps\n"
+	      "  ls      list the runs and their committed, uncommitted and\n"
+	      "          damaged (quarantined by a load) steps\n"
 	      "  show    the manifest of the newest committed step (or N)\n"
 	      "  verify  read every chunk of every committed step (or N) and\n"
 	      "          check its checksums; exit status 1 names the damage\n"
-	      "  gc      delete uncommitted steps older than the newest commit\n"
-	      "          and leftovers of crashed writers older than --age\n"
+	      "  gc      delete damaged steps, uncommitted steps older than\n"
+	      "          the newest commit and leftovers of crashed writers\n"
+	      "          older than --age\n"
 	      "          (default 3600); with --keep-last, also committed steps\n"
 	      "          beyond the K newest (multiples of --keep-every stay)\n"
 	      "S3 settings come from the AWS environment variables and\n"
@@ -45,7 +47,7 @@ static void usage(FILE *f)
 struct ls_entry {
 	char *run;
 	uint64_t step;
-	bool committed;
+	bool committed, damaged;
 };
 
 struct ls_ctx {
@@ -81,6 +83,7 @@ static int ls_one(void *ctx_p, const char *key, uint64_t size)
 		    strlen(last->run) == (size_t)(p - key) &&
 		    strncmp(last->run, key, (size_t)(p - key)) == 0) {
 			last->committed |= strcmp(end + 1, DPT__CKPT_MANIFEST) == 0;
+			last->damaged |= strcmp(end + 1, DPT__CKPT_DAMAGED) == 0;
 			return 0;
 		}
 	}
@@ -91,6 +94,7 @@ static int ls_one(void *ctx_p, const char *key, uint64_t size)
 		return DPT_ENOMEM;
 	ctx->v[ctx->n].step = step;
 	ctx->v[ctx->n].committed = strcmp(end + 1, DPT__CKPT_MANIFEST) == 0;
+	ctx->v[ctx->n].damaged = strcmp(end + 1, DPT__CKPT_DAMAGED) == 0;
 	ctx->n++;
 	return 0;
 }
@@ -107,7 +111,8 @@ static int cmd_ls(struct dpt__storage *s)
 			printf("%-24.*s %12" PRIu64 "  %s\n",
 			       n ? (int)n - 1 : 1, n ? ctx.v[i].run : ".",
 			       ctx.v[i].step,
-			       ctx.v[i].committed ? "committed" : "uncommitted");
+			       ctx.v[i].committed ? "committed" :
+			       ctx.v[i].damaged ? "damaged" : "uncommitted");
 		}
 		/* An empty listing is also what a mistyped root gives. */
 		if (ctx.n == 0)
@@ -214,10 +219,18 @@ static int cmd_verify(struct dpt__storage *s, uint64_t step, bool all)
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
+		char why[600];
 		size_t bad = 0;
 
-		rc = dpt__ckpt_verify(s, steps[i], &bad);
-		if (rc) {
+		rc = dpt__ckpt_verify(s, steps[i], &bad, why, sizeof(why));
+		if (rc && why[0]) {
+			/* Refused before any chunk was read: no chunk count,
+			 * and the cause rather than a checksum mismatch. */
+			printf("step %" PRIu64 ": DAMAGED: %s\n", steps[i], why);
+			damaged++;
+			if (!first)
+				first = rc;
+		} else if (rc) {
 			printf("step %" PRIu64 ": DAMAGED (%zu chunk(s)): %s\n",
 			       steps[i], bad, dpt_strerror(rc));
 			damaged++;

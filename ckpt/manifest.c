@@ -504,9 +504,15 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 			rc = DPT_ENOMEM;
 			goto out;
 		}
-		if (!name || dpt__storage_key_check(name, false) ||
-		    strchr(name, '/')) {
-			rc = bad(err, errlen, "file %zu has a bad name", i);
+		if (!name) {
+			rc = bad(err, errlen, "file %zu has no name", i);
+			goto out;
+		}
+		/* A shard is a file of the step's directory, and its name a
+		 * key of the storage: no '/', no "..". */
+		if (dpt__storage_key_check(name, false) || strchr(name, '/')) {
+			rc = bad(err, errlen, "file %zu has a bad name '%.200s'",
+				 i, name);
 			goto out;
 		}
 		f->name = strdup(name);

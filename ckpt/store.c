@@ -73,7 +73,7 @@ static void set_sort_unique(struct u64_set *s)
 
 struct list_ctx {
 	size_t skip; /* length of the prefix */
-	struct u64_set all, committed;
+	struct u64_set all, committed, damaged;
 };
 
 /* "step-0000000012/REST": 0 and the step, or -1 for other names. */
@@ -109,6 +109,8 @@ static int list_one(void *ctx_p, const char *key, uint64_t size)
 	rc = set_add(&ctx->all, step);
 	if (!rc && strcmp(rest, DPT__CKPT_MANIFEST) == 0)
 		rc = set_add(&ctx->committed, step);
+	if (!rc && strcmp(rest, DPT__CKPT_DAMAGED) == 0)
+		rc = set_add(&ctx->damaged, step);
 	return rc;
 }
 
@@ -116,6 +118,7 @@ void dpt__step_list_release(struct dpt__step_list *l)
 {
 	free(l->committed);
 	free(l->uncommitted);
+	free(l->damaged);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -134,11 +137,16 @@ int dpt__ckpt_list(struct dpt__storage *s, const char *prefix,
 		goto out;
 	set_sort_unique(&ctx.all);
 	set_sort_unique(&ctx.committed);
-	/* uncommitted = all - committed, both sorted */
-	for (size_t i = 0, j = 0; i < ctx.all.n; i++) {
+	set_sort_unique(&ctx.damaged);
+	/* uncommitted = all - committed - damaged, all sorted */
+	for (size_t i = 0, j = 0, k = 0; i < ctx.all.n; i++) {
 		while (j < ctx.committed.n && ctx.committed.v[j] < ctx.all.v[i])
 			j++;
+		while (k < ctx.damaged.n && ctx.damaged.v[k] < ctx.all.v[i])
+			k++;
 		if (j < ctx.committed.n && ctx.committed.v[j] == ctx.all.v[i])
+			continue;
+		if (k < ctx.damaged.n && ctx.damaged.v[k] == ctx.all.v[i])
 			continue;
 		ctx.all.v[n++] = ctx.all.v[i];
 	}
@@ -146,17 +154,22 @@ int dpt__ckpt_list(struct dpt__storage *s, const char *prefix,
 	out->ncommitted = ctx.committed.n;
 	out->uncommitted = ctx.all.v;
 	out->nuncommitted = n;
+	out->damaged = ctx.damaged.v;
+	out->ndamaged = ctx.damaged.n;
 	return 0;
 out:
 	free(ctx.all.v);
 	free(ctx.committed.v);
+	free(ctx.damaged.v);
 	return rc;
 }
 
 /* ------------------------------------------------------------ reading */
 
-int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
-			    struct dpt__manifest *m)
+/* dpt__ckpt_read_manifest, with why a manifest is refused into WHY (may
+ * be NULL; "" when it is not refused). */
+static int read_manifest(struct dpt__storage *s, uint64_t step,
+			 struct dpt__manifest *m, char *why, size_t whylen)
 {
 	char key[DPT__STORAGE_KEY_MAX], dir[32], err[512];
 	uint64_t size;
@@ -164,6 +177,8 @@ int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 	int rc;
 
 	memset(m, 0, sizeof(*m));
+	if (why && whylen)
+		why[0] = '\0';
 	dpt__step_dir(step, dir, sizeof(dir));
 	snprintf(key, sizeof(key), "%s/%s", dir, DPT__CKPT_MANIFEST);
 	rc = dpt__storage_stat(s, key, &size);
@@ -173,6 +188,9 @@ int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 		dpt__error("manifest '%s/%s' is %" PRIu64 " bytes: not a "
 			   "manifest",
 			   dpt__storage_uri(s), key, size);
+		if (why)
+			snprintf(why, whylen, "manifest is %" PRIu64 " bytes: "
+				 "not a manifest", size);
 		return DPT_ECORRUPT;
 	}
 	buf = malloc(size + 1);
@@ -192,14 +210,23 @@ int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 		snprintf(err, sizeof(err), "it says step %" PRIu64, m->step);
 		rc = DPT_ECORRUPT;
 	}
-	if (rc && rc != DPT_ENOMEM)
+	if (rc && rc != DPT_ENOMEM) {
 		dpt__error("step %" PRIu64 ": manifest '%s/%s' is unusable: %s",
 			   step, dpt__storage_uri(s), key, err);
+		if (why)
+			snprintf(why, whylen, "manifest is unusable: %s", err);
+	}
 out:
 	free(buf);
 	if (rc)
 		dpt__manifest_release(m);
 	return rc;
+}
+
+int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
+			    struct dpt__manifest *m)
+{
+	return read_manifest(s, step, m, NULL, 0);
 }
 
 int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
@@ -252,7 +279,8 @@ int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
 	return 0;
 }
 
-int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad)
+int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad,
+		     char *why, size_t whylen)
 {
 	struct dpt__manifest m;
 	uint64_t per_read;
@@ -263,7 +291,7 @@ int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad)
 
 	if (bad)
 		*bad = 0;
-	rc = dpt__ckpt_read_manifest(s, step, &m);
+	rc = read_manifest(s, step, &m, why, whylen);
 	if (rc)
 		return rc;
 	per_read = DPT__CKPT_READ_MAX / m.block_size;
@@ -392,6 +420,92 @@ static int delete_step(struct dpt__storage *s, uint64_t step, bool committed,
 	return remove_prefix(s, prefix, committed && recycle);
 }
 
+/* Collects the keys of a step other than its quarantined manifest. */
+static int collect_not_damaged(void *ctx_p, const char *key, uint64_t size)
+{
+	const char *slash = strrchr(key, '/');
+
+	if (slash && strcmp(slash + 1, DPT__CKPT_DAMAGED) == 0)
+		return 0;
+	return collect_key(ctx_p, key, size);
+}
+
+int dpt__ckpt_quarantine(struct dpt__storage *s, uint64_t step, bool recycle)
+{
+	char dir[32], prefix[40], mkey[64], dkey[64];
+	const char *mk = mkey;
+	struct key_list l = {0};
+	uint64_t size;
+	char *buf = NULL;
+	int rc;
+
+	dpt__step_dir(step, dir, sizeof(dir));
+	snprintf(prefix, sizeof(prefix), "%s/", dir);
+	snprintf(mkey, sizeof(mkey), "%s/%s", dir, DPT__CKPT_MANIFEST);
+	snprintf(dkey, sizeof(dkey), "%s/%s", dir, DPT__CKPT_DAMAGED);
+	rc = dpt__storage_stat(s, mkey, &size);
+	if (rc == DPT_ENOENT) {
+		rc = 0; /* quarantined meanwhile, or deleted: nothing to do */
+		goto out;
+	}
+	if (rc)
+		goto out;
+	/* The manifest's bytes are kept for whoever investigates; one too
+	 * large to be a manifest is not copied (an empty record is enough
+	 * to mark the step). */
+	if (size > (256u << 20))
+		size = 0;
+	buf = malloc(size + 1);
+	if (!buf) {
+		rc = DPT_ENOMEM;
+		goto out;
+	}
+	rc = size ? dpt__storage_read(s, mkey, 0, size, buf) : 0;
+	if (rc)
+		goto out;
+	/* Record first, then uncommit: a crash in between leaves the step
+	 * committed, and the next load finds it damaged again. A record
+	 * already there is an earlier, interrupted quarantine of it. */
+	rc = dpt__storage_put_if_absent(s, dkey, buf, size);
+	if (rc == DPT_EEXIST)
+		rc = 0;
+	if (rc)
+		goto out;
+	rc = dpt__storage_delete(s, &mk, 1);
+	if (rc)
+		goto out;
+	dpt__warn("step %" PRIu64 " of '%s' is damaged: it is no longer "
+		  "committed, and its step number is saved again when the run "
+		  "gets there; its manifest is kept as '%s/%s' until gc "
+		  "removes it",
+		  step, dpt__storage_uri(s), dpt__storage_uri(s), dkey);
+	/* Its shards go now, not at gc: a save of the same step number
+	 * writes into the same directory, and a gc that removed the whole
+	 * directory could take that save's files. A failure here leaves
+	 * files that gc removes like those of a save that died. */
+	rc = dpt__storage_list(s, prefix, collect_not_damaged, &l);
+	if (!rc && l.n)
+		rc = (recycle ? dpt__storage_recycle : dpt__storage_delete)(
+			s, (const char *const *)l.keys, l.n);
+	if (rc) {
+		dpt__warn("step %" PRIu64 " of '%s': its damaged shards are "
+			  "left for `dptrain ckpt gc`: %s",
+			  step, dpt__storage_uri(s), dpt_strerror(rc));
+		rc = 0;
+	}
+out:
+	if (rc && rc != DPT_ENOMEM)
+		dpt__error("cannot quarantine damaged step %" PRIu64 " of '%s' "
+			   "(it still counts as committed, so a save of that "
+			   "step is refused; the next load tries again): %s",
+			   step, dpt__storage_uri(s), dpt_strerror(rc));
+	for (size_t i = 0; i < l.n; i++)
+		free(l.keys[i]);
+	free(l.keys);
+	free(buf);
+	return rc;
+}
+
 int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
 		     uint64_t keep_every, long gc_age_s, bool recycle,
 		     size_t *deleted)
@@ -409,7 +523,7 @@ int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
 	if (rc)
 		return rc;
 	if (l.ncommitted == 0)
-		goto gc; /* nothing committed: nothing is known to be garbage */
+		goto damaged; /* nothing committed: only the damaged are garbage */
 	newest = l.committed[l.ncommitted - 1];
 	for (size_t i = 0; i + (size_t)keep_last < l.ncommitted; i++) {
 		uint64_t st = l.committed[i];
@@ -437,7 +551,30 @@ int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
 			n++;
 		}
 	}
-gc:
+damaged:
+	/* A damaged step holds only its quarantined manifest (its shards
+	 * went at the quarantine) and, when the run is saving that step
+	 * number again, the new save's files: only the record is removed
+	 * here, whatever the step's number. What else is left follows the
+	 * rules above at the next gc. */
+	for (size_t i = 0; i < l.ndamaged; i++) {
+		char dir[32], key[64];
+		const char *k = key;
+
+		dpt__step_dir(l.damaged[i], dir, sizeof(dir));
+		snprintf(key, sizeof(key), "%s/%s", dir, DPT__CKPT_DAMAGED);
+		rc = dpt__storage_delete(s, &k, 1);
+		if (rc && !first)
+			first = rc;
+		if (rc)
+			continue;
+		if (!bsearch(&l.damaged[i], l.committed, l.ncommitted,
+			     sizeof(*l.committed), cmp_u64)) {
+			dpt__info("gc: deleted damaged step %" PRIu64 " of '%s'",
+				  l.damaged[i], dpt__storage_uri(s));
+			n++;
+		}
+	}
 	rc = dpt__storage_gc(s, "", gc_age_s, NULL);
 	if (rc && !first)
 		first = rc;

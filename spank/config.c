@@ -93,6 +93,81 @@ static bool valid_backend(const char *v)
  * A checkpoint URI (before substitution): file:///absolute/path or
  * s3://bucket[/prefix]. Returns a reason, or NULL when it is valid.
  */
+static const char *uri_problem(const char *uri);
+
+/*
+ * The form of a checkpoint URI (substituted) that is compared with the
+ * site's roots, into OUT: "file://" or "s3://BUCKET", then "/COMPONENT"
+ * for each component of the percent-decoded path, empty ones dropped.
+ * Decoding comes before the check, never after: the storage decodes a
+ * file:// path exactly once, as here, so what is compared is what it
+ * opens (the URI itself is exported unchanged). An s3:// prefix is not
+ * decoded by the storage, which refuses '%' in keys: decoding it here only
+ * refuses more. Returns NULL, or why URI is refused: a '.' or '..'
+ * component (which could climb out of an allowed root), a bad escape, a
+ * form uri_problem() refuses, or a result longer than SIZE.
+ */
+static const char *canonical_uri(const char *uri, char *out, size_t size)
+{
+	static const char dots[] = "a '.' or '..' component (also written "
+				   "%2e) is not allowed: write the path "
+				   "without it";
+	char path[DPT_CFG_STR * 2], *save = NULL, *c;
+	const char *p, *why = uri_problem(uri);
+	size_t n = 0, len;
+	int w;
+
+	if (why)
+		return why;
+	if (strncmp(uri, "file://", 7) == 0) {
+		p = uri + 7;
+		w = snprintf(out, size, "file://");
+	} else {
+		size_t blen = strcspn(uri + 5, "/");
+		p = uri + 5 + blen;
+		w = snprintf(out, size, "s3://%.*s", (int)blen, uri + 5);
+	}
+	if (w < 0 || (size_t)w >= size)
+		return "too long";
+	len = (size_t)w;
+	for (; *p; p++) {
+		char ch = *p;
+		if (ch == '%') {
+			int hi = dpt__hex_value((unsigned char)p[1]);
+			int lo = hi < 0 ? -1 : dpt__hex_value((unsigned char)p[2]);
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+				return "'%' must be followed by two hex digits "
+				       "(and %00 is not allowed)";
+			ch = (char)(hi * 16 + lo);
+			p += 2;
+		}
+		if (n + 1 >= sizeof(path))
+			return "too long";
+		path[n++] = ch;
+	}
+	path[n] = '\0';
+	for (c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (strcmp(c, ".") == 0 || strcmp(c, "..") == 0)
+			return dots;
+		w = snprintf(out + len, size - len, "/%s", c);
+		if (w < 0 || (size_t)w >= size - len)
+			return "too long";
+		len += (size_t)w;
+	}
+	return NULL;
+}
+
+/* Why NAME cannot name a run, or NULL. The library appends it to the
+ * checkpoint URI as one path component, which the storage decodes. */
+static const char *run_problem(const char *name)
+{
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return "'.' and '..' name directories, not a run";
+	if (strpbrk(name, "/% \t\n"))
+		return "a run name has no '/', '%' or spaces";
+	return NULL;
+}
+
 static const char *uri_problem(const char *uri)
 {
 	if (strncmp(uri, "file://", 7) == 0)
@@ -321,11 +396,14 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		u->train = true;
 		u->run[0] = '\0';
 		if (value && *value) {
-			if (strlen(value) >= sizeof(u->run) ||
-			    strpbrk(value, "/ \t\n"))
+			if (strlen(value) >= sizeof(u->run))
 				BAD("'%s': a run name is at most %zu "
-				    "characters without '/' or spaces",
+				    "characters",
 				    name, value, sizeof(u->run) - 1);
+			if ((why = run_problem(value)))
+				BAD("'%s': %s: give the run a name of "
+				    "letters, digits, '.', '_', '-' or '~'",
+				    name, value, why);
 			memcpy(u->run, value, strlen(value) + 1);
 		}
 		return 0;
@@ -439,7 +517,8 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 			  const char *jobid, const char *job_name,
 			  dpt__report_fn report)
 {
-	char buf[64], lo[32], hi[32];
+	char buf[64], lo[32], hi[32], want[DPT_CFG_STR];
+	const char *why;
 	int rc;
 
 	*s = (struct dpt__settings){
@@ -485,6 +564,12 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		return DPT_ERANGE;
 	}
 
+	if (s->run[0] && (why = run_problem(s->run))) {
+		report("dptrain: the job name '%s' cannot name the run (%s): "
+		       "name it with --dp-train=NAME",
+		       s->run, why);
+		return DPT_EINVAL;
+	}
 	if (u->ckpt[0]) {
 		rc = substitute(u->ckpt, user, jobid, s->ckpt_uri,
 				sizeof(s->ckpt_uri), report);
@@ -504,20 +589,35 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 	}
 	if (rc)
 		return rc;
-	if (s->ckpt_uri[0] && a->n_allowed_roots > 0) {
-		char root[DPT_CFG_STR];
+	if (!s->ckpt_uri[0])
+		return 0;
+	if ((why = canonical_uri(s->ckpt_uri, want, sizeof(want)))) {
+		if (u->ckpt[0])
+			report("dptrain: --dp-ckpt=%s: %s", s->ckpt_uri, why);
+		else
+			report("dptrain: checkpoint URI '%s' (the site's "
+			       "ckpt_root and the run name): %s",
+			       s->ckpt_uri, why);
+		return DPT_EINVAL;
+	}
+	if (a->n_allowed_roots > 0) {
+		char root[DPT_CFG_STR], canon[DPT_CFG_STR];
 		for (int i = 0; i < a->n_allowed_roots; i++) {
 			size_t n;
 			if (substitute(a->allowed_roots[i], user, jobid, root,
 				       sizeof(root), report))
 				return DPT_EINVAL;
-			n = strlen(root);
-			while (n > 0 && root[n - 1] == '/')
-				root[--n] = '\0';
-			/* A prefix match must end at a path boundary:
-			 * /ckpt/al does not allow /ckpt/alice. */
-			if (strncmp(s->ckpt_uri, root, n) == 0 &&
-			    (s->ckpt_uri[n] == '\0' || s->ckpt_uri[n] == '/'))
+			if ((why = canonical_uri(root, canon, sizeof(canon)))) {
+				report("dptrain: allowed_roots: '%s': %s",
+				       root, why);
+				return DPT_EINVAL;
+			}
+			/* Both normalised: a prefix match must end at a
+			 * component boundary (/ckpt/al does not allow
+			 * /ckpt/alice), and neither holds '..'. */
+			n = strlen(canon);
+			if (strncmp(want, canon, n) == 0 &&
+			    (want[n] == '\0' || want[n] == '/'))
 				return 0;
 		}
 		report("dptrain: --dp-ckpt=%s: not under a checkpoint root the "

@@ -131,7 +131,8 @@ int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
 		if (rc == DPT_EINVAL)
 			dpt__error("invalid storage URI '%s': expected "
 				   "file:///absolute/path or "
-				   "s3://bucket/prefix",
+				   "s3://bucket/prefix, without '.' or '..' "
+				   "components",
 				   uri ? uri : "(null)");
 		return rc;
 	}

@@ -12,7 +12,43 @@
 
 #define PATH_MAX_LEN 4096
 
-/* Percent-decodes an absolute path and drops trailing slashes. */
+/*
+ * Drops the empty components of the decoded absolute path in B ("//",
+ * a trailing '/'), and refuses "." and ".." components: checked after
+ * the decoding, so "%2e%2e" is "..". A root with them could name a
+ * directory outside the one an admin allowed (the plugin compares the
+ * same normalised form), and keys never hold them either.
+ */
+static int normalise_path(struct dpt__buf *b)
+{
+	size_t r = 0, w = 0;
+
+	while (r < b->len) {
+		size_t start, n;
+
+		while (r < b->len && b->data[r] == '/')
+			r++;
+		start = r;
+		while (r < b->len && b->data[r] != '/')
+			r++;
+		n = r - start;
+		if (n == 0)
+			break;
+		if ((n == 1 && b->data[start] == '.') ||
+		    (n == 2 && b->data[start] == '.' && b->data[start + 1] == '.'))
+			return DPT_EINVAL;
+		b->data[w++] = '/';
+		memmove(b->data + w, b->data + start, n);
+		w += n;
+	}
+	if (w == 0)
+		b->data[w++] = '/';
+	b->data[w] = '\0';
+	b->len = w;
+	return 0;
+}
+
+/* Percent-decodes an absolute path and normalises it. */
 static int decode_path(const char *s, char **out)
 {
 	struct dpt__buf b;
@@ -42,8 +78,9 @@ static int decode_path(const char *s, char **out)
 	}
 	if (rc)
 		goto out;
-	while (b.len > 1 && b.data[b.len - 1] == '/')
-		b.data[--b.len] = '\0';
+	rc = normalise_path(&b);
+	if (rc)
+		goto out;
 	*out = dpt__buf_steal(&b);
 	if (!*out)
 		rc = DPT_ENOMEM;

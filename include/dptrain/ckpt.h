@@ -327,7 +327,11 @@ struct dpt_ckpt_info {
  * ranges its boxes need (rounded to checksum blocks) and verifies their
  * checksums. A damaged or missing shard is logged, naming the shard, the
  * chunk and the step, and the previous committed step is used (for every
- * rank). Device tensors are filled by copies from pinned staging buffers
+ * rank). Once a step has loaded, rank 0 quarantines the newer steps that
+ * every failing rank found damaged (a checksum or manifest mismatch, not
+ * an I/O error or a missing shard): they stop counting as committed, so
+ * that saves of their step numbers commit again
+ * (doc/checkpoint-format.md, "Damaged steps"). Device tensors are filled by copies from pinned staging buffers
  * that are complete when it returns; no work on the device may use them
  * meanwhile. INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
  * or below STEP), DPT_EMISMATCH (a registered tensor is not in the step,

@@ -10,6 +10,7 @@
  *   ckpt_worker [options] load URI [STEP]    load the newest (or STEP), check
  *
  * Options: --solo (no coordinator: one process), --scale N (tensor sizes),
+ * --run NAME (the run, default "run"),
  * --block BYTES (checksum block), --keep-last K, --keep-every N,
  * --reregister (clear the registrations and register again),
  * --hang-rank R (rank R saves the last step, prints "saving STEP" and
@@ -322,6 +323,8 @@ int main(int argc, char **argv)
 			return cuda_probe();
 		else if (!strcmp(argv[i], "--scale") && i + 1 < argc)
 			scale = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--run") && i + 1 < argc)
+			opts.run = argv[++i];
 		else if (!strcmp(argv[i], "--block") && i + 1 < argc)
 			opts.block_size = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--keep-last") && i + 1 < argc)

@@ -7,7 +7,7 @@
 . "$top_srcdir/tests/ckpt/lib.sh"
 [ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
-plan 12
+plan 14
 root=$ckpt_dir/root
 run=$root/run
 
@@ -59,3 +59,14 @@ out=$(DPTRAIN_KEEP=0 "$ckpt_worker" --solo save "file://$root" 13 2>&1)
 grep -q "DPTRAIN_KEEP='0': expected the number of committed steps to keep, at least 1 (srun --dp-keep=N)" <<<"$out" &&
 	[ -z "$(ls -d "$run"/step-0000000013 2>/dev/null)" ]
 ok $? "DPTRAIN_KEEP=0 is refused with a message that names it; nothing is written" || diag "$out"
+
+# '.' and '..' never name a run, and a root with a '..' component is
+# refused by the storage: nothing is written outside the root's text.
+out=$("$ckpt_worker" --solo --run .. save "file://$root" 30 2>&1)
+grep -q "run name '..' names a directory, not a run: give the run a name (srun --dp-train=NAME, DPTRAIN_RUN)" <<<"$out" &&
+	[ -z "$(ls -d "$root"/step-0000000030 "$ckpt_dir"/step-0000000030 2>/dev/null)" ]
+ok $? "the library refuses the run name '..', saying what to do; nothing is written" || diag "$out"
+out=$("$ckpt_worker" --solo save "file://$root/x/%2e%2e" 31 2>&1)
+grep -q "invalid storage URI 'file://$root/x/%2e%2e/run': .*without '.' or '..' components" <<<"$out" &&
+	[ -z "$(ls -d "$run"/step-0000000031 2>/dev/null)" ]
+ok $? "a root with '..' (written %2e%2e) is refused by the storage; nothing is written" || diag "$out"

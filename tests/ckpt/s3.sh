@@ -3,7 +3,9 @@
 # save (shards above the 5 MiB multipart minimum), 3 ranks load byte-exact,
 # `dptrain ckpt` lists and verifies, a shard fetched with curl is a
 # safetensors file, a shard damaged through a plain PUT is found by verify
-# and the load falls back to the previous step.
+# and the load falls back to the previous step, quarantining the damaged
+# one: `ls` shows it as damaged, gc removes it, and it can be saved again;
+# a step whose reads fail with server errors is not quarantined.
 . "$top_srcdir/tests/lib.sh"
 require_prog curl
 s3_up
@@ -12,7 +14,7 @@ s3_up
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3) || skip_all "python3 not found"
 
-plan 13
+plan 20
 root=s3://$DPTRAIN_S3_BUCKET/runs
 run=$root/run
 out=$ckpt_dir/job
@@ -68,6 +70,30 @@ ok $? "verify names the damaged shard and chunk" || diag "$verify_out"
 ckpt_job 2 "$out.load2" --scale $scale load "$root"
 is "$(ckpt_grep "$out.load2" '^loaded' | grep -c 'step=1 .* ok$')" 2 \
 	"the load falls back to step 1"
+
+# The fall-back quarantined step 2 on S3 too: shown as damaged, removed by
+# gc, and saved again by the run.
+ls_states() {
+	"$ckpt_tool" ckpt ls "$root" 2>&1 | awk 'NR > 1 { print $2 ":" $3 }' | xargs
+}
+is "$(ls_states)" "1:committed 2:damaged" "ls shows step 2 as damaged"
+gc_out=$("$ckpt_tool" ckpt gc "$run" 2>"$out.gc.err")
+is "$gc_out" "1 step(s) deleted" "gc deletes the damaged step" || diag "$(cat "$out.gc.err")"
+is "$(ls_states)" "1:committed" "after gc, step 2 is gone"
+ckpt_job 4 "$out.resave" --scale $scale save "$root" 2
+ok $? "a save of step 2 after the fall-back commits" || diag "$(cat "$out".resave.[0-9]*)"
+run_ok "the step saved again verifies" "$ckpt_tool" ckpt verify "$run" --step 2
+
+# A server error is not damage: every read of step 2's shards answers 500
+# until the retries give up, the load falls back to step 1, and step 2
+# stays committed.
+s3_proxy_up "$ckpt_dir/faults" 'GET:step-0000000002/rank-:500:100000'
+DPTRAIN_S3_ENDPOINT=$s3_proxy ckpt_job 2 "$out.s5xx" --scale $scale load "$root"
+is "$(ckpt_grep "$out.s5xx" '^loaded' | grep -c 'step=1 .* ok$')" 2 \
+	"with step 2's reads failing (500, retries exhausted) the load falls back to step 1" ||
+	diag "$(cat "$out".s5xx.[0-9]*)"
+s3_proxy_down
+is "$(ls_states)" "1:committed 2:committed" "step 2 is not quarantined for a server error"
 
 # Wrong credentials: the save fails on every rank with a clear error, and
 # nothing changes.

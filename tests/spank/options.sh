@@ -10,11 +10,11 @@
 require_root
 conf=$(mktemp /tmp/dptrain-conf.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$conf")
-printf 'max_keep = 5\nmin_grace = 2m\nmax_grace = 1h\n' >"$conf"
+printf 'max_keep = 5\nmin_grace = 2m\nmax_grace = 1h\nallowed_roots = file:///ckpt/%%u\n' >"$conf"
 chmod 644 "$conf"
 cluster_up NODES=2 CPUS=4 GPUS=0 \
 	DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
-plan 17
+plan 21
 
 # 1. Every option is in srun --help.
 help=$(timed srun --help 2>&1)
@@ -25,7 +25,7 @@ for o in dp-train dp-ckpt dp-ckpt-every dp-keep dp-grace dp-requeue dp-min-worke
 done
 is "$missing" "" "srun --help lists every --dp-* option"
 
-# 2-9. Bad values fail srun before anything runs, naming the option.
+# 2-13. Bad values fail srun before anything runs, naming the option.
 refused() { # DESCRIPTION EXPECTED-TEXT OPTIONS...
 	local desc=$1 want=$2 out rc=0
 	shift 2
@@ -46,14 +46,26 @@ refused "--dp-keep above the site's max_keep is refused with the bound" "at most
 refused "--dp-grace outside the site's range is refused with the range" "the site allows 2m to 1h" --dp-train --dp-grace=30s
 refused "--dp-min-workers larger than the step is refused" "--dp-min-workers=3 is larger than the step's 2 tasks" \
 	--dp-train -n 2 --dp-min-workers=3
+# '..' cannot climb out of the site's allowed_roots (file:///ckpt/%u),
+# however it is written, and cannot name a run.
+me=$(id -un)
+refused "--dp-ckpt=.../$me/../bob is refused, saying what to write" \
+	"--dp-ckpt=file:///ckpt/$me/../bob: a '.' or '..' component (also written %2e) is not allowed: write the path without it" \
+	--dp-train --dp-ckpt="file:///ckpt/$me/../bob"
+refused "--dp-ckpt with .. percent-encoded is refused" "is not allowed: write the path without it" \
+	--dp-train --dp-ckpt="file:///ckpt/$me/%%2e%%2e/bob"
+refused "--dp-train=.. is refused, saying what a run name is" \
+	"--dp-train: '..': '.' and '..' name directories, not a run: give the run a name" --dp-train=..
+is "$(srun_t -n 1 --dp-train=r1 --dp-ckpt="file:///ckpt//$me/r1/" sh -c 'echo "$DPTRAIN_CKPT_URI"' 2>&1)" \
+	"file:///ckpt//$me/r1/" "an allowed root spelled with extra slashes is accepted"
 
-# 10. sbatch checks too, at submission.
+# 14. sbatch checks too, at submission.
 out=$(cd /tmp && sbatch_t --dp-train --dp-keep=x --wrap true 2>&1)
 rc=$?
 [ $rc != 0 ] && grep -q -- "--dp-keep" <<<"$out"
 ok $? "sbatch --dp-keep=x fails at submission naming the option" || diag "exit $rc: $out"
 
-# 11-12. #SBATCH options reach the steps inside the batch job.
+# 15-16. #SBATCH options reach the steps inside the batch job.
 script=$(mktemp /tmp/dptrain-batch.XXXXXX)
 out_file=$script.out
 cat >"$script" <<'EOS'
@@ -72,7 +84,7 @@ is "$(grep '^run=' "$out_file" 2>/dev/null)" "run=batchrun keep=4" \
 	"#SBATCH --dp-train=batchrun --dp-keep=4 reach srun inside the job" || diag "$(cat "$out_file" 2>/dev/null)"
 rm -f "$script" "$out_file"
 
-# 13-17. A broken dptrain.conf: --dp-train steps fail with the file, line
+# 17-21. A broken dptrain.conf: --dp-train steps fail with the file, line
 # and key; the node is not drained; jobs without --dp-train still run.
 printf 'max_keep = 5\ngrace = whenever\n' >"$conf"
 out=$(srun_t -n 1 --dp-train echo RAN 2>&1)

@@ -138,6 +138,79 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 	assert_non_null(strstr(last, "unknown substitution"));
 }
 
+/* Issue 14, defect 2: '..' cannot climb out of an allowed root, however
+ * it is written, and '.' and '..' cannot name a run. */
+static void roots_are_compared_normalised(void **state)
+{
+	struct dpt__admin a;
+	struct dpt__user u = {0};
+	struct dpt__settings s;
+	char *av[] = {"allowed_roots=file:///ckpt/%u,s3://ckpt/%u"};
+	const char *escapes[] = {
+		"file:///ckpt/alice/../bob",	 "file:///ckpt/alice/..",
+		"file:///ckpt/alice/%%2e%%2e/bob", "file:///ckpt/alice/.%%2E/bob",
+		"file:///ckpt/alice/./../bob",	 "file:///ckpt/alice%%2f..%%2fbob",
+		"s3://ckpt/alice/../bob",	 "s3://ckpt/alice/%%2e%%2e/bob",
+	};
+	(void)state;
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 1, av, report), 0);
+	assert_int_equal(dpt__user_set(&u, "train", "r1", report), 0);
+	for (size_t i = 0; i < sizeof(escapes) / sizeof(escapes[0]); i++) {
+		last[0] = '\0';
+		assert_int_equal(dpt__user_set(&u, "ckpt", escapes[i], report), 0);
+		if (dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
+					  report) != DPT_EINVAL)
+			fail_msg("'%s' was accepted", escapes[i]);
+		assert_non_null(strstr(last, "--dp-ckpt="));
+		assert_non_null(strstr(last, "'..' component"));
+	}
+	/* Decoded before the check, never after: "%%252e%%252e" is the
+	 * component "%2e%2e", which the storage does not decode again. */
+	assert_int_equal(dpt__user_set(&u, "ckpt",
+				       "file:///ckpt/alice/%%252e%%252e", report),
+			 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
+					       report),
+			 0);
+	/* Equivalent spellings of an allowed directory are accepted. */
+	const char *fine[] = {
+		"file:///ckpt//alice/r1/", "file:///ckpt/al%%69ce/r1",
+		"file:///ckpt/alice/..r1", "s3://ckpt/alice/runs",
+	};
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+		assert_int_equal(dpt__user_set(&u, "ckpt", fine[i], report), 0);
+		if (dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
+					  report) != 0)
+			fail_msg("'%s' was refused: %s", fine[i], last);
+	}
+	/* Another user's directory, spelled normally, stays refused. */
+	assert_int_equal(dpt__user_set(&u, "ckpt", "file:///ckpt/bob", report),
+			 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
+					       report),
+			 DPT_ERANGE);
+
+	/* Run names. */
+	assert_int_equal(dpt__user_set(&u, "train", "..", report), DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-train: '..': '.' and '..' name "
+				     "directories, not a run"));
+	assert_int_equal(dpt__user_set(&u, "train", ".", report), DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&u, "train", "%2e%2e", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "no '/', '%'"));
+	assert_int_equal(dpt__user_set(&u, "train", "..r", report), 0);
+	/* A job name becomes the run name without --dp-train=NAME. */
+	assert_int_equal(dpt__user_set(&u, "train", NULL, report), 0);
+	u.ckpt[0] = '\0';
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42", "..",
+					       report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "the job name '..' cannot name the run"));
+	assert_non_null(strstr(last, "--dp-train=NAME"));
+}
+
 static void admin_file_errors_name_file_and_line(void **state)
 {
 	char path[] = "/tmp/dpt-conf-XXXXXX";
@@ -229,6 +302,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(user_values_are_checked),
 		cmocka_unit_test(bounds_are_enforced_with_the_bound_in_the_message),
+		cmocka_unit_test(roots_are_compared_normalised),
 		cmocka_unit_test(admin_file_errors_name_file_and_line),
 		cmocka_unit_test(gpu_bind_and_torchelastic),
 	};

@@ -38,11 +38,27 @@ static void file_uris(void **state)
 	assert_int_equal(dpt__storage_uri_parse("file:///", &u), 0);
 	assert_string_equal(u.path, "/");
 	dpt__storage_uri_release(&u);
+	/* Empty components go; a name that merely starts with dots stays. */
+	assert_int_equal(dpt__storage_uri_parse("file:///ckpt//alice///..x/", &u),
+			 0);
+	assert_string_equal(u.path, "/ckpt/alice/..x");
+	dpt__storage_uri_release(&u);
+	assert_int_equal(dpt__storage_uri_parse("file:////", &u), 0);
+	assert_string_equal(u.path, "/");
+	dpt__storage_uri_release(&u);
 
+	/* "." and ".." components are refused after decoding: a root must
+	 * not climb out of the directory it names (issue 14, defect 2). */
 	const char *bad[] = {
-		"file://host/x",  "file://relative", "file:///a%00b",
-		"file:///a%zz",	  "file:///a?q",     "relative/path",
-		"http://x/y",	  "",
+		"file://host/x",	    "file://relative",
+		"file:///a%00b",	    "file:///a%zz",
+		"file:///a?q",		    "relative/path",
+		"http://x/y",		    "",
+		"file:///ckpt/alice/../bob", "file:///ckpt/alice/..",
+		"file:///ckpt/./alice",	    "/ckpt/alice/..",
+		"file:///ckpt/alice/%2e%2e", "file:///ckpt/alice/%2E%2e/bob",
+		"file:///ckpt/alice/.%2e/bob", "file:///ckpt/alice%2f..%2fbob",
+		"file:///..",		    "file:///ckpt/alice//./x",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(dpt__storage_uri_parse(bad[i], &u), DPT_EINVAL);
