@@ -7,7 +7,7 @@
 
 require_root
 cluster_up NODES=1 CPUS=2
-plan 3
+plan 5
 
 # A TMPDIR of this test's own tells its coordinators and run directories
 # from those of tests running at the same time.
@@ -41,7 +41,15 @@ leaked=$(ls -l /proc/"$coord"/fd | awk 'NR > 1 && $9 > 2 {print $9 " " $11}' |
 	grep -v -E ' (socket:|anon_inode:)' || true)
 is "$leaked" "" "the coordinator has no other inherited descriptor"
 
-kill -9 "$srun_pid" 2>/dev/null
+run=$(ls -d "$TMPDIR"/dptrain.* 2>/dev/null)
+kill -9 "$srun_pid"
+for _ in $(seq 1 50); do
+	[ -z "$(ls -A "$TMPDIR")" ] && ! kill -0 "$coord" 2>/dev/null && break
+	sleep 0.1
+done
+is "$(ls -A "$TMPDIR")" "" "kill -9 of srun: its run directory ($run) is gone within 5 s"
+kill -0 "$coord" 2>/dev/null
+ok $((!$?)) "kill -9 of srun: the coordinator has exited"
 scancel --name=fdtest 2>/dev/null
 wait 2>/dev/null
 rm -rf "$TMPDIR"
