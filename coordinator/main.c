@@ -874,6 +874,36 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
 	dpt__info("every task of the step has exited");
 }
 
+/*
+ * Remove the endpoint file, and its directory when the parent that made it
+ * (srun's plugin) started us or is gone. srun removes both in slurm_spank_exit, but an srun
+ * killed with SIGKILL runs no exit callback; this process is the only one of
+ * ours left on srun's host then, and it always notices (PR_SET_PDEATHSIG, the
+ * parent's pidfd). slurmstepd's callbacks run on the compute nodes, not on
+ * srun's host, and a next step may never come. rmdir removes only an empty
+ * directory: a directory that holds anything else is left alone.
+ */
+static void remove_endpoint_file(const struct options *o, bool parent_dir)
+{
+	char dir[PATH_MAX], *slash;
+	int n;
+
+	if (!o->endpoint_file)
+		return;
+	if (unlink(o->endpoint_file) != 0 && errno != ENOENT)
+		dpt__warn("cannot remove '%s': %s", o->endpoint_file,
+			  strerror(errno));
+	if (!parent_dir)
+		return;
+	n = snprintf(dir, sizeof(dir), "%s", o->endpoint_file);
+	if (n < 0 || (size_t)n >= sizeof(dir) || !(slash = strrchr(dir, '/')) ||
+	    slash == dir)
+		return;
+	*slash = '\0';
+	if (rmdir(dir) != 0 && errno != ENOENT)
+		dpt__warn("cannot remove '%s': %s", dir, strerror(errno));
+}
+
 /* Stops the step once the job's end time is within the grace; returns
  * whether it did. */
 static bool check_end_time(struct dpt__walltime *w, const struct options *o,
@@ -908,6 +938,7 @@ int main(int argc, char **argv)
 	uint8_t worker_key[32];
 	void *ctx = NULL, *router = NULL, *zap = NULL, *mon = NULL;
 	int sfd = -1, pidfd = -1, exit_code = 1, rc;
+	bool child_of_parent = false;
 	bool stopped = false;
 
 	dpt__log_set_ident(PROG);
@@ -965,6 +996,7 @@ int main(int argc, char **argv)
 	}
 	sfd = open_signalfd();
 	if (o.parent_pid) {
+		child_of_parent = getppid() == (pid_t)o.parent_pid;
 		pidfd = open_pidfd(o.parent_pid);
 		if (process_gone(o.parent_pid)) {
 			dpt__error("parent process %ld is not running",
@@ -1073,6 +1105,16 @@ int main(int argc, char **argv)
 		dpt__walltime_requeue((uint32_t)o.job_id);
 	}
 	dpt__info("exiting with status %d", exit_code);
+	/* The parent that named itself with --parent-pid and forked this
+	 * process made the directory (srun's plugin): remove it whether or
+	 * not that parent still runs, because whether it does cannot be
+	 * told here. srun killed with SIGKILL sends PR_SET_PDEATHSIG when
+	 * the thread that forked us exits, while its other threads may still
+	 * be exiting: getppid() and kill(pid, 0) still find it then. A
+	 * live srun's own cleanup finds nothing left, which it ignores. */
+	remove_endpoint_file(&o, child_of_parent ||
+					 (o.parent_pid &&
+					  process_gone(o.parent_pid)));
 
 out:
 	dpt__walltime_free(&walltime);

@@ -19,6 +19,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,6 +48,50 @@ static int make_secret(char *hex, size_t size)
 	return 0;
 }
 
+/*
+ * Close every descriptor above stderr, in the child before exec. srun opens
+ * its listening sockets (task I/O, slurmstepd's messages) and others without
+ * FD_CLOEXEC: a coordinator that kept them would hold srun's ports after
+ * srun is gone. The coordinator needs none of them: stdin and stdout are
+ * /dev/null, stderr is srun's, and the endpoint comes back in a file.
+ * close_range needs Linux 5.9; older kernels, or a seccomp filter that
+ * refuses it, get the loop over /proc/self/fd, read with getdents64 because
+ * opendir allocates, which a child of a threaded process must not do.
+ */
+static void close_inherited_fds(void)
+{
+	char buf[1024];
+	long n;
+	int dir;
+
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
+		return;
+#endif
+	dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return;
+	while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			/* struct linux_dirent64: ino, off, reclen, type,
+			 * name. */
+			unsigned short reclen;
+			const char *name = buf + off + 19;
+			int fd = 0;
+
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			off += reclen;
+			if (*name < '0' || *name > '9')
+				continue;
+			for (; *name >= '0' && *name <= '9'; name++)
+				fd = fd * 10 + (*name - '0');
+			if (fd > STDERR_FILENO && fd != dir)
+				close(fd);
+		}
+	}
+	close(dir);
+}
+
 /* In the child, between fork and exec: only async-signal-safe calls. */
 static void exec_coordinator(const char *path, char *const argv[],
 			     int devnull)
@@ -65,6 +110,7 @@ static void exec_coordinator(const char *path, char *const argv[],
 	setpgid(0, 0);
 	dup2(devnull, STDIN_FILENO);
 	dup2(devnull, STDOUT_FILENO);
+	close_inherited_fds();
 	execv(path, argv);
 	_exit(127);
 }

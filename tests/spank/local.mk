@@ -1,6 +1,7 @@
 # Integration tests of the SPANK plugin on the real test cluster.
 TESTS += \
 	tests/spank/options.sh \
+	tests/spank/coordinator.sh \
 	tests/spank/env.sh \
 	tests/spank/gpus.sh \
 	tests/spank/torchrun.sh \
@@ -10,6 +11,7 @@ TESTS += \
 	tests/spank/netns.sh
 EXTRA_DIST += \
 	tests/spank/options.sh \
+	tests/spank/coordinator.sh \
 	tests/spank/env.sh \
 	tests/spank/gpus.sh \
 	tests/spank/torchrun.sh \
