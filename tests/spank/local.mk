@@ -7,6 +7,7 @@ TESTS += \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
+	tests/spank/walltime-change.sh \
 	tests/spank/netns.sh
 EXTRA_DIST += \
 	tests/spank/options.sh \
@@ -16,5 +17,6 @@ EXTRA_DIST += \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
+	tests/spank/walltime-change.sh \
 	tests/spank/netns.sh \
 	tests/spank/ddp.py
