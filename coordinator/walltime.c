@@ -40,6 +40,36 @@ static const char *slurm_why(int rc)
 	return slurm_strerror(rc == -1 ? slurm_get_errno() : rc);
 }
 
+/* The end time of job JOB_ID from its job record, in *END. Not
+ * slurm_get_end_time(): libslurm answers that from a cache for 60 s, so a
+ * TimeLimit changed by scontrol was seen up to a minute late, after the old
+ * stop or after Slurm's kill. SHOW_ALL and no SHOW_DETAIL: a job in a hidden
+ * partition is found, and slurmctld does not gather the per-node details
+ * this does not need. Returns 0, or what slurm_why() takes. */
+static int read_end_time(uint32_t job_id, time_t *end)
+{
+	job_info_msg_t *msg = NULL;
+	int rc;
+
+	rc = slurm_load_job(&msg, job_id, SHOW_ALL);
+	if (rc != SLURM_SUCCESS)
+		goto out;
+	rc = ESLURM_INVALID_JOB_ID;
+	for (uint32_t i = 0; i < msg->record_count; i++) {
+		/* A heterogeneous job answers with each of its components;
+		 * the one asked for carries its id. */
+		if (msg->job_array[i].job_id == job_id ||
+		    i + 1 == msg->record_count) {
+			*end = msg->job_array[i].end_time;
+			rc = 0;
+			break;
+		}
+	}
+out:
+	slurm_free_job_info_msg(msg);
+	return rc;
+}
+
 static void *poll_main(void *arg)
 {
 	struct dpt__walltime *w = arg;
@@ -51,7 +81,7 @@ static void *poll_main(void *arg)
 		int rc;
 
 		pthread_mutex_unlock(&w->lock);
-		rc = slurm_get_end_time(w->job_id, &end);
+		rc = read_end_time(w->job_id, &end);
 		if (rc != 0 && !warned)
 			dpt__warn("cannot read the end time of job %u from "
 				  "Slurm: %s (retrying every %d s)",

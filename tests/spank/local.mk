@@ -8,6 +8,7 @@ TESTS += \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
+	tests/spank/walltime-change.sh \
 	tests/spank/netns.sh
 EXTRA_DIST += \
 	tests/spank/options.sh \
@@ -18,5 +19,6 @@ EXTRA_DIST += \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
+	tests/spank/walltime-change.sh \
 	tests/spank/netns.sh \
 	tests/spank/ddp.py
