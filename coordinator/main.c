@@ -875,8 +875,11 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
 }
 
 /*
- * Remove the endpoint file, and its directory when the parent that made it
- * (srun's plugin) started us or is gone. srun removes both in slurm_spank_exit, but an srun
+ * Remove the endpoint file of a coordinator started with --parent-pid (by
+ * srun's plugin, in a directory of the step's own), and the directory when
+ * that parent started us or is gone. A coordinator started by hand leaves
+ * its file to whoever named it: the next coordinator may already have
+ * written the same path (tests/coord/lib.sh starts one after another). srun removes both in slurm_spank_exit, but an srun
  * killed with SIGKILL runs no exit callback; this process is the only one of
  * ours left on srun's host then, and it always notices (PR_SET_PDEATHSIG, the
  * parent's pidfd). slurmstepd's callbacks run on the compute nodes, not on
@@ -1112,9 +1115,9 @@ int main(int argc, char **argv)
 	 * the thread that forked us exits, while its other threads may still
 	 * be exiting: getppid() and kill(pid, 0) still find it then. A
 	 * live srun's own cleanup finds nothing left, which it ignores. */
-	remove_endpoint_file(&o, child_of_parent ||
-					 (o.parent_pid &&
-					  process_gone(o.parent_pid)));
+	if (o.parent_pid) /* not a file someone else made and may reuse */
+		remove_endpoint_file(&o, child_of_parent ||
+						 process_gone(o.parent_pid));
 
 out:
 	dpt__walltime_free(&walltime);
