@@ -116,6 +116,15 @@ struct dpt__msg_task_exit {
 #define DPT_KV_KEY_MAX DPT_WIRE_NAME_MAX
 #define DPT_KV_VALUE_MAX DPT_WIRE_TEXT_MAX
 #define DPT_KV_WAIT_MAX 300000u
+/*
+ * Keys under this prefix are the library's reports of what its run did
+ * (doc/walltime.md, "Requeue guard"): a later put replaces the value, where
+ * any other key keeps its first one.
+ */
+#define DPT_KV_STATUS_PREFIX "dptrain."
+#define DPT_KV_RESUMED "dptrain.resumed"     /* loaded step, or "none" */
+#define DPT_KV_COMMITTED "dptrain.committed" /* newest step committed */
+
 struct dpt__msg_kv {
 	uint32_t wait_ms;
 	char key[DPT_KV_KEY_MAX + 1];

@@ -1492,6 +1492,11 @@ void dpt__coord_stop(struct dpt__coord *c, const char *why, int64_t now)
 	coord_execute(c, EV_STOP, NULL, &e);
 }
 
+const char *dpt__coord_kv_value(struct dpt__coord *c, const char *key)
+{
+	return dpt__kv_value(c->kv, key);
+}
+
 bool dpt__coord_stop_sent(const struct dpt__coord *c)
 {
 	return c->stop_sent;

@@ -98,6 +98,9 @@ void dpt__coord_stop(struct dpt__coord *c, const char *why, int64_t now);
 /* Whether a VOTE_DONE with DPT_VOTE_STOP has been sent. */
 bool dpt__coord_stop_sent(const struct dpt__coord *c);
 
+/* The value of KEY in the step's key-value store, or NULL. */
+const char *dpt__coord_kv_value(struct dpt__coord *c, const char *key);
+
 /* The tasks of the step whose exit has not been reported (TASK_EXIT);
  * reports are still taken once the coordinator is finished. */
 uint32_t dpt__coord_tasks_running(const struct dpt__coord *c);

@@ -24,6 +24,9 @@ int dpt__kv_new(struct dpt__kv **out, const struct dpt__coord_sender *sender);
 /* Accepts NULL; nulls *KV. */
 void dpt__kv_destroy(struct dpt__kv **kv);
 
+/* The value stored under KEY, or NULL; valid until the next put. */
+const char *dpt__kv_value(struct dpt__kv *kv, const char *key);
+
 /* A decoded KV_PUT or KV_GET from routing identity ID; replies at once or,
  * for a KV_GET of a key not stored yet, when it is put or times out. */
 void dpt__kv_on_message(struct dpt__kv *kv, const uint8_t *id, size_t id_len,

@@ -6,6 +6,7 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/peers.c coordinator/peers.h \
 	coordinator/kv.c coordinator/kv.h \
 	coordinator/walltime.c coordinator/walltime.h \
+	coordinator/requeue.c coordinator/requeue.h \
 	coordinator/sodium_alloc.c
 coordinator_dptrain_coordinator_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 coordinator_dptrain_coordinator_LDADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS) \

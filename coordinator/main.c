@@ -57,6 +57,8 @@ struct options {
 	long end_time;
 	long grace;
 	bool requeue;
+	long max_requeues;  /* -1: no cap */
+	long restart_count; /* the job's requeues so far */
 	long ckpt_every; /* seconds; 0: no periodic SAVE */
 };
 
@@ -113,6 +115,12 @@ static void usage(FILE *f)
 		"stopped step ended\n"
 		"                         cleanly (DPTRAIN_REQUEUE; default "
 		"off)\n"
+		"  --max-requeues N       not when the job was requeued N "
+		"times already\n"
+		"                         (DPTRAIN_MAX_REQUEUES; default: no "
+		"limit)\n"
+		"  --restart-count N      the job's requeues so far "
+		"(SLURM_RESTART_COUNT; default 0)\n"
 		"  --ckpt-every auto|DURATION|Nsteps\n"
 		"                         tell the workers a checkpoint is due "
 		"this often\n"
@@ -180,6 +188,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		OPT_END_TIME,
 		OPT_GRACE,
 		OPT_REQUEUE,
+		OPT_MAX_REQUEUES,
+		OPT_RESTART_COUNT,
 		OPT_CKPT_EVERY,
 		OPT_LOG,
 		OPT_HELP,
@@ -201,6 +211,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"end-time", required_argument, NULL, OPT_END_TIME},
 		{"grace", required_argument, NULL, OPT_GRACE},
 		{"requeue", required_argument, NULL, OPT_REQUEUE},
+		{"max-requeues", required_argument, NULL, OPT_MAX_REQUEUES},
+		{"restart-count", required_argument, NULL, OPT_RESTART_COUNT},
 		{"ckpt-every", required_argument, NULL, OPT_CKPT_EVERY},
 		{"log-level", required_argument, NULL, OPT_LOG},
 		{"help", no_argument, NULL, OPT_HELP},
@@ -216,7 +228,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		"DPTRAIN_MIN_WORKERS",	  "DPTRAIN_JOIN_TIMEOUT_MS",
 		"DPTRAIN_IO_THREADS",	  "DPTRAIN_JOB_ID",
 		"DPTRAIN_END_TIME",	  "DPTRAIN_GRACE",
-		"DPTRAIN_REQUEUE",	  "DPTRAIN_CKPT_EVERY",
+		"DPTRAIN_REQUEUE",	  "DPTRAIN_MAX_REQUEUES",
+		"SLURM_RESTART_COUNT",	  "DPTRAIN_CKPT_EVERY",
 		"DPTRAIN_LOG_LEVEL",
 	};
 	const char *val[OPT_LOG - OPT_WORLD + 1] = {NULL};
@@ -275,6 +288,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		.join_timeout_ms = 300000,
 		.io_threads = default_io_threads(),
 		.grace = 600,
+		.max_requeues = -1,
 	};
 	if (!V(OPT_WORLD)) {
 		fprintf(stderr, PROG ": --world-size is required (see --help)\n");
@@ -322,6 +336,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 		}
 		o->requeue = !strcmp(V(OPT_REQUEUE), "auto");
 	}
+	if (!rc && V(OPT_MAX_REQUEUES))
+		rc = number(N(OPT_MAX_REQUEUES), V(OPT_MAX_REQUEUES), 0, 65535,
+			    &o->max_requeues);
+	if (!rc && V(OPT_RESTART_COUNT))
+		rc = number(N(OPT_RESTART_COUNT), V(OPT_RESTART_COUNT), 0,
+			    INT_MAX, &o->restart_count);
 	if (!rc && V(OPT_CKPT_EVERY)) {
 		rc = dpt__parse_ckpt_every(V(OPT_CKPT_EVERY), &o->ckpt_every,
 					   NULL);
@@ -1025,7 +1045,7 @@ int main(int argc, char **argv)
 	}
 	if ((o.job_id || o.end_time) &&
 	    dpt__walltime_start(&walltime, (uint32_t)o.job_id,
-				(time_t)o.end_time) != 0)
+				(time_t)o.end_time, o.grace) != 0)
 		goto out;
 	if (o.endpoint_file &&
 	    write_endpoint_file(o.endpoint_file, endpoint) != 0)
@@ -1103,9 +1123,17 @@ int main(int argc, char **argv)
 	/* A stopped step that ended cleanly goes back to the queue: its
 	 * program committed a checkpoint before it left. */
 	if (exit_code == 0 && o.requeue && dpt__coord_stop_sent(coord)) {
+		struct dpt__requeue_facts facts = {
+			.job_id = (uint32_t)o.job_id,
+			.restart_count = o.restart_count,
+			.max_requeues = o.max_requeues,
+		};
+
 		await_task_exits(router, zap, mon, sfd, pidfd, worker_key, &o,
 				 coord);
-		dpt__walltime_requeue((uint32_t)o.job_id);
+		facts.resumed = dpt__coord_kv_value(coord, DPT_KV_RESUMED);
+		facts.committed = dpt__coord_kv_value(coord, DPT_KV_COMMITTED);
+		dpt__walltime_requeue(&facts);
 	}
 	dpt__info("exiting with status %d", exit_code);
 	/* The parent that named itself with --parent-pid and forked this

@@ -14,6 +14,7 @@
 #include <dptrain/error.h>
 
 #include "log.h"
+#include "parse.h"
 #include "walltime.h"
 
 struct dpt__walltime {
@@ -40,13 +41,14 @@ static const char *slurm_why(int rc)
 	return slurm_strerror(rc == -1 ? slurm_get_errno() : rc);
 }
 
-/* The end time of job JOB_ID from its job record, in *END. Not
+/* The end time of job JOB_ID from its job record, in *END, and its time
+ * limit in seconds in *LIMIT (LIMIT may be NULL; 0 when it has none). Not
  * slurm_get_end_time(): libslurm answers that from a cache for 60 s, so a
  * TimeLimit changed by scontrol was seen up to a minute late, after the old
  * stop or after Slurm's kill. SHOW_ALL and no SHOW_DETAIL: a job in a hidden
  * partition is found, and slurmctld does not gather the per-node details
  * this does not need. Returns 0, or what slurm_why() takes. */
-static int read_end_time(uint32_t job_id, time_t *end)
+static int read_job(uint32_t job_id, time_t *end, long *limit)
 {
 	job_info_msg_t *msg = NULL;
 	int rc;
@@ -60,7 +62,13 @@ static int read_end_time(uint32_t job_id, time_t *end)
 		 * the one asked for carries its id. */
 		if (msg->job_array[i].job_id == job_id ||
 		    i + 1 == msg->record_count) {
+			uint32_t min = msg->job_array[i].time_limit;
+
 			*end = msg->job_array[i].end_time;
+			if (limit)
+				*limit = min == INFINITE || min == NO_VAL ?
+						 0 :
+						 (long)min * 60;
 			rc = 0;
 			break;
 		}
@@ -81,7 +89,7 @@ static void *poll_main(void *arg)
 		int rc;
 
 		pthread_mutex_unlock(&w->lock);
-		rc = read_end_time(w->job_id, &end);
+		rc = read_job(w->job_id, &end, NULL);
 		if (rc != 0 && !warned)
 			dpt__warn("cannot read the end time of job %u from "
 				  "Slurm: %s (retrying every %d s)",
@@ -107,10 +115,36 @@ static void *poll_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A grace that is not shorter than the job's time limit stops every run as
+ * soon as it starts (and a requeue runs it again): refused before the step
+ * starts. A job record that cannot be read now is the poll thread's to
+ * retry.
+ */
+static int check_limit(struct dpt__walltime *w, long grace)
+{
+	char g[32], l[32];
+	time_t end = 0;
+	long limit = 0;
+
+	if (read_job(w->job_id, &end, &limit) != 0)
+		return 0;
+	w->end = end;
+	if (limit == 0 || grace < limit)
+		return 0;
+	dpt__error("--dp-grace=%s is not shorter than job %u's time limit "
+		   "(%s): dptrain would stop every run as soon as it starts; "
+		   "ask for a shorter --dp-grace or a longer --time",
+		   dpt__format_duration(grace, g, sizeof(g)), w->job_id,
+		   dpt__format_duration(limit, l, sizeof(l)));
+	return DPT_ERANGE;
+}
+
 int dpt__walltime_start(struct dpt__walltime **out, uint32_t job_id,
-			time_t fixed_end)
+			time_t fixed_end, long grace)
 {
 	struct dpt__walltime *w = calloc(1, sizeof(*w));
+	int rc;
 
 	*out = NULL;
 	if (!w)
@@ -124,6 +158,10 @@ int dpt__walltime_start(struct dpt__walltime **out, uint32_t job_id,
 		 * process when it cannot read the Slurm configuration, which
 		 * must fail the step's start, not the running step. */
 		pthread_once(&slurm_once, slurm_setup);
+		if ((rc = check_limit(w, grace)) != 0) {
+			dpt__walltime_free(&w);
+			return rc;
+		}
 		if (pthread_create(&w->thread, NULL, poll_main, w) != 0) {
 			dpt__error("cannot start the end-time thread");
 			dpt__walltime_free(&w);
@@ -164,20 +202,44 @@ void dpt__walltime_free(struct dpt__walltime **wp)
 	*wp = NULL;
 }
 
-int dpt__walltime_requeue(uint32_t job_id)
+/* Say WHY in the job's Comment (scontrol show job, sacct -o comment). */
+static void set_comment(uint32_t job_id, const char *why)
 {
+	job_desc_msg_t desc;
+	char text[DPT_WALLTIME_MSG_MAX + 16];
+	int rc;
+
+	slurm_init_job_desc_msg(&desc);
+	desc.job_id = job_id;
+	snprintf(text, sizeof(text), "dptrain: %s", why);
+	desc.comment = text;
+	rc = slurm_update_job(&desc);
+	if (rc != SLURM_SUCCESS)
+		dpt__warn("cannot set the comment of job %u: %s", job_id,
+			  slurm_why(rc));
+}
+
+int dpt__walltime_requeue(const struct dpt__requeue_facts *f)
+{
+	char why[DPT_WALLTIME_MSG_MAX];
+	enum dpt__requeue_verdict v = dpt__requeue_decide(f, why, sizeof(why));
 	int rc;
 
 	pthread_once(&slurm_once, slurm_setup);
-	rc = slurm_requeue(job_id, 0);
+	/* Said before the requeue: Slurm's own line follows it. */
+	if (v == DPT_RQ_REQUEUE)
+		dpt__warn("%s", why);
+	else
+		dpt__error("%s", why);
+	set_comment(f->job_id, why);
+	if (v == DPT_RQ_CAPPED)
+		return 0;
+	rc = slurm_requeue(f->job_id, v == DPT_RQ_HOLD ? JOB_REQUEUE_HOLD : 0);
 	if (rc != 0) {
 		dpt__error("cannot requeue job %u: %s; its checkpoint is "
 			   "committed: submit the job again to resume from it",
-			   job_id, slurm_why(rc));
+			   f->job_id, slurm_why(rc));
 		return DPT_EIO;
 	}
-	dpt__warn("requeued job %u: it resumes from its last checkpoint when "
-		  "Slurm starts it again",
-		  job_id);
 	return 0;
 }

@@ -10,16 +10,21 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "requeue.h"
+
 #define DPT_WALLTIME_POLL_S 30
+#define DPT_WALLTIME_MSG_MAX 400 /* a requeue verdict's sentence */
 
 struct dpt__walltime;
 
 /*
  * Follow the end time of Slurm job JOB_ID (not 0), or, with JOB_ID 0, use
- * FIXED_END (seconds since the epoch). Returns 0 or DPT_ENOMEM/DPT_EIO.
+ * FIXED_END (seconds since the epoch). A job whose time limit is not longer
+ * than GRACE (seconds) is refused with DPT_ERANGE, logged. Returns 0 or
+ * DPT_ERANGE/DPT_ENOMEM/DPT_EIO.
  */
 int dpt__walltime_start(struct dpt__walltime **out, uint32_t job_id,
-			time_t fixed_end);
+			time_t fixed_end, long grace);
 
 /* The end time known now (seconds since the epoch); 0 while none is. */
 time_t dpt__walltime_end(struct dpt__walltime *w);
@@ -28,9 +33,11 @@ time_t dpt__walltime_end(struct dpt__walltime *w);
 void dpt__walltime_free(struct dpt__walltime **w);
 
 /*
- * Requeue Slurm job JOB_ID (it ends now and waits in the queue to run
- * again). Returns 0, or DPT_EIO with the reason logged.
+ * After a clean stop: decide with dpt__requeue_decide, say why on stderr
+ * and in the job's Comment, then requeue job F->job_id (it ends now and
+ * waits in the queue to run again), requeue it held, or leave it to end.
+ * Returns 0, or DPT_EIO with the reason logged.
  */
-int dpt__walltime_requeue(uint32_t job_id);
+int dpt__walltime_requeue(const struct dpt__requeue_facts *f);
 
 #endif

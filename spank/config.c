@@ -14,6 +14,9 @@
 #define DPT_COORDINATOR_PATH "/usr/bin/dptrain-coordinator"
 #endif
 #define DPT_DEFAULT_CONFIG "/etc/slurm/dptrain.conf"
+/* A five-day run on a one-day walltime needs 4; a preempted one more. */
+#define DPT_DEFAULT_MAX_REQUEUES 100
+#define DPT_MAX_REQUEUES_MAX 65535 /* Slurm's restart count is 16 bits */
 
 void dpt__admin_defaults(struct dpt__admin *a)
 {
@@ -32,6 +35,8 @@ void dpt__admin_defaults(struct dpt__admin *a)
 		.min_grace = 30,
 		.max_grace = 86400,
 		.allow_requeue_off = true,
+		.allow_requeue = true,
+		.max_requeues = DPT_DEFAULT_MAX_REQUEUES,
 		.heartbeat_ms = 500,
 		.timeout_ms = 2000,
 		.def_backend = "auto",
@@ -268,10 +273,17 @@ int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
 		*(key[0] == 'g'	  ? &a->def_grace :
 		  key[1] == 'i' ? &a->min_grace :
 				  &a->max_grace) = n;
-	} else if (strcmp(key, "allow_requeue_off") == 0) {
-		if (dpt__parse_bool(value, &a->allow_requeue_off))
-			BAD("allow_requeue_off='%s': expected yes or no", src,
-			    value);
+	} else if (strcmp(key, "allow_requeue_off") == 0 ||
+		   strcmp(key, "allow_requeue") == 0) {
+		if (dpt__parse_bool(value, &b))
+			BAD("%s='%s': expected yes or no", src, key, value);
+		*(strcmp(key, "allow_requeue") == 0 ? &a->allow_requeue :
+						       &a->allow_requeue_off) = b;
+	} else if (strcmp(key, "max_requeues") == 0) {
+		if (dpt__parse_long(value, 0, DPT_MAX_REQUEUES_MAX, &n))
+			BAD("max_requeues='%s': expected a number from 0 to %d",
+			    src, value, DPT_MAX_REQUEUES_MAX);
+		a->max_requeues = n;
 	} else if (strcmp(key, "heartbeat_ms") == 0 ||
 		   strcmp(key, "timeout_ms") == 0) {
 		if (dpt__parse_long(value, 10, 600000, &n))
@@ -377,6 +389,11 @@ int dpt__admin_load(struct dpt__admin *a, int ac, char **av,
 		       a->def_keep, a->max_keep);
 		return DPT_ECONFIG;
 	}
+	if (!a->allow_requeue && !a->allow_requeue_off) {
+		report("dptrain: allow_requeue=no and allow_requeue_off=no "
+		       "contradict each other: set one of them to yes");
+		return DPT_ECONFIG;
+	}
 	return 0;
 }
 
@@ -447,6 +464,13 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		else
 			BAD("'%s': expected auto or off", name, value);
 		u->requeue_set = true;
+	} else if (strcmp(name, "max-requeues") == 0) {
+		if (dpt__parse_long(value, 0, DPT_MAX_REQUEUES_MAX, &n))
+			BAD("'%s': expected a number of requeues, 0 (never "
+			    "requeue) or more",
+			    name, value);
+		u->max_requeues = n;
+		u->max_requeues_set = true;
 	} else if (strcmp(name, "min-workers") == 0) {
 		if (dpt__parse_long(value, 1, 1000000, &n))
 			BAD("'%s': expected a number of workers, 1 or more",
@@ -526,7 +550,12 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		.keep = u->keep_set ? u->keep : a->def_keep,
 		.grace = u->grace_set ? u->grace : a->def_grace,
 		.min_workers = u->min_workers_set ? u->min_workers : 1,
-		.requeue = u->requeue_set ? u->requeue : DPT_REQUEUE_AUTO,
+		.requeue = u->requeue_set  ? u->requeue :
+			   a->allow_requeue ? DPT_REQUEUE_AUTO :
+					      DPT_REQUEUE_OFF,
+		.max_requeues = u->max_requeues_set ? u->max_requeues :
+						      a->max_requeues,
+		.min_ckpt_interval = a->min_ckpt_interval,
 		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
@@ -563,6 +592,19 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		       "requeue (allow_requeue_off=no)");
 		return DPT_ERANGE;
 	}
+	if (s->requeue == DPT_REQUEUE_AUTO && !a->allow_requeue) {
+		report("dptrain: --dp-requeue=auto: the site does not let "
+		       "dptrain requeue jobs (allow_requeue=no): leave the "
+		       "option out, the step still stops and checkpoints in "
+		       "time");
+		return DPT_ERANGE;
+	}
+	if (s->max_requeues > a->max_requeues) {
+		report("dptrain: --dp-max-requeues=%ld: the site allows at "
+		       "most %ld requeues of a job",
+		       s->max_requeues, a->max_requeues);
+		return DPT_ERANGE;
+	}
 
 	if (s->run[0] && (why = run_problem(s->run))) {
 		report("dptrain: the job name '%s' cannot name the run (%s): "
@@ -574,16 +616,10 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		rc = substitute(u->ckpt, user, jobid, s->ckpt_uri,
 				sizeof(s->ckpt_uri), report);
 	} else if (a->def_ckpt_root[0]) {
-		/* The default root holds one directory per run. */
-		char root[DPT_CFG_STR];
-		rc = substitute(a->def_ckpt_root, user, jobid, root,
-				sizeof(root), report);
-		if (!rc && (size_t)snprintf(s->ckpt_uri, sizeof(s->ckpt_uri),
-					    "%s/%s", root, s->run) >=
-				   sizeof(s->ckpt_uri)) {
-			report("dptrain: checkpoint URI too long");
-			rc = DPT_EINVAL;
-		}
+		/* The root holds one directory per run, which the library
+		 * appends (CKPT_URI/RUN): not here too. */
+		rc = substitute(a->def_ckpt_root, user, jobid, s->ckpt_uri,
+				sizeof(s->ckpt_uri), report);
 	} else {
 		rc = 0;
 	}
@@ -596,7 +632,7 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 			report("dptrain: --dp-ckpt=%s: %s", s->ckpt_uri, why);
 		else
 			report("dptrain: checkpoint URI '%s' (the site's "
-			       "ckpt_root and the run name): %s",
+			       "ckpt_root): %s",
 			       s->ckpt_uri, why);
 		return DPT_EINVAL;
 	}

@@ -54,6 +54,8 @@ struct dpt__admin {
 	long def_keep, max_keep;
 	long def_grace, min_grace, max_grace; /* seconds */
 	bool allow_requeue_off;
+	bool allow_requeue; /* no: dptrain never requeues */
+	long max_requeues;  /* default and bound of --dp-max-requeues */
 	long heartbeat_ms, timeout_ms;
 	char def_backend[8];
 	enum dpt__gpu_bind def_gpu_bind;
@@ -65,9 +67,9 @@ struct dpt__user {
 	char run[256];
 	char ckpt[DPT_CFG_STR];
 	bool every_set, keep_set, grace_set, requeue_set, min_workers_set,
-		backend_set, gpu_bind_set;
+		backend_set, gpu_bind_set, max_requeues_set;
 	struct dpt__ckpt_every every;
-	long keep, grace, min_workers;
+	long keep, grace, min_workers, max_requeues;
 	enum dpt__requeue requeue;
 	char backend[8];
 	enum dpt__gpu_bind gpu_bind;
@@ -78,9 +80,12 @@ struct dpt__user {
 /* The merged result handed to the contexts. */
 struct dpt__settings {
 	char run[256];
-	char ckpt_uri[DPT_CFG_STR]; /* with %u and %j substituted */
+	/* The directory (or S3 prefix) that holds runs, with %u and %j
+	 * substituted: the library opens CKPT_URI/RUN. */
+	char ckpt_uri[DPT_CFG_STR];
 	struct dpt__ckpt_every every;
-	long keep, grace, min_workers;
+	long min_ckpt_interval; /* the site's, seconds; 0: none */
+	long keep, grace, min_workers, max_requeues;
 	enum dpt__requeue requeue;
 	char backend[8];
 	enum dpt__gpu_bind gpu_bind;

@@ -47,7 +47,7 @@ struct dpt__plugin dpt__plugin = {
 static const char *const option_names[] = {
 	"train",       "ckpt",	  "ckpt-every", "keep",
 	"grace",       "requeue", "min-workers", "backend",
-	"verbose",     "gpu-bind", "torchelastic",
+	"verbose",     "gpu-bind", "torchelastic", "max-requeues",
 };
 
 static int opt_cb(int val, const char *optarg, int remote)
@@ -75,8 +75,9 @@ static struct spank_option options[] = {
 	 "names the training run (default: the job name)",
 	 2, 0, opt_cb},
 	{"dp-ckpt", "URI",
-	 "dptrain: checkpoint location, file:///path or s3://bucket/prefix "
-	 "(%u: user, %j: job id; default: the site's root + /RUN)",
+	 "dptrain: where runs are checkpointed, file:///path or "
+	 "s3://bucket/prefix; the run's checkpoints go to URI/RUN (%u: user, "
+	 "%j: job id; default: the site's root)",
 	 1, 1, opt_cb},
 	{"dp-ckpt-every", "auto|" DURATION "|Nsteps",
 	 "dptrain: checkpoint interval of programs that call dpt_ckpt_step "
@@ -92,6 +93,10 @@ static struct spank_option options[] = {
 	{"dp-requeue", "auto|off",
 	 "dptrain: requeue the job before its walltime (default auto)", 1, 5,
 	 opt_cb},
+	{"dp-max-requeues", "N",
+	 "dptrain: requeue the job at most N times (default and largest: the "
+	 "site's, or 100; 0: never)",
+	 1, 11, opt_cb},
 	{"dp-min-workers", "N",
 	 "dptrain: smallest world size a step may shrink to when workers die "
 	 "(default 1)",

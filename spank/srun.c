@@ -141,7 +141,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	const struct dpt__admin *a = &dpt__plugin.admin;
 	char secret[65], world[16], endpoint_file[320], ppid[16], hb[16],
 		to[16], minw[16], bind[96], portstr[8], job[16], grace[24],
-		every[32];
+		every[32], maxrq[16];
 	uint32_t ntasks = 0, jobid = 0, stepid = 0;
 	long port = 0;
 	int devnull, status;
@@ -193,6 +193,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	snprintf(bind, sizeof(bind), "tcp://%s:*", a->bind_addr);
 	snprintf(job, sizeof(job), "%u", jobid);
 	snprintf(grace, sizeof(grace), "%lds", s->grace);
+	snprintf(maxrq, sizeof(maxrq), "%ld", s->max_requeues);
 	char *argv[] = {
 		(char *)a->coordinator,
 		"--world-size", world,
@@ -205,6 +206,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 		"--job-id", job,
 		"--grace", grace,
 		"--requeue", s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off",
+		"--max-requeues", maxrq,
 		"--ckpt-every", (char *)dpt__every_string(&s->every, every,
 							  sizeof(every)),
 		"--log-level", s->verbose ? "info" : "warn",

@@ -64,17 +64,9 @@ static int setf(spank_t sp, const char *name, const char *fmt, ...)
 	return set(sp, name, value);
 }
 
-/*
- * TORCHELASTIC_MAX_RESTARTS when dptrain requeues the job: Slurm sets no
- * limit on requeues and neither does dptrain. torchrun's --max-restarts is
- * an int with no "unlimited", so "no limit" is the largest value a C int
- * holds: programs that parse it as one still can.
- */
-#define NO_RESTART_LIMIT "2147483647"
-
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 {
-	char port[16], restart[16], every[32];
+	char port[16], restart[16], every[32], minint[32];
 	uint32_t ntasks = 0, nlocal = 0, nodeid = 0, nnodes = 0;
 	long nrestart = 0;
 	int rc = 0;
@@ -105,10 +97,14 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 	rc |= set(sp, "DPTRAIN_CKPT_URI", s->ckpt_uri);
 	rc |= set(sp, "DPTRAIN_CKPT_EVERY", dpt__every_string(&s->every, every,
 							 sizeof(every)));
+	rc |= set(sp, "DPTRAIN_MIN_CKPT_INTERVAL",
+		  dpt__format_duration(s->min_ckpt_interval, minint,
+				       sizeof(minint)));
 	rc |= setf(sp, "DPTRAIN_KEEP", "%ld", s->keep);
 	rc |= setf(sp, "DPTRAIN_GRACE", "%ld", s->grace);
 	rc |= set(sp, "DPTRAIN_REQUEUE",
 		  s->requeue == DPT_REQUEUE_OFF ? "off" : "auto");
+	rc |= setf(sp, "DPTRAIN_MAX_REQUEUES", "%ld", s->max_requeues);
 	rc |= setf(sp, "DPTRAIN_MIN_WORKERS", "%ld", s->min_workers);
 	rc |= set(sp, "DPTRAIN_BACKEND", s->backend);
 	rc |= set(sp, "DPTRAIN_GPU_BIND", dpt__gpu_bind_string(s->gpu_bind));
@@ -134,8 +130,10 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 	rc |= set(sp, "ROLE_NAME", "default");
 	rc |= setf(sp, "ROLE_WORLD_SIZE", "%u", ntasks);
 	rc |= setf(sp, "TORCHELASTIC_RESTART_COUNT", "%ld", nrestart);
-	rc |= set(sp, "TORCHELASTIC_MAX_RESTARTS",
-		  s->requeue == DPT_REQUEUE_OFF ? "0" : NO_RESTART_LIMIT);
+	/* torchrun's --max-restarts: the most times dptrain requeues the
+	 * job (doc/walltime.md, "Requeue guard"). */
+	rc |= setf(sp, "TORCHELASTIC_MAX_RESTARTS", "%ld",
+		   s->requeue == DPT_REQUEUE_OFF ? 0 : s->max_requeues);
 	/* torch.distributed.is_torchelastic_launched() is exactly "is
 	 * TORCHELASTIC_RUN_ID set", and Lightning then chooses its
 	 * TorchElasticEnvironment over its SLURMEnvironment: opt-in. */

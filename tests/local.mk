@@ -22,6 +22,7 @@ UNIT_TESTS = \
 	tests/unit/test_wire \
 	tests/unit/test_coord \
 	tests/unit/test_kv \
+	tests/unit/test_requeue \
 	tests/unit/test_sampler
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
@@ -55,6 +56,11 @@ tests_unit_test_kv_SOURCES = tests/unit/test_kv.c coordinator/kv.c \
 tests_unit_test_kv_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
 tests_unit_test_kv_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_kv_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
+tests_unit_test_requeue_SOURCES = tests/unit/test_requeue.c \
+	coordinator/requeue.c
+tests_unit_test_requeue_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
+tests_unit_test_requeue_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_requeue_LDADD = $(UNIT_LDADD)
 # The sampler's source is built in: the test also checks its internal
 # random stream (worker/sampler_int.h), which the library hides.
 tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c worker/sampler.c

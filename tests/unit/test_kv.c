@@ -136,6 +136,30 @@ static void first_put_wins(void **state)
 	assert_null(kv);
 }
 
+/* The library's reports (the "dptrain." keys) say what is true now: a
+ * later put replaces the value, acknowledged; dpt__kv_value reads it. */
+static void status_keys_are_replaced(void **state)
+{
+	struct dpt__kv *kv = kv_new();
+
+	(void)state;
+	assert_null(dpt__kv_value(kv, DPT_KV_COMMITTED));
+	put(kv, "t0", 1, DPT_KV_COMMITTED, "40");
+	assert_int_equal(reply_to("t0").type, DPT_MSG_ACK);
+	clear();
+	put(kv, "t0", 2, DPT_KV_COMMITTED, "80");
+	assert_int_equal(reply_to("t0").type, DPT_MSG_ACK);
+	assert_string_equal(dpt__kv_value(kv, DPT_KV_COMMITTED), "80");
+	clear();
+	/* Not a prefix match on "dptrain" alone. */
+	put(kv, "t0", 3, "dptrainx", "a");
+	clear();
+	put(kv, "t0", 4, "dptrainx", "b");
+	assert_int_equal(reply_to("t0").type, DPT_MSG_ERROR);
+	assert_string_equal(dpt__kv_value(kv, "dptrainx"), "a");
+	dpt__kv_destroy(&kv);
+}
+
 /* A GET waits for its key: answered when it is put, or with
  * ERROR(DPT_ETIMEDOUT) once its wait is over; wait 0 answers at once. */
 static void get_waits_then_answers_or_times_out(void **state)
@@ -209,6 +233,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(first_put_wins),
+		cmocka_unit_test(status_keys_are_replaced),
 		cmocka_unit_test(get_waits_then_answers_or_times_out),
 		cmocka_unit_test(limits),
 	};

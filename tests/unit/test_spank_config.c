@@ -65,6 +65,60 @@ static void user_values_are_checked(void **state)
 	assert_int_equal(dpt__user_set(&u, "keep", NULL, report), DPT_EINVAL);
 }
 
+static void requeue_keys_bound_the_user(void **state)
+{
+	struct dpt__admin a;
+	struct dpt__user u = {0};
+	struct dpt__settings s;
+	char *cap[] = {"max_requeues=5"};
+	char *never[] = {"allow_requeue=no"};
+	char *both[] = {"allow_requeue=no", "allow_requeue_off=no"};
+	(void)state;
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 1, cap, report), 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 0);
+	assert_int_equal(s.max_requeues, 5);
+	assert_int_equal(s.requeue, DPT_REQUEUE_AUTO);
+	assert_int_equal(dpt__user_set(&u, "max-requeues", "2", report), 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 0);
+	assert_int_equal(s.max_requeues, 2);
+	assert_int_equal(dpt__user_set(&u, "max-requeues", "6", report), 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 DPT_ERANGE);
+	assert_non_null(strstr(last, "at most 5 requeues"));
+	assert_int_equal(dpt__user_set(&u, "max-requeues", "-1", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-max-requeues: '-1'"));
+	u = (struct dpt__user){0};
+
+	/* A site without requeues: off by default, auto refused. */
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 1, never, report), 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 0);
+	assert_int_equal(s.requeue, DPT_REQUEUE_OFF);
+	dpt__user_set(&u, "requeue", "auto", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 DPT_ERANGE);
+	assert_non_null(strstr(last, "allow_requeue=no"));
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 2, both, report), DPT_ECONFIG);
+	assert_non_null(strstr(last, "contradict"));
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_set(&a, "max_requeues", "x", "t", report),
+			 DPT_ECONFIG);
+	assert_non_null(strstr(last, "max_requeues='x'"));
+}
+
 static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 {
 	struct dpt__admin a;
@@ -89,8 +143,12 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
 					       "job", report),
 			 0);
-	assert_string_equal(s.ckpt_uri, "file:///lustre/alice/r1");
+	/* The root holds the runs: the library opens ckpt_uri/run, so the
+	 * run is not in the URI (it was twice: root/r1/r1). */
+	assert_string_equal(s.ckpt_uri, "file:///lustre/alice");
 	assert_string_equal(s.run, "r1");
+	assert_int_equal(s.min_ckpt_interval, 600);
+	assert_int_equal(s.max_requeues, 100);
 
 	dpt__user_set(&u, "keep", "6", report);
 	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
@@ -111,6 +169,15 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 					       "job", report),
 			 DPT_ERANGE);
 	assert_non_null(strstr(last, "minimum checkpoint interval is 10m"));
+	u.every_set = false;
+
+	/* Nsteps cannot be compared with a duration here: the library
+	 * enforces the site's minimum interval at run time. */
+	dpt__user_set(&u, "ckpt-every", "1steps", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 0);
+	assert_int_equal(s.min_ckpt_interval, 600);
 	u.every_set = false;
 
 	dpt__user_set(&u, "requeue", "off", report);
@@ -302,6 +369,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(user_values_are_checked),
 		cmocka_unit_test(bounds_are_enforced_with_the_bound_in_the_message),
+		cmocka_unit_test(requeue_keys_bound_the_user),
 		cmocka_unit_test(roots_are_compared_normalised),
 		cmocka_unit_test(admin_file_errors_name_file_and_line),
 		cmocka_unit_test(gpu_bind_and_torchelastic),

@@ -1,0 +1,76 @@
+#include "config.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+#include "parse.h"
+#include "requeue.h"
+
+/* VALUE as a step number, or -1 (absent, "none", not a number). */
+static long step_of(const char *value)
+{
+	long step;
+
+	if (!value || dpt__parse_long(value, 0, LONG_MAX, &step))
+		return -1;
+	return step;
+}
+
+enum dpt__requeue_verdict
+dpt__requeue_decide(const struct dpt__requeue_facts *f, char *msg, size_t size)
+{
+	long resumed = step_of(f->resumed);
+	long committed = step_of(f->committed);
+	long last = committed > resumed ? committed : resumed;
+	char good[48];
+
+	if (last >= 0)
+		snprintf(good, sizeof(good), "step %ld", last);
+	else
+		snprintf(good, sizeof(good), "unknown here (dptrain ckpt ls)");
+
+	if (f->max_requeues >= 0 && f->restart_count >= f->max_requeues) {
+		snprintf(msg, size,
+			 "not requeueing job %u: it was requeued %ld times, "
+			 "--dp-max-requeues=%ld; the last committed step is "
+			 "%s: submit the job again to go on",
+			 f->job_id, f->restart_count, f->max_requeues, good);
+		return DPT_RQ_CAPPED;
+	}
+	/* The library said what it loaded and committed nothing newer: the
+	 * next run would start from the same step and stop the same way. A
+	 * program that does not report (no dptrain checkpoints) is bounded
+	 * by the cap alone. */
+	if (f->resumed && committed <= resumed) {
+		if (resumed >= 0)
+			snprintf(msg, size,
+				 "holding job %u: this run resumed from step "
+				 "%ld and committed no newer step, so a requeue "
+				 "would loop; the last good step is %ld: fix the "
+				 "cause, then scontrol release %u",
+				 f->job_id, resumed, resumed, f->job_id);
+		else
+			snprintf(msg, size,
+				 "holding job %u: this run started without a "
+				 "checkpoint and committed none, so a requeue "
+				 "would loop: fix the cause, then scontrol "
+				 "release %u",
+				 f->job_id, f->job_id);
+		return DPT_RQ_HOLD;
+	}
+	if (committed >= 0)
+		snprintf(msg, size,
+			 "requeueing job %u after step %ld (committed): it "
+			 "resumes from there; the line \"slurmstepd: error: "
+			 "*** JOB %u ... CANCELLED ... DUE TO JOB REQUEUE ***\" "
+			 "that follows is expected",
+			 f->job_id, committed, f->job_id);
+	else
+		snprintf(msg, size,
+			 "requeueing job %u: it resumes from its last "
+			 "checkpoint; the line \"slurmstepd: error: *** JOB %u "
+			 "... CANCELLED ... DUE TO JOB REQUEUE ***\" that "
+			 "follows is expected",
+			 f->job_id, f->job_id);
+	return DPT_RQ_REQUEUE;
+}
