@@ -974,9 +974,13 @@ static int commit(struct dpt_ckpt *ck)
 	}
 	rc = result;
 	if (!rc && ck->rank == 0) {
+		char step[24];
+
 		dpt__info("committed step %" PRIu64 " of %d ranks in '%s'",
 			  ck->frag.step, ck->world, dpt__storage_uri(ck->st));
 		start_retention(ck);
+		snprintf(step, sizeof(step), "%" PRIu64, ck->frag.step);
+		dpt__report(ck->ctx, DPT_KV_COMMITTED, step);
 	}
 out:
 	dpt__manifest_release(&m);
@@ -1434,10 +1438,12 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 			rc = first ? first : pick[1] ? (int)pick[1] : DPT_ENOENT;
 			/* A run's first start has nothing to load: not an
 			 * error of the storage, the caller decides. */
-			if (!first && !pick[1] && rank == 0)
+			if (!first && !pick[1] && rank == 0) {
 				dpt__info("no committed step%s in '%s'",
 					  step == DPT_CKPT_LATEST ? "" : " at or below the one asked",
 					  dpt__storage_uri(ck->st));
+				dpt__report(ck->ctx, DPT_KV_RESUMED, "none");
+			}
 			else if (first || pick[1])
 				dpt__error("no usable committed step in '%s'",
 					   dpt__storage_uri(ck->st));
@@ -1472,11 +1478,16 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 				info->user = ck->loaded.user;
 				info->user_len = ck->loaded.user_len;
 			}
-			if (rank == 0)
+			if (rank == 0) {
+				char s[24];
+
 				dpt__info("loaded step %" PRIu64 " (written by %u "
 					  "ranks) from '%s'",
 					  ck->loaded.step, ck->loaded.world_size,
 					  dpt__storage_uri(ck->st));
+				snprintf(s, sizeof(s), "%" PRIu64, ck->loaded.step);
+				dpt__report(ck->ctx, DPT_KV_RESUMED, s);
+			}
 			rc = 0;
 			break;
 		}

@@ -389,6 +389,12 @@ int dpt__admin_load(struct dpt__admin *a, int ac, char **av,
 		       a->def_keep, a->max_keep);
 		return DPT_ECONFIG;
 	}
+	if (a->def_every.kind == DPT_EVERY_STEPS && a->min_ckpt_interval > 0) {
+		report("dptrain: ckpt_every=%ldsteps cannot be held to "
+		       "min_ckpt_interval: give ckpt_every a duration",
+		       a->def_every.value);
+		return DPT_ECONFIG;
+	}
 	if (!a->allow_requeue && !a->allow_requeue_off) {
 		report("dptrain: allow_requeue=no and allow_requeue_off=no "
 		       "contradict each other: set one of them to yes");
@@ -555,7 +561,6 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 					      DPT_REQUEUE_OFF,
 		.max_requeues = u->max_requeues_set ? u->max_requeues :
 						      a->max_requeues,
-		.min_ckpt_interval = a->min_ckpt_interval,
 		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
@@ -576,6 +581,21 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		       dpt__format_duration(s->grace, buf, sizeof(buf)),
 		       dpt__format_duration(a->min_grace, lo, sizeof(lo)),
 		       dpt__format_duration(a->max_grace, hi, sizeof(hi)));
+		return DPT_ERANGE;
+	}
+	/* A number of steps cannot be compared with a duration before the
+	 * program runs, and ranks cannot each time theirs: where the site
+	 * sets a minimum, the interval is a duration. */
+	if (s->every.kind == DPT_EVERY_STEPS && a->min_ckpt_interval > 0) {
+		report("dptrain: --dp-ckpt-every=%ldsteps: the site sets a "
+		       "minimum checkpoint interval (%s), which a number of "
+		       "steps cannot be held to: give a duration of at least "
+		       "%s, or auto",
+		       s->every.value,
+		       dpt__format_duration(a->min_ckpt_interval, lo,
+					    sizeof(lo)),
+		       dpt__format_duration(a->min_ckpt_interval, hi,
+					    sizeof(hi)));
 		return DPT_ERANGE;
 	}
 	if (s->every.kind == DPT_EVERY_SECONDS &&

@@ -84,7 +84,6 @@ struct dpt__settings {
 	 * substituted: the library opens CKPT_URI/RUN. */
 	char ckpt_uri[DPT_CFG_STR];
 	struct dpt__ckpt_every every;
-	long min_ckpt_interval; /* the site's, seconds; 0: none */
 	long keep, grace, min_workers, max_requeues;
 	enum dpt__requeue requeue;
 	char backend[8];

@@ -66,7 +66,7 @@ static int setf(spank_t sp, const char *name, const char *fmt, ...)
 
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 {
-	char port[16], restart[16], every[32], minint[32];
+	char port[16], restart[16], every[32];
 	uint32_t ntasks = 0, nlocal = 0, nodeid = 0, nnodes = 0;
 	long nrestart = 0;
 	int rc = 0;
@@ -97,9 +97,6 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 	rc |= set(sp, "DPTRAIN_CKPT_URI", s->ckpt_uri);
 	rc |= set(sp, "DPTRAIN_CKPT_EVERY", dpt__every_string(&s->every, every,
 							 sizeof(every)));
-	rc |= set(sp, "DPTRAIN_MIN_CKPT_INTERVAL",
-		  dpt__format_duration(s->min_ckpt_interval, minint,
-				       sizeof(minint)));
 	rc |= setf(sp, "DPTRAIN_KEEP", "%ld", s->keep);
 	rc |= setf(sp, "DPTRAIN_GRACE", "%ld", s->grace);
 	rc |= set(sp, "DPTRAIN_REQUEUE",

@@ -48,6 +48,7 @@ struct dpt_ctx {
 	struct dpt__agent *agent;
 	struct dpt__curve_keys keys;
 	char endpoint[ENDPOINT_MAX];
+	char secret_hex[DPT_SECRET_HEX_LEN + 1]; /* for dpt__report */
 	char data_host[DPT_HOST_MAX];
 	char hostname[DPT_WIRE_NAME_MAX + 1];
 	char session_base[40];
@@ -196,6 +197,9 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 	}
 	snprintf(ctx->endpoint, sizeof(ctx->endpoint), "%s", endpoint);
 	rc = dpt__wire_derive_keys(secret, &ctx->keys);
+	if (!rc)
+		snprintf(ctx->secret_hex, sizeof(ctx->secret_hex), "%s",
+			 secret);
 	if (rc == DPT_EINVAL) {
 		dpt__error(secret ? "DPTRAIN_SECRET must be 64 hex characters" :
 				    "DPTRAIN_SECRET is not set: start the "
@@ -845,6 +849,23 @@ int dpt__poll(struct dpt_ctx *ctx, uint32_t mine, uint32_t *flags)
 	return after(ctx, rc);
 }
 
+/* Its own connection, not the agent's: a reply cannot mix with the
+ * generation's messages, and a report that fails costs one warning. */
+#define REPORT_TIMEOUT_MS 2000
+void dpt__report(struct dpt_ctx *ctx, const char *key, const char *value)
+{
+	int rc;
+
+	if (!ctx || !ctx->secret_hex[0])
+		return;
+	rc = dpt__coord_kv_put(ctx->endpoint, ctx->secret_hex, key, value,
+			       REPORT_TIMEOUT_MS);
+	if (rc)
+		dpt__warn("cannot tell the coordinator %s=%s: %s (its requeue "
+			  "guard goes without it)",
+			  key, value, dpt_strerror(rc));
+}
+
 int dpt_should_stop(struct dpt_ctx *ctx, int *stop)
 {
 	uint32_t flags;
@@ -992,6 +1013,7 @@ int dpt_finalize(struct dpt_ctx **pctx)
 	pthread_mutex_destroy(&ctx->lock);
 	pthread_cond_destroy(&ctx->verdict);
 	explicit_bzero(&ctx->keys, sizeof(ctx->keys));
+	explicit_bzero(ctx->secret_hex, sizeof(ctx->secret_hex));
 	free(ctx);
 	*pctx = NULL;
 	return rc;

@@ -28,4 +28,12 @@ int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first);
  */
 int dpt__poll(struct dpt_ctx *ctx, uint32_t mine, uint32_t *flags);
 
+/*
+ * Put KEY=VALUE in the step's key-value store (DPT_KV_RESUMED,
+ * DPT_KV_COMMITTED: what the run did, read by the coordinator's requeue
+ * guard, doc/walltime.md). Not collective; rank 0 reports. A failure is
+ * logged as a warning, never returned: training does not depend on it.
+ */
+void dpt__report(struct dpt_ctx *ctx, const char *key, const char *value);
+
 #endif

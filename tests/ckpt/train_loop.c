@@ -5,7 +5,8 @@
  * saves, waits for the commit and exits 0.
  *
  *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS] [--auto]
- *              [--trace] [--stop-signals]
+ *              [--trace] [--stop-signals] [--fail-after-load]
+ *              [--stop-without-save]
  *
  * The state (a replicated int64 vector and an int64 matrix sharded by rows
  * across the ranks) is a pure function of the step: each step mixes the
@@ -20,7 +21,11 @@
  * files closed...) before it prints "bye rank=R" and exits: a requeue must
  * not cut that short. --stop-signals: SIGUSR1 and SIGTERM ask for a stop
  * (dpt_request_stop from the handler), as a program that must survive
- * preemption and scancel --signal does. Checkpoint root and run:
+ * preemption and scancel --signal does. Two faulty programs, for the
+ * requeue guard: --fail-after-load exits 1 right after its load;
+ * --stop-without-save exits 0 at a stop without saving ("stopped step=S
+ * rank=R unsaved"), as a program that swallows its save's error does.
+ * Checkpoint root and run:
  * DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun --dp-train sets them.
  *
  * Output: "fresh start rank=R world=W" or "resumed step=S rank=R world=W
@@ -115,7 +120,7 @@ int main(int argc, char **argv)
 	struct dpt_ckpt_opts co;
 	struct dpt_ckpt_info info;
 	int rc, rank, world, stop = 0, autosave = 0, trace = 0;
-	int stop_signals = 0;
+	int stop_signals = 0, fail_after_load = 0, stop_without_save = 0;
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 
 	for (int i = 1; i < argc; i += 2) {
@@ -127,6 +132,12 @@ int main(int argc, char **argv)
 			i--;
 		} else if (!strcmp(argv[i], "--stop-signals")) {
 			stop_signals = 1;
+			i--;
+		} else if (!strcmp(argv[i], "--fail-after-load")) {
+			fail_after_load = 1;
+			i--;
+		} else if (!strcmp(argv[i], "--stop-without-save")) {
+			stop_without_save = 1;
 			i--;
 		} else if (i + 1 >= argc) {
 			fprintf(stderr, "train_loop: %s needs a value\n", argv[i]);
@@ -190,6 +201,10 @@ int main(int argc, char **argv)
 		printf("resumed step=%" PRIu64 " rank=%d world=%d restart=%s exact\n",
 		       step, rank, world, restarts ? restarts : "0");
 	}
+	if (fail_after_load) {
+		printf("failing on purpose rank=%d\n", rank);
+		return 1;
+	}
 
 	while (step < steps) {
 		train_step(++step);
@@ -222,6 +237,14 @@ int main(int argc, char **argv)
 			return fail("dpt_should_stop", rc);
 		if (stop)
 			break;
+	}
+	if (stop && stop_without_save) {
+		printf("stopped step=%" PRIu64 " rank=%d unsaved\n", step, rank);
+		dpt_ckpt_destroy(&ck);
+		stop_ctx = NULL;
+		rc = dpt_finalize(&ctx);
+		free(rows);
+		return rc ? fail("dpt_finalize", rc) : 0;
 	}
 	rc = saved == step ? dpt_ckpt_wait(ck) : save(ck, step);
 	if (rc)

@@ -92,7 +92,7 @@ check_stop() {
 	fi
 	ok $? "$1: stopped at step ${step:-?} with a committed checkpoint, requeued, ended ($state)$hung" ||
 		diag "$out"
-	grep -q "requeued job $2" <<<"$out"
+	grep -q "requeueing job $2 after step [0-9]* (committed)" <<<"$out"
 	ok $? "$1: the coordinator requeued the job" || diag "$out"
 	grep -q "fmnist: resumed at step $step on 4 ranks (restart 1)" <<<"$out" &&
 		grep -q "fmnist: done at step $3 " <<<"$out"

@@ -52,14 +52,14 @@ step=${stop#4 step=}
 ok $? "stopped in time: step $step of 150, well after the start" || diag "$out"
 grep -q "job $id ends at .* (grace 50 s): the workers are told to stop" <<<"$out"
 ok $? "the coordinator said why it stopped the step" || diag "$out"
-grep -q "requeued job $id" <<<"$out"
+grep -q "requeueing job $id after step [0-9]* (committed)" <<<"$out"
 ok $? "the coordinator requeued the job" || diag "$out"
-is "$(sed -n "/^stopped/,/requeued job/p" <<<"$out" | grep -c '^bye rank=')" 4 \
+is "$(sed -n "/^stopped/,/requeueing job/p" <<<"$out" | grep -c '^bye rank=')" 4 \
 	"after every task had wound down (1.5 s after it left)" || diag "$out"
 # The coordinator learnt that from slurmstepd's reports (TASK_EXIT), not
 # from srun stopping it at the end of the step: it says so before the
 # requeue.
-sed -n "/^stopped/,/requeued job/p" <<<"$out" | grep -q "every task of the step has exited"
+sed -n "/^stopped/,/requeueing job/p" <<<"$out" | grep -q "every task of the step has exited"
 ok $? "the coordinator counted the tasks' exits before it requeued" || diag "$out"
 is "$(grep -c "^resumed step=$step rank=[0-3] world=4 restart=1 exact$" <<<"$out")" 4 \
 	"the second run's 4 ranks resumed at step $step with the exact state" || diag "$out"
@@ -129,7 +129,7 @@ ok $? "its 4 ranks stopped at the same step soon after, committed ($stop)" || di
 step=${stop#4 step=}
 grep -q "stop requested by rank [0-3] (task [0-3], " <<<"$out"
 ok $? "the coordinator said which rank asked" || diag "$out"
-[[ "$state" =~ JobState=COMPLETED.*Restarts=1 ]] && grep -q "requeued job $id" <<<"$out"
+[[ "$state" =~ JobState=COMPLETED.*Restarts=1 ]] && grep -q "requeueing job $id after step [0-9]* (committed)" <<<"$out"
 ok $? "the job was requeued and completed ($state)" || diag "$out"
 is "$(grep -c "^resumed step=$step rank=[0-3] world=4 restart=1 exact$" <<<"$out"):$(grep -c '^finished step=200 rank=[0-3] committed$' <<<"$out")" \
 	"4:4" "the next run resumed at step $step, exact, and finished" || diag "$out"

@@ -147,7 +147,6 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 	 * run is not in the URI (it was twice: root/r1/r1). */
 	assert_string_equal(s.ckpt_uri, "file:///lustre/alice");
 	assert_string_equal(s.run, "r1");
-	assert_int_equal(s.min_ckpt_interval, 600);
 	assert_int_equal(s.max_requeues, 100);
 
 	dpt__user_set(&u, "keep", "6", report);
@@ -171,13 +170,14 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 	assert_non_null(strstr(last, "minimum checkpoint interval is 10m"));
 	u.every_set = false;
 
-	/* Nsteps cannot be compared with a duration here: the library
-	 * enforces the site's minimum interval at run time. */
+	/* Steps cannot be held to a minimum interval: refused (1steps
+	 * passed a 10m minimum before). */
 	dpt__user_set(&u, "ckpt-every", "1steps", report);
 	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
 					       "job", report),
-			 0);
-	assert_int_equal(s.min_ckpt_interval, 600);
+			 DPT_ERANGE);
+	assert_non_null(strstr(last, "--dp-ckpt-every=1steps: the site sets a "
+				     "minimum checkpoint interval (10m)"));
 	u.every_set = false;
 
 	dpt__user_set(&u, "requeue", "off", report);
