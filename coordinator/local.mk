@@ -2,6 +2,8 @@
 bin_PROGRAMS += coordinator/dptrain-coordinator
 coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/main.c \
+	coordinator/options.c coordinator/options.h \
+	coordinator/zap.c coordinator/zap.h \
 	coordinator/coord.c coordinator/coord.h \
 	coordinator/peers.c coordinator/peers.h \
 	coordinator/kv.c coordinator/kv.h \

@@ -1,6 +1,6 @@
 #!/bin/bash
 # dptrain-coordinator's command line: --help documents every option that
-# the program accepts (the list is read from coordinator/main.c, not
+# the program accepts (the list is read from coordinator/options.c, not
 # copied here) with its environment variable; bad options and values end
 # with status 2 and a message naming the option; environment variables
 # work like options and options win over them; --parent-pid ends the
@@ -9,12 +9,12 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/coord/lib.sh"
 
-main_c=$top_srcdir/coordinator/main.c
+main_c=$top_srcdir/coordinator/options.c
 [ -r "$main_c" ] || skip_all "no $main_c to read the option list from"
 # {"world-size", required_argument, NULL, OPT_WORLD}, ...
 mapfile -t opts < <(sed -n '/longopts\[\] = {/,/{NULL, 0, NULL, 0}/p' "$main_c" |
 	grep -o '{"[a-z-]*"' | tr -d '{"')
-mapfile -t envs < <(sed -n '/env_names\[\] = {/,/};/p' "$main_c" | grep -o '"DPTRAIN_[A-Z_]*"' | tr -d '"')
+mapfile -t envs < <(sed -n '/env_names\[\] = {/,/};/p' "$main_c" | grep -o '"[A-Z][A-Z_]*"' | tr -d '"')
 [ "${#opts[@]}" -ge 10 ] || bail_out "could not read the options from $main_c"
 
 bad=(

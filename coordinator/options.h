@@ -1,0 +1,47 @@
+/*
+ * The coordinator's options (dptrain-coordinator --help): the command line
+ * over the environment over the defaults, checked together.
+ */
+#ifndef DPT_COORDINATOR_OPTIONS_H
+#define DPT_COORDINATOR_OPTIONS_H
+
+#include <stdbool.h>
+
+#include "wire.h"
+
+#define PROG "dptrain-coordinator"
+
+struct options {
+	long world_size;
+	const char *bind;
+	const char *advertise;
+	const char *secret_file;
+	const char *endpoint_file;
+	long parent_pid;
+	long heartbeat_ms;
+	long timeout_ms;
+	long min_workers;
+	long join_timeout_ms;
+	long io_threads;
+	long job_id;
+	long end_time;
+	long grace;
+	bool requeue;
+	long max_requeues;  /* -1: no cap */
+	long restart_count; /* the job's requeues so far */
+	long ckpt_every; /* seconds; 0: no periodic SAVE */
+};
+
+/*
+ * Parse ARGV and the environment into O. --help and --version print and
+ * exit 0. Returns 0, or DPT_EINVAL after a message on stderr that names
+ * the option.
+ */
+int dpt__coord_parse_options(int argc, char **argv, struct options *o);
+
+/* The step secret, from --secret-file or DPTRAIN_SECRET, into SECRET.
+ * Returns 0 or an error after logging it. */
+int dpt__coord_load_secret(const struct options *o,
+			   char secret[DPT_SECRET_HEX_LEN + 1]);
+
+#endif
