@@ -1,0 +1,201 @@
+/*
+ * The coordinator's insides, shared by coord.c (the event handlers, the
+ * [state][event] table and the interface of coord.h) and coord_gen.c (the
+ * peers, sending, and the actions on generations the handlers take).
+ * Private to the coordinator and its unit tests.
+ */
+#ifndef DPT_COORDINATOR_COORD_INT_H
+#define DPT_COORDINATOR_COORD_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coord.h"
+#include "kv.h"
+#include "peers.h"
+#include "wire.h"
+
+/*
+ * States and events of doc/protocol.md, "Coordinator state machine". The
+ * names are the document's: tests/unit/test_coord.c checks that its table
+ * and TRANSITIONS (coord.c) agree cell for cell.
+ */
+/* clang-format off: it indents X-macro lists as continuation lines */
+#define COORD_STATES(X)                                                       \
+	X(GATHERING) /* generation G is being formed */                       \
+	X(ID_WAIT)   /* G formed (NCCL): waiting for rank 0's unique ID */    \
+	X(RUNNING)   /* G is live */                                          \
+	X(DONE)	     /* finished: the event loop exits (or lingers) */
+
+enum coord_state {
+#define X(name) ST_##name,
+	COORD_STATES(X)
+#undef X
+	ST_COUNT
+};
+
+
+#define COORD_EVENTS(X)                                                       \
+	X(JOIN)		/* JOIN message */                                   \
+	X(UNIQUE_ID)	/* UNIQUE_ID message */                              \
+	X(BARRIER)	/* BARRIER or VOTE message */                        \
+	X(LEAVE)	/* LEAVE message */                                  \
+	X(FAULT)	/* FAULT message */                                  \
+	X(TASK_EXIT)	/* TASK_EXIT message, from anyone */                 \
+	X(STRANGER)	/* a member's message from a peer not tracked */     \
+	X(PEER_EXPIRED) /* a peer was silent for timeout_ms */               \
+	X(PEER_CLOSED)	/* a peer's connection closed CLOSE_GRACE_MS ago */  \
+	X(JOIN_TIMEOUT) /* the join (or unique ID) deadline passed */        \
+	X(SHUTDOWN)	/* a signal, or the parent process exited */        \
+	X(STOP)		/* the job's end time is within the grace */
+
+enum coord_event {
+#define X(name) EV_##name,
+	COORD_EVENTS(X)
+#undef X
+	EV_COUNT
+};
+
+/* clang-format on */
+
+enum peer_role {
+	ROLE_JOINING, /* sent JOIN for the generation being formed */
+	ROLE_MEMBER,  /* in the current generation */
+	ROLE_WAITING, /* was in the previous generation, expected back */
+};
+
+#define CLOSE_GRACE_MS 100 /* see evict_closed */
+
+struct peer {
+	/* First: the peer table's part (peers.h); peer_of converts back. */
+	struct dpt__peer_entry entry;
+	int64_t last_sent;
+	enum peer_role role;
+	uint32_t rank; /* ROLE_MEMBER */
+	uint32_t barrier_seq;
+	/* It arrived at barrier BARRIER_SEQ with a VOTE, and its code. */
+	bool voted;
+	int32_t vote;
+	uint32_t vote_flags;
+	uint64_t join_order;
+	struct dpt__msg_join join;
+};
+
+enum task_state { TASK_UNSEEN = 0, TASK_JOINED, TASK_GONE, TASK_EXITED };
+
+struct task {
+	struct peer *peer; /* while TASK_JOINED */
+	uint8_t state;
+};
+
+/* At most BURST messages of one kind per WINDOW_MS, then a count of the
+ * suppressed ones: a hostile or broken client cannot flood the log. */
+struct ratelimit {
+	int64_t window_start;
+	int count;
+	long suppressed;
+};
+#define RL_BURST 5
+#define RL_WINDOW_MS 10000
+
+struct dpt__coord {
+	struct dpt__coord_config cfg;
+	struct dpt__coord_sender sender;
+	enum coord_state state;
+	int exit_code;
+	uint32_t generation; /* being formed (GATHERING) or live */
+	bool formed_any;     /* generation 1 has been formed */
+
+	/* All tracked peers: by routing id, by descriptor, and by the time
+	 * they were last heard from (the oldest first). */
+	struct dpt__peer_table peers;
+	/* Peers whose connection closed, by routing id and when, evicted
+	 * CLOSE_GRACE_MS later, once the messages they sent before the close
+	 * have been handled. */
+	struct closed_id {
+		int64_t at;
+		uint8_t len;
+		uint8_t id[DPT_PEER_ID_MAX];
+	} *closed;
+	size_t nclosed, closed_cap;
+	uint32_t n_joining, n_waiting;
+	uint64_t join_counter;
+	uint32_t lost_before_first; /* tasks gone before generation 1 */
+	uint32_t failed_before_first; /* of those, exited with status != 0 */
+
+	/* The live generation: members by rank, NULL once a member left. */
+	struct peer **members;
+	uint32_t world;
+	uint32_t active;
+	uint8_t backend;
+	bool any_left;
+	/* The step was stopped (doc/walltime.md): every VOTE_DONE says so
+	 * from then on; STOP_SENT once one has. */
+	bool stopping;
+	bool stop_sent;
+	int64_t last_save; /* when SAVE was last sent (or the start) */
+	uint32_t barrier_seq; /* barriers completed in this generation */
+	uint32_t barrier_count;
+	uint8_t last_id[DPT_NCCL_ID_SIZE];
+	bool have_last_id;
+
+	struct task *tasks; /* indexed by task id, world_size entries */
+	int64_t next_heartbeat;
+	int64_t join_deadline; /* 0: none */
+	struct ratelimit rl_malformed;
+	struct dpt__kv *kv; /* MASTER_ADDR/MASTER_PORT for the tasks */
+	dpt__coord_observer *observer; /* tests: every executed cell */
+	void *observer_arg;
+};
+
+/* ------------------------------------------------------------ coord_gen.c */
+
+/* Logging: a rate limit, a peer and an exit status described. */
+bool dpt__coord_rl_allow(struct ratelimit *rl, int64_t now);
+const char *dpt__coord_describe(const struct peer *p, char *buf, size_t size);
+void dpt__coord_format_status(int32_t status, char *buf, size_t size);
+
+/* The peer registry of peers.h, holding struct peer. */
+struct peer *dpt__coord_peer_find(struct dpt__coord *c, const uint8_t *id,
+				  size_t len);
+struct peer *dpt__coord_oldest_peer(const struct dpt__coord *c);
+struct peer *dpt__coord_newer_peer(const struct dpt__coord *c, struct peer *p);
+void dpt__coord_peer_heard(struct dpt__coord *c, struct peer *p, int64_t now);
+struct peer *dpt__coord_peer_add(struct dpt__coord *c, const uint8_t *id,
+				 size_t len, int64_t now);
+void dpt__coord_set_role(struct dpt__coord *c, struct peer *p,
+			 enum peer_role r);
+void dpt__coord_peer_set_fd(struct dpt__coord *c, struct peer *p, int fd);
+void dpt__coord_peer_remove(struct dpt__coord *c, struct peer *p);
+
+/* Sending, through the injected sender. */
+void dpt__coord_send_msg(struct dpt__coord *c, struct peer *p,
+			 const struct dpt__msg *m, int64_t now);
+void dpt__coord_send_to_id(struct dpt__coord *c, const uint8_t *id,
+			   size_t id_len, const struct dpt__msg *m);
+void dpt__coord_text_msg(struct dpt__msg *m, enum dpt__msg_type type,
+			 uint32_t generation, int32_t code, uint32_t lost_rank,
+			 const char *text);
+void dpt__coord_send_error(struct dpt__coord *c, struct peer *p, int code,
+			   const char *text, int64_t now);
+
+/*
+ * Actions on the generation; each returns the next state, which only the
+ * table (coord.c) assigns.
+ */
+enum coord_state dpt__coord_finish(struct dpt__coord *c, int exit_code);
+enum coord_state dpt__coord_fail(struct dpt__coord *c, int code,
+				 const char *why, int64_t now);
+enum coord_state dpt__coord_form_generation(struct dpt__coord *c, int64_t now);
+enum coord_state dpt__coord_end_generation(struct dpt__coord *c,
+					   uint32_t reason, uint32_t lost_rank,
+					   const char *why, int64_t now);
+enum coord_state dpt__coord_drop_peer(struct dpt__coord *c, struct peer *p,
+				      uint32_t reason, const char *why,
+				      int64_t now);
+enum coord_state dpt__coord_gather(struct dpt__coord *c, int64_t now);
+void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now);
+bool dpt__coord_room_for_newcomer(struct dpt__coord *c, const uint8_t *id,
+				  size_t id_len);
+
+#endif
