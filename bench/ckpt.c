@@ -4,12 +4,14 @@
  *
  *   save   a state of --size bytes saved by --ranks worker processes
  *          (a real coordinator, libdptrain's CPU backend) to file://DIR,
- *          throughput against `dd oflag=direct conv=fsync` of as many bytes
+ *          throughput against the storage's best write of as many bytes:
+ *          fio (O_DIRECT, 4 MiB blocks, fsync) with 1 job and with --ranks
+ *          jobs, the faster (dd streams when fio is not installed)
  *   stall  the time dpt_ckpt_save blocks training, against a memcpy of the
  *          bytes the rank snapshots into a warm buffer
  *   load   the newest step loaded by --load-ranks ranks (resharding), page
- *          cache of the shards dropped first, throughput against
- *          `dd iflag=direct` of the dd file
+ *          cache of the shards dropped first, throughput against fio's
+ *          best read (1 or --load-ranks jobs, O_DIRECT)
  *   read amplification  bytes read by all ranks over bytes their boxes need
  *
  * With --s3 s3://bucket[/prefix] the same job saves to and loads from S3
@@ -460,15 +462,72 @@ static double parallel_dd(const char *dir, uint64_t size, int streams,
 	       (double)(per * (uint64_t)streams * (4u << 20));
 }
 
-/* Seconds for the faster of one dd and as many dd streams as ranks (4 MiB
- * blocks: the disk of a VM may do more with several writes in flight) to
- * write the size with O_DIRECT and fsync. */
-static double dd_write_peer(const struct config *c, const char *dir,
-			    const char *ddfile)
+/*
+ * Seconds for fio to move SIZE bytes with JOBS jobs (O_DIRECT, 4 MiB
+ * blocks, the files DIR/fio.J.0, an fsync at the end of each job): the
+ * storage's best with several requests in flight, which dptrain's parallel
+ * shard writes can reach and one dd stream cannot. Wall time of the whole
+ * run, layout excluded (a read finds the files the write left). -1 when
+ * fio is not installed.
+ */
+static double fio_seconds(const char *dir, uint64_t size, int jobs,
+			  bool reading)
+{
+	char cmd[8400];
+	FILE *f;
+	double bw = 0;
+	char line[512];
+
+	snprintf(cmd, sizeof(cmd),
+		 "fio --name=fio --directory='%s' --rw=%s --bs=4M --direct=1 "
+		 "--ioengine=psync --size=%" PRIu64 " --numjobs=%d "
+		 "--end_fsync=1 --group_reporting --output-format=json "
+		 "2>/dev/null",
+		 dir, reading ? "read" : "write", size / (uint64_t)jobs, jobs);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	/* "bw_bytes" of the group, in the read or the write section: the
+	 * first non-zero one (the other direction reports 0). */
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "\"bw_bytes\" : ");
+		double v;
+
+		if (p && sscanf(p + 13, "%lf", &v) == 1 && v > 0 && bw == 0)
+			bw = v;
+	}
+	if (pclose(f) != 0 || bw <= 0)
+		return -1;
+	return (double)size / bw;
+}
+
+/*
+ * Seconds for the storage's best write of the size: fio with 1 job and
+ * with as many jobs as ranks, the faster (dd when fio is missing: one
+ * stream and as many as ranks).
+ */
+static double peer_write(const struct config *c, const char *dir,
+			 const char *ddfile)
 {
 	char cmd[8400];
 	double one, many;
 
+	one = fio_seconds(dir, c->size, 1, false);
+	many = one < 0 ? -1 : fio_seconds(dir, c->size, c->ranks, false);
+	if (one > 0 && many > 0) {
+		printf("fio write (direct, 4 MiB, fsync) 1 job %.0f MiB/s, "
+		       "%d jobs %.0f MiB/s\n",
+		       c->size / MIB / one, c->ranks, c->size / MIB / many);
+		/* The load's ceiling reads a file of the size: dd's. */
+		snprintf(cmd, sizeof(cmd),
+			 "dd if=/dev/zero of='%s' bs=64M count=%" PRIu64
+			 " oflag=direct conv=fsync status=none",
+			 ddfile, c->size / (64u << 20));
+		timed_shell(cmd);
+		return many < one ? many : one;
+	}
+	fprintf(stderr, "bench/ckpt: fio not found: the ceiling is dd's "
+			"(install fio)\n");
 	snprintf(cmd, sizeof(cmd),
 		 "dd if=/dev/zero of='%s' bs=64M count=%" PRIu64
 		 " oflag=direct conv=fsync status=none",
@@ -480,14 +539,21 @@ static double dd_write_peer(const struct config *c, const char *dir,
 	return many < one ? many : one;
 }
 
-/* The same for reading the dd file with O_DIRECT, with as many streams as
- * loading ranks. */
-static double dd_read_peer(const struct config *c, const char *dir,
-			   const char *ddfile)
+/* The same for reading, with as many jobs as loading ranks. */
+static double peer_read(const struct config *c, const char *dir,
+			const char *ddfile)
 {
 	char cmd[8400];
 	double one, many;
 
+	one = fio_seconds(dir, c->size, 1, true);
+	many = one < 0 ? -1 : fio_seconds(dir, c->size, c->load_ranks, true);
+	if (one > 0 && many > 0) {
+		printf("fio read (direct, 4 MiB) 1 job %.0f MiB/s, %d jobs "
+		       "%.0f MiB/s\n",
+		       c->size / MIB / one, c->load_ranks, c->size / MIB / many);
+		return many < one ? many : one;
+	}
 	snprintf(cmd, sizeof(cmd),
 		 "dd if='%s' of=/dev/null bs=64M iflag=direct status=none", ddfile);
 	one = timed_shell(cmd);
@@ -773,7 +839,7 @@ int main(int argc, char **argv)
 		peer_w = s3peer_run(&peer, true);
 		printf("curl PUT %.0f MiB/s\n", c.size / MIB / peer_w);
 	} else {
-		peer_w = dd_write_peer(&c, c.work, ddfile);
+		peer_w = peer_write(&c, c.work, ddfile);
 	}
 
 	run_job(&c, c.ranks, false, out, sizeof(out));
@@ -812,9 +878,9 @@ int main(int argc, char **argv)
 		peer_r = s3peer_run(&peer, false);
 		printf("curl GET %.0f MiB/s\n", c.size / MIB / peer_r);
 	} else {
-		t = dd_write_peer(&c, c.work, ddfile);
+		t = peer_write(&c, c.work, ddfile);
 		peer_w = t < peer_w ? t : peer_w;
-		peer_r = dd_read_peer(&c, c.work, ddfile);
+		peer_r = peer_read(&c, c.work, ddfile);
 	}
 
 	for (int rep = 0; rep < loads; rep++) {
@@ -853,7 +919,7 @@ int main(int argc, char **argv)
 		t = s3peer_run(&peer, false);
 		printf("curl GET %.0f MiB/s\n", c.size / MIB / t);
 	} else {
-		t = dd_read_peer(&c, c.work, ddfile);
+		t = peer_read(&c, c.work, ddfile);
 	}
 	peer_r = t < peer_r ? t : peer_r;
 

@@ -7,7 +7,9 @@
  *     simulated workers (one DEALER socket each, CURVE and all, driven by
  *     one thread per process), and time until the last worker has its
  *     rank and the NCCL unique ID of generation 1. Prints one line per N,
- *     the last being "rendezvous workers=N seconds=S" (median of R runs).
+ *     the last being "rendezvous workers=N seconds=S coord_cpu_s=C
+ *     coord_cpu_ms_per_join=J" (medians of R runs: the wall time and the
+ *     coordinator's own CPU seconds, all its threads).
  *     --verify checks dense unique ranks and one identical ID everywhere.
  *     The peer, measured in the same run: the same rendezvous over
  *     PyTorch's TCPStore (bench/rendezvous_tcpstore.py, one run per N,
@@ -492,7 +494,7 @@ static double peer_tcpstore(int n, int timeout_s, char *why, size_t why_len)
 static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 			    int runs, bool verify, int peer_timeout)
 {
-	double last = 0;
+	double last = 0, last_cpu = 0;
 	int last_n = 0;
 
 	for (int k = 0; k < nsizes; k++) {
@@ -537,6 +539,7 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 			}
 		}
 		last = median(wall, runs);
+		last_cpu = median(cpu, runs);
 		last_n = n;
 		peer = peer_timeout ? peer_tcpstore(n, peer_timeout, why,
 						    sizeof(why)) :
@@ -555,7 +558,11 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 		       verify ? " verified" : "", peer_s);
 		fflush(stdout);
 	}
-	printf("rendezvous workers=%d seconds=%.3f\n", last_n, last);
+	/* The coordinator's side of a join, what a cluster's coordinator
+	 * pays whoever runs the workers (doc/PERFORMANCE.md). */
+	printf("rendezvous workers=%d seconds=%.3f coord_cpu_s=%.3f "
+	       "coord_cpu_ms_per_join=%.3f\n",
+	       last_n, last, last_cpu, last_n ? last_cpu * 1e3 / last_n : 0.0);
 	return 0;
 }
 
