@@ -9,7 +9,7 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/coord/lib.sh"
 
-plan 14
+plan 16
 
 coord_start 2 --log-level info
 good_secret=$DPTRAIN_SECRET
@@ -37,7 +37,13 @@ ok $? "the intruder never joined"
 # run; then its peer arrives and the pair must work.
 worker_start w0 0 0 0 run
 "$coord_worker" garbage 127.0.0.1 "$coord_port" >"$coord_dir/garbage.out" 2>&1
-ok $? "raw garbage, lying greetings and a NULL-mechanism client were sent"
+ok $? "raw garbage, lying greetings and a NULL-mechanism client: each of 24 connections accepted" ||
+	diag "$(cat "$coord_dir/garbage.out")"
+wait_for 5 grep -q "connection(s) failed the handshake" "$coord_log"
+ok $? "the coordinator counted the garbage as failed handshakes" || diag "$(cat "$coord_log")"
+[ "$(grep -c "joins generation" "$coord_log")" = 1 ] &&
+	! grep -q "dropped a [0-9]*-byte message from an unknown peer" "$coord_log"
+ok $? "and none of it reached the protocol: w0's join only, no message" || diag "$(cat "$coord_log")"
 "$coord_worker" hostile "$DPTRAIN_COORDINATOR" >"$coord_dir/hostile.out" 2>&1
 ok $? "hostile client: version 9 JOIN refused with DPT_EVERSION, task exit acknowledged" ||
 	diag "$(cat "$coord_dir/hostile.out")"
