@@ -76,10 +76,16 @@ include $(srcdir)/tests/fuzz/local.mk
 include $(srcdir)/tests/storage/local.mk
 include $(srcdir)/tests/ckpt/local.mk
 
-# `make check-unit`: the unit tests alone (the sanitizer build runs them).
+# `make check-unit`: the unit tests alone. `make check-sanitized`: those
+# and the integration tests of the coordinator and the checkpoints, whose
+# programs are all C (what the sanitizer build of contrib/setup/check.sh
+# runs: no Python, whose interpreter is not built with the sanitizers).
 check-unit:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(UNIT_TESTS)"
-.PHONY: check-unit
+check-sanitized:
+	$(MAKE) $(AM_MAKEFLAGS) check \
+		TESTS="$(UNIT_TESTS) $(COORD_TESTS) $(CKPT_TESTS)"
+.PHONY: check-unit check-sanitized
 include $(srcdir)/tests/spank/local.mk
 include $(srcdir)/tests/python/local.mk
 include $(srcdir)/tests/gpu/local.mk

@@ -2,8 +2,9 @@
 # The README's second command and what CI runs (.ci/run): install, build
 # with warnings as errors, run the whole test suite (unit tests and
 # integration tests on a real local Slurm cluster and a real S3 server),
-# check the distribution, and run the unit tests again under
-# AddressSanitizer and UndefinedBehaviorSanitizer.
+# check the distribution, and run the unit tests and the C integration
+# tests (coordinator, checkpoints) again under AddressSanitizer and
+# UndefinedBehaviorSanitizer.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -38,7 +39,7 @@ fi
 
 # From the tarball that distcheck made: this tree is configured in place,
 # and a tree configured in place cannot host a second (VPATH) build.
-step "unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+step "unit, coordinator and checkpoint tests under ASan + UBSan"
 tarball=$(ls -t dptrain-*.tar.gz | head -1)
 rm -rf build-asan && mkdir build-asan
 tar -xzf "$tarball" -C build-asan --strip-components=1
@@ -46,7 +47,11 @@ cd build-asan
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 ./configure -q --enable-werror CFLAGS="-O1 -g $san" LDFLAGS="$san"
 make -j"$jobs"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 make -j"$jobs" check-unit
+if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	make -j"$jobs" check-sanitized; then
+	show_failures .
+	exit 1
+fi
 cd .. && rm -rf build-asan
 
 step "all checks passed"
