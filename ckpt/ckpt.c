@@ -24,6 +24,7 @@
 #include <dptrain/ckpt.h>
 #include <dptrain/dptrain.h>
 
+#include "clock.h"
 #include "ckpt/ckpt_int.h"
 #include "worker/vote.h"
 #include "log.h"
@@ -108,13 +109,6 @@ struct dpt_ckpt {
 	struct dpt_ckpt_entry *entries;
 	struct dpt_ckpt_stats stats;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void dpt_ckpt_opts_default(struct dpt_ckpt_opts *opts)
 {
@@ -466,7 +460,7 @@ static int write_shard(struct dpt_ckpt *ck)
 	struct dpt__manifest *f = &ck->frag;
 	struct dpt__storage_writer *w = NULL;
 	char dir[32], key[DPT__STORAGE_KEY_MAX];
-	uint64_t data_start = 0, t0 = now_ns(), t1, t2;
+	uint64_t data_start = 0, t0 = dpt__now_ns(), t1, t2;
 	char *hdr = NULL;
 	int rc;
 
@@ -488,7 +482,7 @@ static int write_shard(struct dpt_ckpt *ck)
 		dpt__ckpt_checksum(ck->snap + c->begin, c->length, f->block_size,
 				   c->xxh3);
 	}
-	t1 = now_ns();
+	t1 = dpt__now_ns();
 	rc = dpt__shard_header(f, 0, &hdr, &data_start);
 	if (rc)
 		goto out;
@@ -503,7 +497,7 @@ static int write_shard(struct dpt_ckpt *ck)
 	if (!rc)
 		rc = dpt__storage_writer_write_at(w, ck->snap, ck->data_len,
 						  data_start);
-	t2 = now_ns();
+	t2 = dpt__now_ns();
 	if (rc)
 		dpt__storage_writer_abort(&w);
 	else
@@ -512,7 +506,7 @@ static int write_shard(struct dpt_ckpt *ck)
 		dpt__debug("step %" PRIu64 ": rank %d: %" PRIu64 " bytes, "
 			   "checksums %.3f s, writes %.3f s, durable %.3f s",
 			   f->step, ck->rank, ck->data_len, (t1 - t0) / 1e9,
-			   (t2 - t1) / 1e9, (now_ns() - t2) / 1e9);
+			   (t2 - t1) / 1e9, (dpt__now_ns() - t2) / 1e9);
 out:
 	free(hdr);
 	return rc;
@@ -757,7 +751,7 @@ int dpt_ckpt_prepare(struct dpt_ckpt *ck)
 
 int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = dpt__now_ns();
 	int rc;
 
 	if (ck->pending) {
@@ -766,7 +760,7 @@ int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 		rc = dpt_ckpt_wait(ck);
 		if (rc)
 			return rc;
-		t0 = now_ns(); /* the wait is not the stall of this save */
+		t0 = dpt__now_ns(); /* the wait is not the stall of this save */
 	}
 	if (ck->nregs == 0) {
 		dpt__error("dpt_ckpt_save: no tensor is registered");
@@ -795,7 +789,7 @@ int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	pthread_mutex_unlock(&ck->mu);
 	ck->stats.saves++;
 	ck->stats.bytes_written = ck->data_len;
-	ck->stats.stall_ns = now_ns() - t0;
+	ck->stats.stall_ns = dpt__now_ns() - t0;
 	return 0;
 failed:
 	if (rc == DPT_ENOMEM)
@@ -1315,7 +1309,7 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	struct dpt__plan *plans = NULL;
 	struct loader l = {.ck = ck, .m = m};
 	pthread_t threads[DPT__CKPT_LOAD_THREADS];
-	uint64_t per_read, t0 = now_ns(), t1;
+	uint64_t per_read, t0 = dpt__now_ns(), t1;
 	int nthreads = 0, rc;
 
 	rc = dpt__ckpt_read_manifest(ck->st, step, m);
@@ -1347,7 +1341,7 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 					 per_read);
 		}
 	}
-	t1 = now_ns();
+	t1 = dpt__now_ns();
 	/* Pieces are read, verified and copied by a few threads at once:
 	 * the reads of one overlap the checksums and copies of another, and
 	 * every piece writes bytes of the tensors that no other piece
@@ -1368,7 +1362,7 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	dpt__debug("step %" PRIu64 ": manifest and plan %.3f s, %zu pieces "
 		   "(%" PRIu64 " bytes) read and verified in %.3f s",
 		   step, (t1 - t0) / 1e9, l.n, (uint64_t)atomic_load(&l.bytes_read),
-		   (now_ns() - t1) / 1e9);
+		   (dpt__now_ns() - t1) / 1e9);
 	for (size_t i = 0; i < ck->nregs; i++)
 		dpt__plan_release(&plans[i]);
 	free(plans);

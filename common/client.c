@@ -16,15 +16,9 @@
 
 #include <dptrain/error.h>
 
+#include "clock.h"
 #include "log.h"
 #include "wire.h"
-
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /*
  * Send REQ to the coordinator at ENDPOINT and wait up to TIMEOUT_MS for the
@@ -70,7 +64,7 @@ static int request(const char *endpoint, const char *secret_hex,
 		goto out;
 	}
 	/* The reply echoes SEQ; any value tells this request from another. */
-	req->seq = (uint32_t)getpid() ^ (uint32_t)now_ms();
+	req->seq = (uint32_t)getpid() ^ (uint32_t)dpt__now_ms();
 	len = dpt__wire_encode(req, out, sizeof(out));
 	if (len < 0) {
 		rc = (int)len;
@@ -80,11 +74,11 @@ static int request(const char *endpoint, const char *secret_hex,
 		rc = DPT_ESYS;
 		goto out;
 	}
-	deadline = now_ms() + timeout_ms;
+	deadline = dpt__now_ms() + timeout_ms;
 	rc = DPT_ETIMEDOUT;
 	for (;;) {
 		zmq_pollitem_t item = {.socket = sock, .events = ZMQ_POLLIN};
-		long left = deadline - now_ms();
+		long left = deadline - dpt__now_ms();
 		uint8_t in[DPT_WIRE_IN_MAX];
 		int n;
 

@@ -4,11 +4,13 @@
 noinst_LTLIBRARIES += common/libdptcommon.la
 common_libdptcommon_la_SOURCES = \
 	common/error.c \
+	common/clock.h common/hash.h common/ratelimit.h \
 	common/log.c common/log.h \
 	common/parse.c common/parse.h \
 	common/buf.c common/buf.h \
 	common/wire.c common/wire.h \
-	common/client.c
+	common/client.c \
+	common/net.c common/net.h
 common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)
 # The wire code's keys and exit report need libzmq and libcrypto; whatever
 # links this library gets them too.

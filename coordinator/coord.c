@@ -706,10 +706,14 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	if (rc == 0 && !dpt__msg_from_worker(m.type))
 		rc = DPT_EPROTO;
 	if (rc) {
-		if (dpt__coord_rl_allow(&c->rl_malformed, now))
-			dpt__warn("dropped a %zu-byte message from %s: %s", len,
-				  p ? "a worker" : "an unknown peer",
-				  dpt_strerror(rc));
+		long n = dpt__ratelimit(&c->rl_malformed, now, RL_BURST,
+					RL_WINDOW_MS);
+
+		if (n)
+			dpt__warn("dropped a %zu-byte message from %s: %s%s",
+				  len, p ? "a worker" : "an unknown peer",
+				  dpt_strerror(rc),
+				  n > 1 ? " (and more, not logged)" : "");
 		return;
 	}
 	e.msg = &m;

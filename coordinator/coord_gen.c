@@ -26,24 +26,6 @@
 
 /* ------------------------------------------------------------ logging */
 
-bool dpt__coord_rl_allow(struct ratelimit *rl, int64_t now)
-{
-	if (now - rl->window_start >= RL_WINDOW_MS) {
-		if (rl->suppressed)
-			dpt__warn("%ld similar messages suppressed",
-				  rl->suppressed);
-		rl->window_start = now;
-		rl->count = 0;
-		rl->suppressed = 0;
-	}
-	if (rl->count < RL_BURST) {
-		rl->count++;
-		return true;
-	}
-	rl->suppressed++;
-	return false;
-}
-
 /* "rank 3 (task 3, node-1 10.0.0.5 pid 812)": what an admin needs to find
  * the process. */
 const char *dpt__coord_describe(const struct peer *p, char *buf, size_t size)

@@ -13,6 +13,7 @@
 #include "coord.h"
 #include "kv.h"
 #include "peers.h"
+#include "ratelimit.h"
 #include "wire.h"
 
 /*
@@ -88,13 +89,7 @@ struct task {
 	uint8_t state;
 };
 
-/* At most BURST messages of one kind per WINDOW_MS, then a count of the
- * suppressed ones: a hostile or broken client cannot flood the log. */
-struct ratelimit {
-	int64_t window_start;
-	int count;
-	long suppressed;
-};
+/* Malformed messages: at most RL_BURST lines per RL_WINDOW_MS. */
 #define RL_BURST 5
 #define RL_WINDOW_MS 10000
 
@@ -142,7 +137,7 @@ struct dpt__coord {
 	struct task *tasks; /* indexed by task id, world_size entries */
 	int64_t next_heartbeat;
 	int64_t join_deadline; /* 0: none */
-	struct ratelimit rl_malformed;
+	struct dpt__ratelimit rl_malformed;
 	struct dpt__kv *kv; /* MASTER_ADDR/MASTER_PORT for the tasks */
 	dpt__coord_observer *observer; /* tests: every executed cell */
 	void *observer_arg;
@@ -150,8 +145,7 @@ struct dpt__coord {
 
 /* ------------------------------------------------------------ coord_gen.c */
 
-/* Logging: a rate limit, a peer and an exit status described. */
-bool dpt__coord_rl_allow(struct ratelimit *rl, int64_t now);
+/* Logging: a peer and an exit status described. */
 const char *dpt__coord_describe(const struct peer *p, char *buf, size_t size);
 void dpt__coord_format_status(int32_t status, char *buf, size_t size);
 

@@ -30,23 +30,18 @@
 
 #include <dptrain/error.h>
 
+#include "clock.h"
 #include "coord.h"
 #include "log.h"
 #include "options.h"
 #include "parse.h"
+#include "ratelimit.h"
 #include "walltime.h"
 #include "wire.h"
 #include "zap.h"
 
 #define MONITOR_ENDPOINT "inproc://dptrain-coordinator-monitor"
 #define ENDPOINT_MAX 512
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ------------------------------------------------------------ endpoint */
 
@@ -168,14 +163,13 @@ static int write_endpoint_file(const char *path, const char *endpoint)
  * dpt__coord_on_disconnect. */
 static void monitor_drain(void *mon, struct dpt__coord *c, int64_t now)
 {
-	static int64_t window;
-	static long failed;
-	static uint16_t last;
+	static struct dpt__ratelimit rl;
 
 	for (;;) {
 		zmq_msg_t ev, where;
 		uint16_t event = 0;
 		uint32_t value = 0;
+		long n;
 		int rc;
 
 		zmq_msg_init(&ev);
@@ -194,21 +188,19 @@ static void monitor_drain(void *mon, struct dpt__coord *c, int64_t now)
 			break;
 		if (event == ZMQ_EVENT_DISCONNECTED) {
 			dpt__coord_on_disconnect(c, (int)value, now);
-		} else {
-			failed++;
-			last = event;
+			continue;
 		}
-	}
-	if (failed && now - window >= 1000) {
-		dpt__warn("%ld connection(s) failed the handshake (last: %s): "
-			  "wrong secret or not a dptrain client",
-			  failed,
-			  last == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "refused" :
-			  last == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ?
-								 "protocol error" :
-								 "no detail");
-		window = now;
-		failed = 0;
+		n = dpt__ratelimit(&rl, now, 1, 1000);
+		if (n)
+			dpt__warn("%ld connection(s) failed the handshake "
+				  "(last: %s): wrong secret or not a dptrain "
+				  "client",
+				  n,
+				  event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ?
+					  "refused" :
+				  event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ?
+					  "protocol error" :
+					  "no detail");
 	}
 }
 
@@ -311,7 +303,7 @@ static bool read_router(void *router, void *mon, struct dpt__coord *c)
 			zmq_msg_close(&body);
 			continue;
 		}
-		now = now_ms();
+		now = dpt__now_ms();
 		/* The closes that happened before this message arrived, so
 		 * that its descriptor is not taken for a closed one's. */
 		if (mon)
@@ -385,7 +377,7 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
 			     int pidfd, const uint8_t *worker_key,
 			     const struct options *o, struct dpt__coord *c)
 {
-	int64_t until = now_ms() + LINGER_MS;
+	int64_t until = dpt__now_ms() + LINGER_MS;
 
 	while (dpt__coord_tasks_running(c) > 0) {
 		zmq_pollitem_t items[4] = {
@@ -394,7 +386,7 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
 			{.fd = pidfd, .events = pidfd >= 0 ? ZMQ_POLLIN : 0},
 			{.socket = zap, .events = ZMQ_POLLIN},
 		};
-		int64_t left = until - now_ms();
+		int64_t left = until - dpt__now_ms();
 
 		if (left <= 0) {
 			dpt__warn("%" PRIu32 " tasks still run %d s after the "
@@ -406,7 +398,7 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
 		    errno != EINTR)
 			return;
 		if (items[3].revents & ZMQ_POLLIN)
-			dpt__zap_serve(zap, worker_key, now_ms());
+			dpt__zap_serve(zap, worker_key, dpt__now_ms());
 		if (items[1].revents & ZMQ_POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -571,7 +563,7 @@ int main(int argc, char **argv)
 		.send = router_send,
 		.arg = router,
 	};
-	if (dpt__coord_new(&coord, &cfg, &sender, now_ms()) != 0) {
+	if (dpt__coord_new(&coord, &cfg, &sender, dpt__now_ms()) != 0) {
 		dpt__error("out of memory");
 		goto out;
 	}
@@ -597,7 +589,7 @@ int main(int argc, char **argv)
 			{.fd = sfd, .events = sfd >= 0 ? ZMQ_POLLIN : 0},
 			{.fd = pidfd, .events = pidfd >= 0 ? ZMQ_POLLIN : 0},
 		};
-		int64_t now = now_ms();
+		int64_t now = dpt__now_ms();
 		int64_t wait = dpt__coord_next_deadline(coord) - now;
 		bool drained = true;
 
@@ -611,7 +603,7 @@ int main(int argc, char **argv)
 			dpt__error("poll failed: %s", zmq_strerror(errno));
 			break;
 		}
-		now = now_ms();
+		now = dpt__now_ms();
 		if (items[1].revents & ZMQ_POLLIN)
 			dpt__zap_serve(zap, worker_key, now);
 		if (mon && (items[2].revents & ZMQ_POLLIN))
@@ -650,7 +642,7 @@ int main(int argc, char **argv)
 			stopped = check_end_time(walltime, &o, coord, now);
 		/* While messages wait unread, a peer's silence may be ours:
 		 * no eviction until the backlog is read. */
-		dpt__coord_on_tick(coord, now_ms(), !drained);
+		dpt__coord_on_tick(coord, dpt__now_ms(), !drained);
 	}
 	/* A stopped step that ended cleanly goes back to the queue: its
 	 * program committed a checkpoint before it left. */

@@ -9,16 +9,12 @@
 
 #include <dptrain/error.h>
 
+#include "hash.h"
 #include "peers.h"
 
 static uint64_t id_hash(const uint8_t *id, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-	for (size_t i = 0; i < len; i++) {
-		h ^= id[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return dpt__fnv1a(id, len, DPT_FNV1A_INIT);
 }
 
 int dpt__peer_table_init(struct dpt__peer_table *t, size_t expected)

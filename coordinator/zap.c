@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "ratelimit.h"
 #include "zap.h"
 
 /*
@@ -16,8 +17,7 @@
  */
 static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
 {
-	static int64_t window;
-	static long refused;
+	static struct dpt__ratelimit rl;
 	zmq_msg_t frames[8];
 	int n = 0, more = 1;
 	bool ok;
@@ -61,15 +61,13 @@ static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
 	}
 	if (!ok) {
 		/* At most one line per second, whatever an attacker does. */
-		refused++;
-		if (now - window >= 1000) {
+		long count = dpt__ratelimit(&rl, now, 1, 1000);
+
+		if (count)
 			dpt__warn("refused %ld connection(s), the last from "
 				  "'%s': not a worker of this job step "
 				  "(wrong secret)",
-				  refused, addr);
-			window = now;
-			refused = 0;
-		}
+				  count, addr);
 	}
 	zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
 	if (n >= 2)

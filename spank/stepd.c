@@ -25,6 +25,7 @@
 
 #include <dptrain/error.h>
 
+#include "net.h"
 #include "parse.h"
 #include "spank/plugin.h"
 #include "wire.h"
@@ -229,33 +230,12 @@ static int coord_ref(spank_t sp, struct coord_ref *c)
  */
 static int route_address(const struct coord_ref *c, char *addr, size_t size)
 {
-	struct addrinfo hints = {.ai_family = AF_UNSPEC,
-				 .ai_socktype = SOCK_DGRAM,
-				 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
-	struct addrinfo *ai = NULL;
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int fd = -1, rc = -1;
-
-	if (getaddrinfo(c->host, c->port, &hints, &ai) != 0)
-		goto out;
-	fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&ss, &len) != 0 ||
-	    getnameinfo((struct sockaddr *)&ss, len, addr, (socklen_t)size,
-			NULL, 0, NI_NUMERICHOST) != 0)
-		goto out;
-	rc = 0;
-out:
-	if (rc)
-		slurm_error("dptrain: cannot find this node's address on the "
-			    "route to %s: %m",
-			    c->host);
-	if (fd >= 0)
-		close(fd);
-	if (ai)
-		freeaddrinfo(ai);
-	return rc;
+	if (dpt__route_address(c->host, c->port, addr, size) == 0)
+		return 0;
+	slurm_error("dptrain: cannot find this node's address on the route "
+		    "to %s: %m",
+		    c->host);
+	return -1;
 }
 
 /* A TCP port that is free on every address of this node now: the kernel

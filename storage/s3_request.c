@@ -15,6 +15,7 @@
 
 #include <dptrain/error.h>
 
+#include "clock.h"
 #include "log.h"
 #include "s3.h"
 #include "xml.h"
@@ -35,13 +36,6 @@ int dpt__s3_curl_init(void)
 {
 	pthread_once(&curl_once, curl_init);
 	return curl_init_rc == CURLE_OK ? 0 : DPT_ENOMEM;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void dpt__s3_req_init(struct dpt__s3_req *req)
@@ -119,7 +113,7 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
 		       curl_off_t ultotal, curl_off_t ulnow)
 {
 	struct dpt__s3_req *r = ud;
-	int64_t now = now_ms(), moved = (int64_t)(dlnow + ulnow);
+	int64_t now = dpt__now_ms(), moved = (int64_t)(dlnow + ulnow);
 	(void)dltotal;
 	(void)ultotal;
 	if (moved != r->progress_bytes || r->progress_ms == 0) {
@@ -683,7 +677,7 @@ static void end_attempt(struct dpt__s3_engine *e, struct dpt__s3_req *r,
 	dpt__buf_init(&cause, 4096);
 	v = classify(e->s3, r, cc, &rc, &cause);
 	if (v == RESIGN) {
-		r->due_ms = now_ms();
+		r->due_ms = dpt__now_ms();
 		r->next = e->waiting;
 		e->waiting = r;
 		goto out;
@@ -694,7 +688,7 @@ static void end_attempt(struct dpt__s3_engine *e, struct dpt__s3_req *r,
 			  "%d of %d): %s",
 			  r->what, r->uri, wait, r->attempts + 1,
 			  e->s3->conf.retries + 1, cause.data);
-		r->due_ms = now_ms() + wait;
+		r->due_ms = dpt__now_ms() + wait;
 		r->next = e->waiting;
 		e->waiting = r;
 		goto out;
@@ -730,7 +724,7 @@ int dpt__s3_engine_init(struct dpt__s3_engine *e, struct dpt__s3 *s3)
 				  (long)s3->conf.max_inflight * 2);
 	}
 	if (getrandom(&e->rng, sizeof(e->rng), 0) != (ssize_t)sizeof(e->rng))
-		e->rng = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)e;
+		e->rng = (uint64_t)dpt__now_ms() ^ (uint64_t)(uintptr_t)e;
 	e->rng |= 1;
 	return 0;
 }
@@ -754,7 +748,7 @@ void dpt__s3_engine_step(struct dpt__s3_engine *e, int timeout_ms,
 			 struct dpt__s3_req **done)
 {
 	struct dpt__s3_req **pp;
-	int64_t now = now_ms(), wait = timeout_ms;
+	int64_t now = dpt__now_ms(), wait = timeout_ms;
 	CURLMsg *m;
 	int still, left, round;
 
@@ -789,8 +783,8 @@ void dpt__s3_engine_step(struct dpt__s3_engine *e, int timeout_ms,
 		if (e->waiting && wait > 0) {
 			/* A retry that just got scheduled may be due soon. */
 			for (struct dpt__s3_req *r = e->waiting; r; r = r->next)
-				if (r->due_ms - now_ms() < wait)
-					wait = r->due_ms - now_ms();
+				if (r->due_ms - dpt__now_ms() < wait)
+					wait = r->due_ms - dpt__now_ms();
 		}
 		if (wait < 0)
 			wait = 0;

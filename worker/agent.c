@@ -16,6 +16,7 @@
 
 #include <dptrain/error.h>
 
+#include "clock.h"
 #include "agent.h"
 #include "log.h"
 
@@ -57,13 +58,6 @@ struct link {
 	int heartbeat_ms;
 	int timeout_ms;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The link is dead: abort the collectives, tell the application thread
  * (as an ERROR message in the pipe, so that it wakes up), stop talking. */
@@ -343,7 +337,7 @@ static void *agent_main(void *arg)
 	struct link l = {.a = arg};
 	int rc, linger;
 
-	l.started = l.last_rx = l.last_tx = now_ms();
+	l.started = l.last_rx = l.last_tx = dpt__now_ms();
 	l.heartbeat_ms = l.a->heartbeat_ms;
 	l.timeout_ms = l.a->timeout_ms;
 	l.pipe = zmq_socket(l.a->ctx, ZMQ_PAIR);
@@ -364,14 +358,14 @@ static void *agent_main(void *arg)
 			{.socket = l.dealer, .events = ZMQ_POLLIN},
 			{.socket = l.mon, .events = l.mon ? ZMQ_POLLIN : 0},
 		};
-		int64_t now = now_ms();
+		int64_t now = dpt__now_ms();
 		int64_t wait = next_wakeup(&l, now) - now;
 
 		if (zmq_poll(items, l.mon ? 3 : 2, wait > 0 ? (long)wait : 0) <
 			    0 &&
 		    errno != EINTR && errno != EAGAIN)
 			break;
-		now = now_ms();
+		now = dpt__now_ms();
 		if ((items[1].revents & ZMQ_POLLIN))
 			on_dealer(&l, now);
 		if (l.mon && (items[2].revents & ZMQ_POLLIN))

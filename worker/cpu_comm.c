@@ -33,6 +33,7 @@
 
 #include <dptrain/error.h>
 
+#include "hash.h"
 #include "comm.h"
 #include "cpu_reduce.h"
 #include "cpu_ring.h"
@@ -224,11 +225,7 @@ static int recv_word(int fd, uint32_t expect, uint64_t deadline)
  * reconnecting to a reused port) are told apart by this hash. */
 static uint64_t session_hash(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3u;
-	return h;
+	return dpt__fnv1a(s, strlen(s), DPT_FNV1A_INIT);
 }
 
 static void tune_socket(int fd)

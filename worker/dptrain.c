@@ -22,10 +22,12 @@
 
 #include <dptrain/dptrain.h>
 
+#include "hash.h"
 #include "agent.h"
 #include "comm.h"
 #include "cpu_reduce.h"
 #include "log.h"
+#include "net.h"
 #include "nccl.h"
 #include "parse.h"
 #include "vote.h"
@@ -120,59 +122,33 @@ static int pick_index(int opt, const char *env1, const char *env2, long def,
 }
 
 /* The local address that routes to the coordinator: what the other ranks
- * can reach us at, without asking the user which interface to use. No
- * packet is sent (a UDP connect only picks the route). */
+ * can reach us at, without asking the user which interface to use. When
+ * none is found, 127.0.0.1, said: only ranks of this node reach it. */
 static void route_address(const char *endpoint, char *out, size_t size)
 {
-	char host[256], *port;
+	char host[256], *port = NULL;
 	const char *h = strstr(endpoint, "://");
-	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM};
-	struct addrinfo *res = NULL;
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int fd = -1;
 
 	snprintf(out, size, "127.0.0.1");
-	if (!h)
-		return;
-	snprintf(host, sizeof(host), "%s", h + 3);
-	port = strrchr(host, ':');
-	if (!port)
-		return;
-	*port++ = '\0';
-	if (host[0] == '[') {
-		size_t n = strlen(host);
-		if (n < 2 || host[n - 1] != ']')
-			return;
-		host[n - 1] = '\0';
-		memmove(host, host + 1, n - 1);
+	if (h) {
+		snprintf(host, sizeof(host), "%s", h + 3);
+		port = strrchr(host, ':');
 	}
-	if (getaddrinfo(host, port, &hints, &res) != 0)
-		return;
-	fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-		if (ss.ss_family == AF_INET)
-			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr,
-				  out, (socklen_t)size);
-		else if (ss.ss_family == AF_INET6)
-			inet_ntop(AF_INET6,
-				  &((struct sockaddr_in6 *)&ss)->sin6_addr, out,
-				  (socklen_t)size);
-	}
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(res);
-}
+	if (port) {
+		size_t n;
 
-static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
-{
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ull;
+		*port++ = '\0';
+		n = strlen(host);
+		if (host[0] == '[' && n >= 2 && host[n - 1] == ']') {
+			host[n - 1] = '\0';
+			memmove(host, host + 1, n - 1);
+		}
 	}
-	return h;
+	if (!port || dpt__route_address(host, port, out, size) != 0)
+		dpt__warn("no address of this host routes to the coordinator "
+			  "'%s': using 127.0.0.1, which only ranks on this "
+			  "node reach (set DPTRAIN_DATA_HOST)",
+			  endpoint);
 }
 
 static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
@@ -288,9 +264,8 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 	}
 	ctx->hostname[n] = '\0';
 	snprintf(ctx->session_base, sizeof(ctx->session_base), "dpt-%016llx",
-		 (unsigned long long)fnv1a(ctx->keys.coord_public,
-					   DPT_Z85_KEY_LEN,
-					   0xcbf29ce484222325ull));
+		 (unsigned long long)dpt__fnv1a(
+		     ctx->keys.coord_public, DPT_Z85_KEY_LEN, DPT_FNV1A_INIT));
 
 	*ac = (struct dpt__agent_config){
 		.endpoint = ctx->endpoint,
@@ -432,11 +407,11 @@ static void report_fault(struct dpt_ctx *ctx, int code)
 
 static uint32_t roster_digest(const struct dpt__peer *peers, uint32_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = DPT_FNV1A_INIT;
 	for (uint32_t i = 0; i < n; i++) {
-		h = fnv1a(peers[i].host, strlen(peers[i].host), h);
-		h = fnv1a(&peers[i].port, sizeof(peers[i].port), h);
-		h = fnv1a(&peers[i].node, sizeof(peers[i].node), h);
+		h = dpt__fnv1a(peers[i].host, strlen(peers[i].host), h);
+		h = dpt__fnv1a(&peers[i].port, sizeof(peers[i].port), h);
+		h = dpt__fnv1a(&peers[i].node, sizeof(peers[i].node), h);
 	}
 	return (uint32_t)(h ^ (h >> 32));
 }
@@ -500,8 +475,8 @@ static int setup_nccl(struct dpt_ctx *ctx, bool create_id)
 	pthread_mutex_unlock(&ctx->lock);
 	dpt__debug("rank %d of %d in generation %u: nccl backend, id %08x",
 		   ctx->rank, ctx->world, ctx->generation,
-		   (uint32_t)fnv1a(m.u.unique_id, DPT_NCCL_ID_SIZE,
-				   0xcbf29ce484222325ull));
+		   (uint32_t)dpt__fnv1a(m.u.unique_id, DPT_NCCL_ID_SIZE,
+					DPT_FNV1A_INIT));
 	rc = dpt__nccl_comm_new(&comm, m.u.unique_id, ctx->rank, ctx->world,
 				(int)ctx->local_hint, ctx->comm_timeout_ms,
 				&ctx->nccl_abort);

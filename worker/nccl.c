@@ -8,6 +8,7 @@
 
 #include <dptrain/error.h>
 
+#include "clock.h"
 #include "log.h"
 #include "nccl.h"
 
@@ -43,13 +44,6 @@ struct dpt__nccl_comm {
  * such. */
 _Static_assert(sizeof(ncclUniqueId) == DPT_NCCL_ID_SIZE,
 	       "ncclUniqueId is not 128 bytes");
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Between two polls: short enough for a collective's latency, long enough
  * not to burn the core that feeds the GPU. */
@@ -147,8 +141,8 @@ static void comm_abort(struct dpt__nccl_comm *c)
 		c->stuck = 1;
 		return;
 	}
-	deadline = now_ms() + ABORT_MS;
-	while (!atomic_load(&j->done) && now_ms() < deadline) {
+	deadline = dpt__now_ms() + ABORT_MS;
+	while (!atomic_load(&j->done) && dpt__now_ms() < deadline) {
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
 		nanosleep(&ts, NULL);
 	}
@@ -203,7 +197,7 @@ static int wait_ready(struct dpt__nccl_comm *c, int stream, int64_t deadline)
 			comm_abort(c);
 			return DPT_EGENERATION;
 		}
-		if (deadline && now_ms() > deadline) {
+		if (deadline && dpt__now_ms() > deadline) {
 			comm_abort(c);
 			return DPT_ETIMEDOUT;
 		}
@@ -260,7 +254,7 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 		goto out;
 	}
 	c->dead = 0;
-	rc = wait_ready(c, 0, now_ms() + timeout_ms);
+	rc = wait_ready(c, 0, dpt__now_ms() + timeout_ms);
 	if (rc == DPT_ETIMEDOUT)
 		dpt__error("nccl communicator of rank %d not ready after %d ms",
 			   rank, timeout_ms);
@@ -348,7 +342,7 @@ void dpt__nccl_comm_set_timeout(struct dpt__nccl_comm *c, int timeout_ms)
 
 static int64_t deadline_of(const struct dpt__nccl_comm *c)
 {
-	return c->timeout_ms > 0 ? now_ms() + c->timeout_ms : 0;
+	return c->timeout_ms > 0 ? dpt__now_ms() + c->timeout_ms : 0;
 }
 
 /* After an enqueue: wait for it and for the stream, until DEADLINE. A
@@ -526,7 +520,7 @@ void dpt__nccl_comm_destroy(struct dpt__nccl_comm **cp)
 		 * like everything else, and aborted if it cannot finish. */
 		ncclResult_t r = ncclCommFinalize(c->comm);
 		if ((r == ncclSuccess || r == ncclInProgress) &&
-		    wait_ready(c, 0, now_ms() + 10000) == 0)
+		    wait_ready(c, 0, dpt__now_ms() + 10000) == 0)
 			ncclCommDestroy(c->comm);
 		else
 			comm_abort(c);
