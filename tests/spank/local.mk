@@ -11,6 +11,7 @@ TESTS += \
 	tests/spank/walltime-change.sh \
 	tests/spank/netns.sh
 EXTRA_DIST += \
+	tests/spank/lib.sh \
 	tests/spank/options.sh \
 	tests/spank/coordinator.sh \
 	tests/spank/env.sh \
@@ -20,5 +21,6 @@ EXTRA_DIST += \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
+	tests/spank/requeue-guard.sh \
 	tests/spank/netns.sh \
 	tests/spank/ddp.py

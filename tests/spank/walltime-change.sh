@@ -11,14 +11,9 @@
 #   at the kill and the job ended TIMEOUT.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
 
-require_root
-train=$top_builddir/tests/ckpt/train_loop
-[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
-cluster_up NODES=2 CPUS=4 GPUS=0
-work=$(mktemp -d /tmp/dptrain-wtchange.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$work")
-chmod 755 "$work"
+walltime_setup wtchange
 plan 6
 
 # submit NAME TIME GRACE: a job of 2 tasks on one node whose loop needs 60 s.

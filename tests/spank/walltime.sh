@@ -9,14 +9,9 @@
 # With --dp-requeue=off the step stops in time and the job just ends.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
 
-require_root
-train=$top_builddir/tests/ckpt/train_loop
-[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
-cluster_up NODES=2 CPUS=4 GPUS=0
-work=$(mktemp -d /tmp/dptrain-walltime.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$work")
-chmod 755 "$work"
+walltime_setup walltime
 plan 22
 
 # submit NAME REQUEUE STEPS [SRUN_OPTIONS [LOOP_OPTIONS]]: a one-minute job
