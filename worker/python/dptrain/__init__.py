@@ -19,8 +19,10 @@ document every call) for programs started with ``srun --dp-train``::
 
 Tensors are ``torch.Tensor`` (CPU, or CUDA with the NCCL backend and for
 device checkpoints) and ``numpy.ndarray``; they must be contiguous. The
-library is found through ``$DPTRAIN_LIBRARY`` (a path), else the dynamic
-loader's ``libdptrain.so.0``.
+library is the one at ``$DPTRAIN_LIBRARY`` (a path) when it is set, else
+``libdptrain.so.0`` as the dynamic loader finds it (installed, or on
+``LD_LIBRARY_PATH``). ``pip install`` of this package (worker/python)
+installs these modules only, not the library.
 
 Errors raise ``DptrainError``, whose ``name`` is the C code
 (``"DPT_EPEERLOST"``) and ``restartable`` says whether ``Context.rejoin()``
@@ -30,7 +32,8 @@ and a repeat of the step can continue the job.
 import ctypes
 import os
 
-__all__ = ["Checkpoint", "Contents", "Context", "DptrainError", "LoadInfo", "init"]
+__all__ = ["Checkpoint", "Contents", "Context", "DptrainError", "LoadInfo", "init",
+           "permutation"]
 
 # Element types and reduction operations: the values of include/dptrain/
 # dptrain.h (part of the wire and file formats, never renumbered).
@@ -162,15 +165,25 @@ class _CkptStats(ctypes.Structure):
     ]
 
 
+# The library's soname: its major version is the ABI that the structures
+# below describe (worker/local.mk, -version-info).
+_SONAME = "libdptrain.so.0"
+
+
 def _load_library():
-    path = os.environ.get("DPTRAIN_LIBRARY") or "libdptrain.so.0"
+    path = os.environ.get("DPTRAIN_LIBRARY")
     try:
-        lib = ctypes.CDLL(path)
+        lib = ctypes.CDLL(path or _SONAME)
     except OSError as e:
-        raise ImportError(
-            "dptrain: cannot load %s (%s): install dptrain, or set "
-            "DPTRAIN_LIBRARY to the path of libdptrain.so" % (path, e)
-        ) from None
+        if path:
+            how = ("fix or unset DPTRAIN_LIBRARY (then %s is looked for by "
+                   "the dynamic loader)" % _SONAME)
+        else:
+            how = ("install libdptrain where the dynamic loader finds it "
+                   "(ldconfig, or a directory on LD_LIBRARY_PATH), or set "
+                   "DPTRAIN_LIBRARY to the path of %s" % _SONAME)
+        raise ImportError("dptrain: cannot load %s (%s): %s"
+                          % (path or _SONAME, e, how)) from None
     vp, ip, i, u64 = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64
     sz, cs = ctypes.c_size_t, ctypes.c_char_p
     for name, res, args in (
@@ -206,6 +219,7 @@ def _load_library():
         ("dpt_ckpt_poll", i, [vp, u64, ctypes.POINTER(ctypes.c_uint)]),
         ("dpt_ckpt_inspect", i, [vp, u64, ctypes.POINTER(_CkptContents)]),
         ("dpt_ckpt_stats", None, [vp, ctypes.POINTER(_CkptStats)]),
+        ("dpt_sampler_permutation", i, [u64, u64, u64, i, vp]),
     ):
         f = getattr(lib, name)
         f.restype = res
@@ -232,6 +246,15 @@ class DptrainError(RuntimeError):
 def _check(rc, what):
     if rc != 0:
         raise DptrainError(rc, what)
+
+
+def permutation(seed, epoch, n, shuffle=True):
+    """The sampler's order of the indices 0..N-1 in EPOCH for SEED, a list
+    (dpt_sampler_permutation; doc/sampler.md defines it)."""
+    out = (ctypes.c_uint64 * max(n, 1))()
+    _check(_lib.dpt_sampler_permutation(seed, epoch, n, int(bool(shuffle)), out),
+           "dptrain.permutation")
+    return out[:n]
 
 
 def _buffer(obj, what, writable=True):
