@@ -29,3 +29,6 @@ include $(srcdir)/worker/cpu.mk
 pythonpkgdir = $(pythonmoddir)/dptrain
 dist_pythonpkg_DATA = worker/python/dptrain/__init__.py \
 	worker/python/dptrain/torch.py worker/python/dptrain/lightning.py
+# The same modules for pip (`pip install worker/python`, into any virtual
+# environment), with a build backend that needs nothing from an index.
+EXTRA_DIST += worker/python/pyproject.toml worker/python/backend/dptrain_backend.py
