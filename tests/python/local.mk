@@ -9,3 +9,9 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 # PATH (not Debian's), with no package index.
 TESTS += tests/python/venv.sh
 EXTRA_DIST += tests/python/venv.sh
+# The binding's ctypes structs against the C layouts (tests/python/layout
+# prints them) and the library's size checks.
+check_PROGRAMS += tests/python/layout
+tests_python_layout_SOURCES = tests/python/layout.c
+TESTS += tests/python/layout.sh
+EXTRA_DIST += tests/python/layout.sh tests/python/layout_check.py
