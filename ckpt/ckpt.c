@@ -26,6 +26,7 @@
 
 #include "clock.h"
 #include "ckpt/ckpt_int.h"
+#include "worker/abi.h"
 #include "worker/vote.h"
 #include "log.h"
 #include "parse.h"
@@ -110,13 +111,13 @@ struct dpt_ckpt {
 	struct dpt_ckpt_stats stats;
 };
 
-void dpt_ckpt_opts_default(struct dpt_ckpt_opts *opts)
+static void opts_default(struct dpt_ckpt_opts *opts)
 {
 	memset(opts, 0, sizeof(*opts));
 }
 
-int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
-		 const struct dpt_ckpt_opts *opts)
+static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
+		    const struct dpt_ckpt_opts *opts)
 {
 	struct dpt_ckpt_opts def;
 	struct dpt__storage_opts so;
@@ -128,7 +129,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 
 	*out = NULL;
 	if (!opts) {
-		dpt_ckpt_opts_default(&def);
+		opts_default(&def);
 		opts = &def;
 	}
 	uri = dpt__opt_or_env(opts->uri, "DPTRAIN_CKPT_URI");
@@ -346,7 +347,7 @@ static int tensor_device(const struct dpt_ckpt *ck,
 #endif
 }
 
-int dpt_ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
+static int ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
 {
 	struct reg *r, *regs;
 	int device = -1, rc;
@@ -749,7 +750,7 @@ int dpt_ckpt_prepare(struct dpt_ckpt *ck)
 	return rc;
 }
 
-int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
+static int ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 {
 	uint64_t t0 = dpt__now_ns();
 	int rc;
@@ -1053,8 +1054,8 @@ int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
 	return rc;
 }
 
-int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
-		  int *stop, int *saved)
+static int ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
+		     int *stop, int *saved)
 {
 	unsigned due = 0;
 	int rc;
@@ -1071,7 +1072,7 @@ int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 		return rc;
 	/* The first error is returned; the save and the stop happen. */
 	if (due & DPT_CKPT_DUE_SAVE) {
-		int src = dpt_ckpt_save(ck, meta);
+		int src = ckpt_save(ck, meta);
 
 		if (saved)
 			*saved = src == 0;
@@ -1391,7 +1392,8 @@ static int quarantine(struct dpt_ckpt *ck, const uint64_t *damaged, size_t n,
 	return ck->ctx ? dpt_barrier(ck->ctx) : 0;
 }
 
-int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info)
+static int ckpt_load(struct dpt_ckpt *ck, uint64_t step,
+		     struct dpt_ckpt_info *info)
 {
 	struct dpt__step_list l = {0};
 	int64_t pick[2] = {-1, 0}; /* the step to try, the listing's error */
@@ -1547,8 +1549,8 @@ out:
 	return rc;
 }
 
-int dpt_ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
-		     struct dpt_ckpt_contents *out)
+static int ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
+			struct dpt_ckpt_contents *out)
 {
 	int64_t head[2] = {0, 0}; /* the manifest's length, rank 0's error */
 	char *json = NULL, err[256];
@@ -1631,7 +1633,135 @@ out:
 	return rc;
 }
 
-void dpt_ckpt_stats(const struct dpt_ckpt *ck, struct dpt_ckpt_stats *out)
+static void ckpt_stats(const struct dpt_ckpt *ck, struct dpt_ckpt_stats *out)
 {
 	*out = ck->stats;
+}
+
+/* ------------------------------------------------------------ the ABI */
+
+/* The first version of each struct (<dptrain/dptrain.h>, "the ABI"): its
+ * size ends at the last field it had. */
+#define OPTS_V1	    DPT__SIZE_THROUGH(struct dpt_ckpt_opts, cuda_stream)
+#define TENSOR_V1   DPT__SIZE_THROUGH(struct dpt_ckpt_tensor, memory)
+#define META_V1	    DPT__SIZE_THROUGH(struct dpt_ckpt_meta, user_len)
+#define CONTENTS_V1 DPT__SIZE_THROUGH(struct dpt_ckpt_contents, user_len)
+#define INFO_V1	    DPT__SIZE_THROUGH(struct dpt_ckpt_info, user_len)
+#define STATS_V1    DPT__SIZE_THROUGH(struct dpt_ckpt_stats, bytes_read)
+
+int dpt_ckpt_opts_default_sized(struct dpt_ckpt_opts *opts, size_t size)
+{
+	struct dpt_ckpt_opts o;
+
+	opts_default(&o);
+	return dpt__struct_out(opts, size, &o, sizeof(o), OPTS_V1,
+			       "dpt_ckpt_opts");
+}
+
+int dpt_ckpt_new_sized(struct dpt_ckpt **out, struct dpt_ctx *ctx,
+		       const struct dpt_ckpt_opts *opts, size_t size)
+{
+	struct dpt_ckpt_opts o;
+	int rc;
+
+	if (!out)
+		return DPT_EINVAL;
+	*out = NULL;
+	opts_default(&o);
+	rc =
+	    dpt__struct_in(&o, sizeof(o), opts, size, OPTS_V1, "dpt_ckpt_opts");
+	return rc ? rc : ckpt_new(out, ctx, opts ? &o : NULL);
+}
+
+int dpt_ckpt_register_sized(struct dpt_ckpt *ck,
+			    const struct dpt_ckpt_tensor *t, size_t size)
+{
+	struct dpt_ckpt_tensor v = {0};
+	int rc;
+
+	if (!ck || !t)
+		return DPT_EINVAL;
+	rc = dpt__struct_in(&v, sizeof(v), t, size, TENSOR_V1,
+			    "dpt_ckpt_tensor");
+	return rc ? rc : ckpt_register(ck, &v);
+}
+
+int dpt_ckpt_save_sized(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
+			size_t size)
+{
+	struct dpt_ckpt_meta m = {0};
+	int rc;
+
+	if (!ck || !meta)
+		return DPT_EINVAL;
+	rc =
+	    dpt__struct_in(&m, sizeof(m), meta, size, META_V1, "dpt_ckpt_meta");
+	return rc ? rc : ckpt_save(ck, &m);
+}
+
+int dpt_ckpt_step_sized(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
+			size_t size, int *stop, int *saved)
+{
+	struct dpt_ckpt_meta m = {0};
+	int rc;
+
+	rc =
+	    dpt__struct_in(&m, sizeof(m), meta, size, META_V1, "dpt_ckpt_meta");
+	if (rc) {
+		if (saved)
+			*saved = 0;
+		if (stop)
+			*stop = 0;
+		return rc;
+	}
+	return ckpt_step(ck, meta ? &m : NULL, stop, saved);
+}
+
+int dpt_ckpt_inspect_sized(struct dpt_ckpt *ck, uint64_t step,
+			   struct dpt_ckpt_contents *out, size_t size)
+{
+	struct dpt_ckpt_contents c = {0};
+	int rc;
+
+	if (!out)
+		return DPT_EINVAL;
+	rc = dpt__struct_out(NULL, size, &c, sizeof(c), CONTENTS_V1,
+			     "dpt_ckpt_contents");
+	if (rc)
+		return rc;
+	rc = ckpt_inspect(ck, step, &c);
+	(void)dpt__struct_out(out, size, &c, sizeof(c), CONTENTS_V1,
+			      "dpt_ckpt_contents");
+	return rc;
+}
+
+int dpt_ckpt_load_sized(struct dpt_ckpt *ck, uint64_t step,
+			struct dpt_ckpt_info *info, size_t size)
+{
+	struct dpt_ckpt_info i = {0};
+	int rc;
+
+	if (info) {
+		rc = dpt__struct_out(NULL, size, &i, sizeof(i), INFO_V1,
+				     "dpt_ckpt_info");
+		if (rc)
+			return rc;
+	}
+	rc = ckpt_load(ck, step, info ? &i : NULL);
+	if (info)
+		(void)dpt__struct_out(info, size, &i, sizeof(i), INFO_V1,
+				      "dpt_ckpt_info");
+	return rc;
+}
+
+int dpt_ckpt_stats_sized(const struct dpt_ckpt *ck, struct dpt_ckpt_stats *out,
+			 size_t size)
+{
+	struct dpt_ckpt_stats s;
+
+	if (!ck || !out)
+		return DPT_EINVAL;
+	ckpt_stats(ck, &s);
+	return dpt__struct_out(out, size, &s, sizeof(s), STATS_V1,
+			       "dpt_ckpt_stats");
 }

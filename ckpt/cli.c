@@ -17,29 +17,79 @@
 #include "log.h"
 #include "parse.h"
 
+/* The subcommands of `dptrain ckpt`, their options and their help. */
+struct command {
+	const char *name;
+	const char *options; /* the options it takes, each followed by ' ' */
+	const char *synopsis;
+	const char *help;
+};
+
+static const struct command commands[] = {
+    {"ls", "", "URI",
+     "List the runs under URI, a root of runs (or one run), and their\n"
+     "committed, uncommitted and damaged (quarantined by a load) steps.\n"},
+    {"show", "--step ", "URI [--step N]",
+     "Print the manifest of the newest committed step of the run URI\n"
+     "(ROOT/RUN): its files, tensors and meta.\n"
+     "  --step N   that step instead\n"},
+    {"verify", "--step ", "URI [--step N]",
+     "Read every chunk of every committed step of the run URI and check\n"
+     "its checksums; exit status 1 names the damage.\n"
+     "  --step N   that step only\n"},
+    {"gc", "--keep-last --keep-every --age ",
+     "URI [--keep-last K] [--keep-every N] [--age SECONDS]",
+     "Delete from the run URI its damaged steps, its uncommitted steps\n"
+     "older than the newest commit and the leftovers of crashed writers.\n"
+     "  --keep-last K     also delete the committed steps beyond the K\n"
+     "                    newest (K >= 1; without it every committed step\n"
+     "                    stays)\n"
+     "  --keep-every N    with --keep-last: steps that are multiples of N\n"
+     "                    stay\n"
+     "  --age SECONDS     leftovers younger than this stay (default 3600:\n"
+     "                    a writer may still be at work)\n"},
+};
+
+static const char uri_help[] =
+    "URI is file:///path (an existing directory) or s3://bucket/prefix;\n"
+    "S3 settings come from the AWS environment variables and\n"
+    "DPTRAIN_S3_ENDPOINT (doc/storage.md).\n";
+
 static void usage(FILE *f)
 {
-	fputs("usage: dptrain ckpt ls URI\n"
-	      "       dptrain ckpt show URI [--step N]\n"
-	      "       dptrain ckpt verify URI [--step N]\n"
-	      "       dptrain ckpt gc URI [--keep-last K] [--keep-every N] "
-	      "[--age SECONDS]\n"
+	fputs("usage: dptrain ckpt COMMAND URI [OPTION...]\n"
+	      "       dptrain ckpt COMMAND --help\n"
+	      "       dptrain --help | --version\n"
 	      "\n"
-	      "URI is file:///path or s3://bucket/prefix: for ls, a root of\n"
-	      "runs (or a run); for the others, one run (ROOT/RUN).\n"
-	      "  ls      list the runs and their committed, uncommitted and\n"
-	      "          damaged (quarantined by a load) steps\n"
-	      "  show    the manifest of the newest committed step (or N)\n"
-	      "  verify  read every chunk of every committed step (or N) and\n"
-	      "          check its checksums; exit status 1 names the damage\n"
-	      "  gc      delete damaged steps, uncommitted steps older than\n"
-	      "          the newest commit and leftovers of crashed writers\n"
-	      "          older than --age\n"
-	      "          (default 3600); with --keep-last, also committed steps\n"
-	      "          beyond the K newest (multiples of --keep-every stay)\n"
-	      "S3 settings come from the AWS environment variables and\n"
-	      "DPTRAIN_S3_ENDPOINT (doc/storage.md).\n",
+	      "Inspect and maintain the checkpoints of dptrain runs, without a "
+	      "job.\n"
+	      "\n"
+	      "Commands:\n",
 	      f);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  dptrain ckpt %s %s\n", commands[i].name,
+			commands[i].synopsis);
+	fputs("\n", f);
+	fputs(uri_help, f);
+}
+
+static void usage_command(FILE *f, const struct command *c)
+{
+	fprintf(f, "usage: dptrain ckpt %s %s\n\n%s\n%s", c->name, c->synopsis,
+		c->help, uri_help);
+}
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+static bool is_help(const char *arg)
+{
+	return !strcmp(arg, "--help") || !strcmp(arg, "-h");
 }
 
 /* ------------------------------------------------------------ ls */
@@ -260,16 +310,47 @@ static int parse_u64(const char *opt, const char *v, uint64_t *out)
 	return 0;
 }
 
+/* Whether C takes OPT ("--step" and the like). */
+static bool takes(const struct command *c, const char *opt)
+{
+	size_t n = strlen(opt);
+	const char *p = c->options;
+
+	while ((p = strstr(p, opt)) != NULL) {
+		if (p[n] == ' ' && (p == c->options || p[-1] == ' '))
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+static int open_root(const char *uri, struct dpt__storage **s)
+{
+	struct dpt__storage_opts so;
+	int rc;
+
+	/* Looking at checkpoints must not create a directory: a mistyped
+	 * path is reported, not made. */
+	dpt__storage_opts_init(&so);
+	so.no_create = true;
+	rc = dpt__storage_open(uri, &so, s);
+	if (rc == DPT_ENOENT)
+		fprintf(stderr, "dptrain: no such checkpoint directory: %s\n",
+			strncmp(uri, "file://", 7) ? uri : uri + 7);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct dpt__storage *s = NULL;
 	uint64_t step = 0, keep_last = 0, keep_every = 0, age = 3600;
-	bool have_step = false;
-	const char *cmd, *uri;
+	bool have_step = false, have_keep_last = false;
+	const struct command *c;
+	const char *uri = NULL;
 	int rc;
 
 	dpt__log_set_ident("dptrain");
-	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+	if (argc >= 2 && is_help(argv[1])) {
 		usage(stdout);
 		return 0;
 	}
@@ -277,55 +358,97 @@ int main(int argc, char **argv)
 		printf("dptrain %s\n", dpt_version());
 		return 0;
 	}
-	if (argc < 4 || strcmp(argv[1], "ckpt")) {
+	if (argc < 2 || strcmp(argv[1], "ckpt")) {
+		if (argc >= 2)
+			fprintf(stderr, "dptrain: unknown command '%s'\n",
+				argv[1]);
 		usage(stderr);
 		return 2;
 	}
-	cmd = argv[2];
-	uri = argv[3];
-	for (int i = 4; i < argc; i++) {
+	if (argc < 3 || is_help(argv[2])) {
+		usage(argc < 3 ? stderr : stdout);
+		return argc < 3 ? 2 : 0;
+	}
+	c = find_command(argv[2]);
+	if (!c) {
+		fprintf(stderr, "dptrain: unknown command 'ckpt %s'\n",
+			argv[2]);
+		usage(stderr);
+		return 2;
+	}
+	for (int i = 3; i < argc; i++) {
+		if (is_help(argv[i])) {
+			usage_command(stdout, c);
+			return 0;
+		}
+	}
+	for (int i = 3; i < argc; i++) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		uint64_t *dst;
 
+		if (argv[i][0] != '-') {
+			if (uri) {
+				fprintf(stderr,
+					"dptrain: 'ckpt %s' takes one URI, "
+					"not '%s' and '%s'\n",
+					c->name, uri, argv[i]);
+				return 2;
+			}
+			uri = argv[i];
+			continue;
+		}
+		if (!takes(c, argv[i])) {
+			fprintf(stderr,
+				"dptrain: 'ckpt %s' has no option '%s'\n\n",
+				c->name, argv[i]);
+			usage_command(stderr, c);
+			return 2;
+		}
 		if (!strcmp(argv[i], "--step")) {
 			dst = &step;
 			have_step = true;
 		} else if (!strcmp(argv[i], "--keep-last")) {
 			dst = &keep_last;
+			have_keep_last = true;
 		} else if (!strcmp(argv[i], "--keep-every")) {
 			dst = &keep_every;
-		} else if (!strcmp(argv[i], "--age")) {
-			dst = &age;
 		} else {
-			fprintf(stderr, "dptrain: unknown option '%s'\n", argv[i]);
-			usage(stderr);
-			return 2;
+			dst = &age;
 		}
 		if (parse_u64(argv[i], v, dst))
 			return 2;
 		i++;
 	}
-	if (strcmp(cmd, "ls") && strcmp(cmd, "show") && strcmp(cmd, "verify") &&
-	    strcmp(cmd, "gc")) {
-		fprintf(stderr, "dptrain: unknown command 'ckpt %s'\n", cmd);
-		usage(stderr);
+	if (!uri) {
+		fprintf(stderr, "dptrain: 'ckpt %s' needs a URI\n\n", c->name);
+		usage_command(stderr, c);
 		return 2;
 	}
-	rc = dpt__storage_open(uri, NULL, &s);
+	/* Keeping the 0 newest steps would delete every committed step, the
+	 * one a requeued job resumes from included: no one means that. */
+	if (have_keep_last && keep_last == 0) {
+		fprintf(stderr,
+			"dptrain: --keep-last 0 would delete every committed "
+			"step: give K >= 1, or leave --keep-last out to keep "
+			"every committed step\n");
+		return 2;
+	}
+	rc = open_root(uri, &s);
 	if (rc)
 		return 1;
-	if (!strcmp(cmd, "ls")) {
+	if (!strcmp(c->name, "ls")) {
 		rc = cmd_ls(s);
-	} else if (!strcmp(cmd, "show")) {
+	} else if (!strcmp(c->name, "show")) {
 		rc = have_step ? 0 : newest(s, &step);
 		if (!rc)
 			rc = cmd_show(s, step);
-	} else if (!strcmp(cmd, "verify")) {
+	} else if (!strcmp(c->name, "verify")) {
 		rc = cmd_verify(s, step, !have_step);
 	} else {
 		size_t deleted = 0;
-		int k = keep_last == 0 ? INT_MAX :
-			keep_last > INT_MAX ? INT_MAX : (int)keep_last;
+		int k = !have_keep_last	      ? INT_MAX
+			: keep_last > INT_MAX ? INT_MAX
+					      : (int)keep_last;
 		rc = dpt__ckpt_retain(s, k, keep_every, (long)age, false,
 				      &deleted);
 		printf("%zu step(s) deleted\n", deleted);

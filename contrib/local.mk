@@ -10,3 +10,10 @@ EXTRA_DIST += \
 	contrib/examples/fmnist_dptrain.py \
 	contrib/examples/train_walltime.py \
 	.ci/run
+
+# The bash completion of the dptrain tool (configure: --with-bash-completion-dir).
+dist_bashcompletion_DATA = contrib/bash-completion/dptrain
+# make distcheck installs under its own prefix, never into the system's
+# completionsdir that pkg-config names.
+AM_DISTCHECK_CONFIGURE_FLAGS = \
+	--with-bash-completion-dir='$${dc_install_base}/share/bash-completion/completions'

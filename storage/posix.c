@@ -1212,10 +1212,15 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 		rc = DPT_EIO;
 		goto out;
 	}
-	err = open_dirs(fd, b->root + 1, true, &b->rootfd, &failed);
+	err = open_dirs(fd, b->root + 1, !conf->no_create, &b->rootfd, &failed);
 	close(fd);
+	if (err == ENOENT && conf->no_create) {
+		rc = DPT_ENOENT; /* the caller says what it looked for */
+		goto out;
+	}
 	if (err) {
-		dpt__error("cannot create directory '/%.*s': %s", (int)failed,
+		dpt__error("cannot %s directory '/%.*s': %s",
+			   conf->no_create ? "open" : "create", (int)failed,
 			   b->root + 1, strerror(err));
 		rc = dpt__storage_errno(err);
 		goto out;

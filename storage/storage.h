@@ -98,6 +98,10 @@ struct dpt__storage_opts {
 	 * memory; unaligned heads and tails of a write, and file systems that
 	 * refuse O_DIRECT, go through the page cache). */
 	bool direct_io;
+	/* posix: open an existing root only, for reading and maintenance
+	 * (the `dptrain` tool): a missing root is DPT_ENOENT, not logged,
+	 * instead of being created. */
+	bool no_create;
 };
 
 /* Fills OPTS with the defaults (all "unset"). */
@@ -105,7 +109,8 @@ void dpt__storage_opts_init(struct dpt__storage_opts *opts);
 
 /*
  * dpt__storage_open - open the storage at URI.
- * posix: the root directory is created (with its parents) when missing.
+ * posix: the root directory is created (with its parents) when missing,
+ * unless OPTS->no_create (then DPT_ENOENT).
  * s3: the configuration is resolved (endpoint, region, credentials) but no
  * request is sent; the first operation finds out whether the bucket is
  * there and the credentials are good.

@@ -22,10 +22,11 @@
 
 #include <dptrain/dptrain.h>
 
-#include "hash.h"
+#include "abi.h"
 #include "agent.h"
 #include "comm.h"
 #include "cpu_reduce.h"
+#include "hash.h"
 #include "log.h"
 #include "net.h"
 #include "nccl.h"
@@ -584,7 +585,7 @@ static int join(struct dpt_ctx *ctx)
 
 /* ------------------------------------------------------------ API */
 
-void dpt_init_opts_default(struct dpt_init_opts *o)
+static void init_opts_default(struct dpt_init_opts *o)
 {
 	*o = (struct dpt_init_opts){
 		.coordinator = NULL,
@@ -600,7 +601,7 @@ void dpt_init_opts_default(struct dpt_init_opts *o)
 	};
 }
 
-int dpt_init(struct dpt_ctx **out, const struct dpt_init_opts *opts)
+static int init_ctx(struct dpt_ctx **out, const struct dpt_init_opts *opts)
 {
 	struct dpt_init_opts defaults;
 	struct dpt__agent_config ac;
@@ -611,7 +612,7 @@ int dpt_init(struct dpt_ctx **out, const struct dpt_init_opts *opts)
 		return DPT_EINVAL;
 	*out = NULL;
 	if (!opts) {
-		dpt_init_opts_default(&defaults);
+		init_opts_default(&defaults);
 		opts = &defaults;
 	}
 	ctx = calloc(1, sizeof(*ctx));
@@ -992,4 +993,34 @@ int dpt_finalize(struct dpt_ctx **pctx)
 	free(ctx);
 	*pctx = NULL;
 	return rc;
+}
+
+/* ------------------------------------------------------------ the ABI */
+
+/* The first version of struct dpt_init_opts (<dptrain/dptrain.h>, "the
+ * ABI") ends at comm_timeout_ms. */
+#define INIT_OPTS_V1 DPT__SIZE_THROUGH(struct dpt_init_opts, comm_timeout_ms)
+
+int dpt_init_opts_default_sized(struct dpt_init_opts *opts, size_t size)
+{
+	struct dpt_init_opts o;
+
+	init_opts_default(&o);
+	return dpt__struct_out(opts, size, &o, sizeof(o), INIT_OPTS_V1,
+			       "dpt_init_opts");
+}
+
+int dpt_init_sized(struct dpt_ctx **out, const struct dpt_init_opts *opts,
+		   size_t size)
+{
+	struct dpt_init_opts o;
+	int rc;
+
+	if (!out)
+		return DPT_EINVAL;
+	*out = NULL;
+	init_opts_default(&o);
+	rc = dpt__struct_in(&o, sizeof(o), opts, size, INIT_OPTS_V1,
+			    "dpt_init_opts");
+	return rc ? rc : init_ctx(out, opts ? &o : NULL);
 }

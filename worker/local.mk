@@ -8,7 +8,7 @@ lib_LTLIBRARIES += worker/libdptrain.la
 pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h \
 	include/dptrain/sampler.h
 worker_libdptrain_la_SOURCES = \
-	worker/version.c \
+	worker/version.c worker/abi.c worker/abi.h \
 	worker/sampler.c worker/sampler_int.h \
 	worker/dptrain.c worker/vote.h \
 	worker/agent.c worker/agent.h \
@@ -16,7 +16,19 @@ worker_libdptrain_la_SOURCES = \
 worker_libdptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 worker_libdptrain_la_LIBADD = worker/libdptcpu.la common/libdptcommon.la \
 	$(ZMQ_LIBS) -lm
-worker_libdptrain_la_LDFLAGS = -version-info 0:0:0 -no-undefined
+# -version-info CURRENT:REVISION:AGE, libtool's rules ("Updating library
+# version information" in its manual), applied at each release that
+# changes the library:
+# - the code changed, no interface did: REVISION + 1;
+# - an interface was added, removed or changed: CURRENT + 1, REVISION 0;
+# - then, interfaces were added: AGE + 1; interfaces were removed or
+#   changed (an old program could break): AGE 0.
+# The soname is libdptrain.so.(CURRENT - AGE); the Python binding loads it
+# by that name (_SONAME in worker/python/dptrain/__init__.py), and a
+# change of a public struct's layout other than an appended field is a
+# change of interface (<dptrain/dptrain.h>, "the ABI").
+# 1:0:1: the *_sized functions were added, every 0:0:0 symbol is kept.
+worker_libdptrain_la_LDFLAGS = -version-info 1:0:1 -no-undefined
 if HAVE_NCCL
 worker_libdptrain_la_CFLAGS += $(CUDA_CFLAGS) $(NCCL_CFLAGS)
 worker_libdptrain_la_LIBADD += $(NCCL_LIBS) $(CUDA_LIBS)
@@ -29,3 +41,6 @@ include $(srcdir)/worker/cpu.mk
 pythonpkgdir = $(pythonmoddir)/dptrain
 dist_pythonpkg_DATA = worker/python/dptrain/__init__.py \
 	worker/python/dptrain/torch.py worker/python/dptrain/lightning.py
+# The same modules for pip (`pip install worker/python`, into any virtual
+# environment), with a build backend that needs nothing from an index.
+EXTRA_DIST += worker/python/pyproject.toml worker/python/backend/dptrain_backend.py

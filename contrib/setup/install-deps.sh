@@ -14,6 +14,8 @@ PACKAGES=(
 	# tests: a real Slurm cluster, cmocka, curl as an S3 client, PyTorch (CPU)
 	slurmctld slurmd slurm-client munge libcmocka-dev curl iproute2 util-linux procps
 	python3 python3-torch python3-numpy
+	# tests/python/venv.sh: pip install into a venv (Debian's python3 needs this)
+	python3-venv
 	# real training data for the PyTorch examples, tests and the demo; its plots
 	dataset-fashion-mnist gnuplot-nox
 	# benchmark peers

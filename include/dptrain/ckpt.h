@@ -98,8 +98,14 @@ struct dpt_ckpt_opts {
 	void *cuda_stream;
 };
 
-/* Sets every field of OPTS to its default (NULL, 0). */
-DPT_EXPORT void dpt_ckpt_opts_default(struct dpt_ckpt_opts *opts);
+/* Sets every field of OPTS to its default (NULL, 0). The *_sized
+ * functions of this header take the size of their struct (<dptrain/
+ * dptrain.h>, "the ABI") and return DPT_EINVAL for a size unknown to the
+ * library. */
+DPT_EXPORT int dpt_ckpt_opts_default_sized(struct dpt_ckpt_opts *opts,
+					   size_t size);
+DPT__SIZED(void, dpt_ckpt_opts_default, (struct dpt_ckpt_opts * opts),
+	   (void)dpt_ckpt_opts_default_sized(opts, sizeof(*opts)))
 
 struct dpt_ckpt;
 
@@ -110,8 +116,13 @@ struct dpt_ckpt;
  * dpt_ckpt_destroy), DPT_ECONFIG (no URI), DPT_EINVAL, DPT_EAUTH or
  * DPT_ENOMEM.
  */
-DPT_EXPORT int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
-			    const struct dpt_ckpt_opts *opts);
+DPT_EXPORT int dpt_ckpt_new_sized(struct dpt_ckpt **out, struct dpt_ctx *ctx,
+				  const struct dpt_ckpt_opts *opts,
+				  size_t size);
+DPT__SIZED(int, dpt_ckpt_new,
+	   (struct dpt_ckpt * *out, struct dpt_ctx *ctx,
+	    const struct dpt_ckpt_opts *opts),
+	   return dpt_ckpt_new_sized(out, ctx, opts, sizeof(*opts)))
 
 /*
  * dpt_ckpt_destroy - waits for the background writes of a save in flight
@@ -154,8 +165,12 @@ struct dpt_ckpt_tensor {
  * device) or DPT_ENOMEM. On error nothing is registered; the message
  * names the tensor.
  */
-DPT_EXPORT int dpt_ckpt_register(struct dpt_ckpt *ck,
-				 const struct dpt_ckpt_tensor *t);
+DPT_EXPORT int dpt_ckpt_register_sized(struct dpt_ckpt *ck,
+				       const struct dpt_ckpt_tensor *t,
+				       size_t size);
+DPT__SIZED(int, dpt_ckpt_register,
+	   (struct dpt_ckpt * ck, const struct dpt_ckpt_tensor *t),
+	   return dpt_ckpt_register_sized(ck, t, sizeof(*t)))
 
 /*
  * dpt_ckpt_clear - forget every registered tensor, for example after
@@ -207,8 +222,12 @@ struct dpt_ckpt_meta {
  * is already committed (a committed step is never overwritten) is found
  * by the background thread and returned by dpt_ckpt_wait as DPT_EEXIST.
  */
-DPT_EXPORT int dpt_ckpt_save(struct dpt_ckpt *ck,
-			     const struct dpt_ckpt_meta *meta);
+DPT_EXPORT int dpt_ckpt_save_sized(struct dpt_ckpt *ck,
+				   const struct dpt_ckpt_meta *meta,
+				   size_t size);
+DPT__SIZED(int, dpt_ckpt_save,
+	   (struct dpt_ckpt * ck, const struct dpt_ckpt_meta *meta),
+	   return dpt_ckpt_save_sized(ck, meta, sizeof(*meta)))
 
 /*
  * dpt_ckpt_wait - wait until this rank's shard is durable, then commit
@@ -248,9 +267,13 @@ DPT_EXPORT int dpt_ckpt_wait(struct dpt_ckpt *ck);
  * committed by nobody, and its error is returned by the dpt_ckpt_step
  * that would have committed it).
  */
-DPT_EXPORT int dpt_ckpt_step(struct dpt_ckpt *ck,
-			     const struct dpt_ckpt_meta *meta, int *stop,
-			     int *saved);
+DPT_EXPORT int dpt_ckpt_step_sized(struct dpt_ckpt *ck,
+				   const struct dpt_ckpt_meta *meta,
+				   size_t size, int *stop, int *saved);
+DPT__SIZED(int, dpt_ckpt_step,
+	   (struct dpt_ckpt * ck, const struct dpt_ckpt_meta *meta, int *stop,
+	    int *saved),
+	   return dpt_ckpt_step_sized(ck, meta, sizeof(*meta), stop, saved))
 
 /* What dpt_ckpt_poll says is due (bits of *DUE). */
 #define DPT_CKPT_DUE_SAVE 0x1u /* save this step now */
@@ -271,7 +294,9 @@ DPT_EXPORT int dpt_ckpt_step(struct dpt_ckpt *ck,
 DPT_EXPORT int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step,
 			     unsigned *due);
 
-/* One tensor of a committed step (dpt_ckpt_inspect). */
+/* One tensor of a committed step (dpt_ckpt_inspect). An element of an
+ * array: its layout is fixed, unlike the other structs' (<dptrain/
+ * dptrain.h>, "the ABI"). */
 struct dpt_ckpt_entry {
 	const char *name;
 	enum dpt_dtype dtype;
@@ -304,8 +329,12 @@ struct dpt_ckpt_contents {
  * answer. Returns 0, DPT_ENOENT (no committed step), DPT_EINVAL, or the
  * storage's or the collective's error.
  */
-DPT_EXPORT int dpt_ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
-				struct dpt_ckpt_contents *out);
+DPT_EXPORT int dpt_ckpt_inspect_sized(struct dpt_ckpt *ck, uint64_t step,
+				      struct dpt_ckpt_contents *out,
+				      size_t size);
+DPT__SIZED(int, dpt_ckpt_inspect,
+	   (struct dpt_ckpt * ck, uint64_t step, struct dpt_ckpt_contents *out),
+	   return dpt_ckpt_inspect_sized(ck, step, out, sizeof(*out)))
 
 /* What dpt_ckpt_load found. Pointers are owned by the checkpoint object
  * and valid until the next load or its destruction. */
@@ -342,8 +371,11 @@ struct dpt_ckpt_info {
  * DPT_EBUSY (a save is in flight: dpt_ckpt_wait first) or a collective's
  * error. On error the tensors may hold parts of any step tried.
  */
-DPT_EXPORT int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step,
-			     struct dpt_ckpt_info *info);
+DPT_EXPORT int dpt_ckpt_load_sized(struct dpt_ckpt *ck, uint64_t step,
+				   struct dpt_ckpt_info *info, size_t size);
+DPT__SIZED(int, dpt_ckpt_load,
+	   (struct dpt_ckpt * ck, uint64_t step, struct dpt_ckpt_info *info),
+	   return dpt_ckpt_load_sized(ck, step, info, sizeof(*info)))
 
 /* Counters of this rank, for benchmarks and logs. */
 struct dpt_ckpt_stats {
@@ -354,9 +386,13 @@ struct dpt_ckpt_stats {
 	uint64_t bytes_read;	/* bytes the last load read */
 };
 
-/* Copies the counters into *OUT. */
-DPT_EXPORT void dpt_ckpt_stats(const struct dpt_ckpt *ck,
-			       struct dpt_ckpt_stats *out);
+/* Copies the counters into *OUT (SIZE bytes of it). Returns 0 or
+ * DPT_EINVAL (the size is unknown: nothing is written). */
+DPT_EXPORT int dpt_ckpt_stats_sized(const struct dpt_ckpt *ck,
+				    struct dpt_ckpt_stats *out, size_t size);
+DPT__SIZED(void, dpt_ckpt_stats,
+	   (const struct dpt_ckpt *ck, struct dpt_ckpt_stats *out),
+	   (void)dpt_ckpt_stats_sized(ck, out, sizeof(*out)))
 
 #ifdef __cplusplus
 }

@@ -58,6 +58,42 @@ DPT_EXPORT size_t dpt_dtype_size(enum dpt_dtype dtype);
  */
 DPT_EXPORT const char *dpt_version(void);
 
+/* ------------------------------------------------------------ the ABI
+ *
+ * Every public struct that a program hands to the library, or that the
+ * library fills for it, travels with its size as the program was compiled:
+ * the functions below that take one are static inline wrappers that pass
+ * sizeof the struct to an exported *_sized function. Source code calls the
+ * plain names and needs no change; a binding that calls the library
+ * through its ABI (the Python package) calls the *_sized functions with
+ * the size of its own copy of the struct.
+ *
+ * New fields are only appended to these structs. A size smaller than the
+ * library's (a program built against an older header) is accepted: the
+ * fields it lacks take their defaults, and an output struct is filled up
+ * to its size. A larger size (a program built against a newer header
+ * than the library it runs with) or one smaller than the first version
+ * of the struct is refused with DPT_EINVAL, and the log names the struct
+ * and both sizes. Plain arrays of structs that the library returns
+ * (struct dpt_ckpt_entry) and struct dpt_sampler_state have a fixed
+ * layout: a new field there means a new struct.
+ *
+ * Defining DPT_NO_SIZED_WRAPPERS before including the headers declares
+ * the plain names as the exported functions they also are (they assume
+ * the size of this header's structs), instead of the inline wrappers.
+ * libtool's -version-info of libdptrain follows these rules
+ * (worker/local.mk).
+ */
+#ifdef DPT_NO_SIZED_WRAPPERS
+#define DPT__SIZED(ret, name, params, call) DPT_EXPORT ret name params;
+#else
+#define DPT__SIZED(ret, name, params, call)                                    \
+	static inline ret name params                                          \
+	{                                                                      \
+		call;                                                          \
+	}
+#endif
+
 /* ------------------------------------------------------------ workers */
 
 /*
@@ -102,8 +138,13 @@ struct dpt_init_opts {
 /*
  * dpt_init_opts_default - set every field of OPTS to "take it from the
  * environment" (NULL strings, -1 ranks, 0 timeouts).
+ * dpt_init_opts_default_sized: the same for a struct of SIZE bytes; returns
+ * 0, or DPT_EINVAL (SIZE unknown to this library: nothing written).
  */
-DPT_EXPORT void dpt_init_opts_default(struct dpt_init_opts *opts);
+DPT_EXPORT int dpt_init_opts_default_sized(struct dpt_init_opts *opts,
+					   size_t size);
+DPT__SIZED(void, dpt_init_opts_default, (struct dpt_init_opts * opts),
+	   (void)dpt_init_opts_default_sized(opts, sizeof(*opts)))
 
 /*
  * dpt_init - join the job: connect to the coordinator, wait until the
@@ -115,10 +156,15 @@ DPT_EXPORT void dpt_init_opts_default(struct dpt_init_opts *opts);
  * or DPT_ECONFIG (environment or options unusable: the log says which),
  * DPT_ENOTSUP (backend "nccl" without NCCL or GPU), DPT_EAUTH (wrong
  * secret), DPT_ECOORDLOST (coordinator unreachable or lost),
- * DPT_EBUSY (the job already has all its workers), or another error.
+ * DPT_EBUSY (the job already has all its workers), DPT_EINVAL (the size
+ * of OPTS is unknown to this library: "the ABI" above), or another error.
  * On error *CTX is NULL.
  */
-DPT_EXPORT int dpt_init(struct dpt_ctx **ctx, const struct dpt_init_opts *opts);
+DPT_EXPORT int dpt_init_sized(struct dpt_ctx **ctx,
+			      const struct dpt_init_opts *opts, size_t size);
+DPT__SIZED(int, dpt_init,
+	   (struct dpt_ctx * *ctx, const struct dpt_init_opts *opts),
+	   return dpt_init_sized(ctx, opts, sizeof(*opts)))
 
 /*
  * dpt_rank, dpt_world_size - this worker's rank in the current

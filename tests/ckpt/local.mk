@@ -26,7 +26,8 @@ CKPT_TESTS = \
 	tests/ckpt/s3_kill.sh \
 	tests/ckpt/policy.sh \
 	tests/ckpt/device.sh \
-	tests/ckpt/cuda.sh
+	tests/ckpt/cuda.sh \
+	tests/ckpt/cli.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
 

@@ -5,3 +5,13 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/torch.sh tests/python/torch_worker.py \
 	tests/python/fmnist.sh tests/python/fmnist_check.py \
 	tests/python/lightning.sh tests/python/lightning_fit.py tests/python/preempt.sh
+# The package installed by pip into a fresh venv of the python3 first on
+# PATH (not Debian's), with no package index.
+TESTS += tests/python/venv.sh
+EXTRA_DIST += tests/python/venv.sh
+# The binding's ctypes structs against the C layouts (tests/python/layout
+# prints them) and the library's size checks.
+check_PROGRAMS += tests/python/layout
+tests_python_layout_SOURCES = tests/python/layout.c
+TESTS += tests/python/layout.sh
+EXTRA_DIST += tests/python/layout.sh tests/python/layout_check.py

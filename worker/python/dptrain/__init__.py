@@ -19,8 +19,10 @@ document every call) for programs started with ``srun --dp-train``::
 
 Tensors are ``torch.Tensor`` (CPU, or CUDA with the NCCL backend and for
 device checkpoints) and ``numpy.ndarray``; they must be contiguous. The
-library is found through ``$DPTRAIN_LIBRARY`` (a path), else the dynamic
-loader's ``libdptrain.so.0``.
+library is the one at ``$DPTRAIN_LIBRARY`` (a path) when it is set, else
+``libdptrain.so.0`` as the dynamic loader finds it (installed, or on
+``LD_LIBRARY_PATH``). ``pip install`` of this package (worker/python)
+installs these modules only, not the library.
 
 Errors raise ``DptrainError``, whose ``name`` is the C code
 (``"DPT_EPEERLOST"``) and ``restartable`` says whether ``Context.rejoin()``
@@ -30,7 +32,8 @@ and a repeat of the step can continue the job.
 import ctypes
 import os
 
-__all__ = ["Checkpoint", "Contents", "Context", "DptrainError", "LoadInfo", "init"]
+__all__ = ["Checkpoint", "Contents", "Context", "DptrainError", "LoadInfo", "init",
+           "permutation"]
 
 # Element types and reduction operations: the values of include/dptrain/
 # dptrain.h (part of the wire and file formats, never renumbered).
@@ -58,6 +61,10 @@ _EMISMATCH = -25  # DPT_EMISMATCH
 _MAX_DIMS = 8  # DPT_CKPT_MAX_DIMS
 
 
+# The public structs, as ctypes Structures: each passes its size to the
+# library's *_sized functions, which refuse a size they do not know.
+# tests/python/layout.sh checks every field's offset and size against the
+# C headers: a field added there must be added here, at the same place.
 class _InitOpts(ctypes.Structure):
     _fields_ = [
         ("coordinator", ctypes.c_char_p),
@@ -162,23 +169,33 @@ class _CkptStats(ctypes.Structure):
     ]
 
 
+# The library's soname: its major version is the ABI that the structures
+# below describe (worker/local.mk, -version-info).
+_SONAME = "libdptrain.so.0"
+
+
 def _load_library():
-    path = os.environ.get("DPTRAIN_LIBRARY") or "libdptrain.so.0"
+    path = os.environ.get("DPTRAIN_LIBRARY")
     try:
-        lib = ctypes.CDLL(path)
+        lib = ctypes.CDLL(path or _SONAME)
     except OSError as e:
-        raise ImportError(
-            "dptrain: cannot load %s (%s): install dptrain, or set "
-            "DPTRAIN_LIBRARY to the path of libdptrain.so" % (path, e)
-        ) from None
+        if path:
+            how = ("fix or unset DPTRAIN_LIBRARY (then %s is looked for by "
+                   "the dynamic loader)" % _SONAME)
+        else:
+            how = ("install libdptrain where the dynamic loader finds it "
+                   "(ldconfig, or a directory on LD_LIBRARY_PATH), or set "
+                   "DPTRAIN_LIBRARY to the path of %s" % _SONAME)
+        raise ImportError("dptrain: cannot load %s (%s): %s"
+                          % (path or _SONAME, e, how)) from None
     vp, ip, i, u64 = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64
     sz, cs = ctypes.c_size_t, ctypes.c_char_p
     for name, res, args in (
         ("dpt_version", cs, []),
         ("dpt_strerror", cs, [i]),
         ("dpt_err_name", cs, [i]),
-        ("dpt_init_opts_default", None, [ctypes.POINTER(_InitOpts)]),
-        ("dpt_init", i, [ip, ctypes.POINTER(_InitOpts)]),
+        ("dpt_init_opts_default_sized", i, [ctypes.POINTER(_InitOpts), sz]),
+        ("dpt_init_sized", i, [ip, ctypes.POINTER(_InitOpts), sz]),
         ("dpt_rank", i, [vp]),
         ("dpt_world_size", i, [vp]),
         ("dpt_local_rank", i, [vp]),
@@ -192,20 +209,21 @@ def _load_library():
         ("dpt_allgather", i, [vp, vp, vp, sz, i]),
         ("dpt_rejoin", i, [vp]),
         ("dpt_finalize", i, [ip]),
-        ("dpt_ckpt_opts_default", None, [ctypes.POINTER(_CkptOpts)]),
-        ("dpt_ckpt_new", i, [ip, vp, ctypes.POINTER(_CkptOpts)]),
+        ("dpt_ckpt_opts_default_sized", i, [ctypes.POINTER(_CkptOpts), sz]),
+        ("dpt_ckpt_new_sized", i, [ip, vp, ctypes.POINTER(_CkptOpts), sz]),
         ("dpt_ckpt_destroy", None, [ip]),
-        ("dpt_ckpt_register", i, [vp, ctypes.POINTER(_CkptTensor)]),
+        ("dpt_ckpt_register_sized", i, [vp, ctypes.POINTER(_CkptTensor), sz]),
         ("dpt_ckpt_clear", i, [vp]),
         ("dpt_ckpt_prepare", i, [vp]),
-        ("dpt_ckpt_save", i, [vp, ctypes.POINTER(_CkptMeta)]),
+        ("dpt_ckpt_save_sized", i, [vp, ctypes.POINTER(_CkptMeta), sz]),
         ("dpt_ckpt_wait", i, [vp]),
-        ("dpt_ckpt_step", i, [vp, ctypes.POINTER(_CkptMeta), ctypes.POINTER(i),
-                              ctypes.POINTER(i)]),
-        ("dpt_ckpt_load", i, [vp, u64, ctypes.POINTER(_CkptInfo)]),
+        ("dpt_ckpt_step_sized", i, [vp, ctypes.POINTER(_CkptMeta), sz,
+                                    ctypes.POINTER(i), ctypes.POINTER(i)]),
+        ("dpt_ckpt_load_sized", i, [vp, u64, ctypes.POINTER(_CkptInfo), sz]),
         ("dpt_ckpt_poll", i, [vp, u64, ctypes.POINTER(ctypes.c_uint)]),
-        ("dpt_ckpt_inspect", i, [vp, u64, ctypes.POINTER(_CkptContents)]),
-        ("dpt_ckpt_stats", None, [vp, ctypes.POINTER(_CkptStats)]),
+        ("dpt_ckpt_inspect_sized", i, [vp, u64, ctypes.POINTER(_CkptContents), sz]),
+        ("dpt_ckpt_stats_sized", i, [vp, ctypes.POINTER(_CkptStats), sz]),
+        ("dpt_sampler_permutation", i, [u64, u64, u64, i, vp]),
     ):
         f = getattr(lib, name)
         f.restype = res
@@ -229,9 +247,25 @@ class DptrainError(RuntimeError):
         )
 
 
+def _size(struct):
+    """The size of a ctypes copy of a public struct: the library checks it
+    against its own (<dptrain/dptrain.h>, "the ABI"; tests/python/layout.sh
+    compares the layouts field by field)."""
+    return ctypes.sizeof(struct)
+
+
 def _check(rc, what):
     if rc != 0:
         raise DptrainError(rc, what)
+
+
+def permutation(seed, epoch, n, shuffle=True):
+    """The sampler's order of the indices 0..N-1 in EPOCH for SEED, a list
+    (dpt_sampler_permutation; doc/sampler.md defines it)."""
+    out = (ctypes.c_uint64 * max(n, 1))()
+    _check(_lib.dpt_sampler_permutation(seed, epoch, n, int(bool(shuffle)), out),
+           "dptrain.permutation")
+    return out[:n]
 
 
 def _buffer(obj, what, writable=True):
@@ -272,7 +306,8 @@ class Context:
                  local_rank=-1, task_id=-1, data_host=None,
                  connect_timeout_ms=0, timeout_ms=0, comm_timeout_ms=0):
         opts = _InitOpts()
-        _lib.dpt_init_opts_default(ctypes.byref(opts))
+        _check(_lib.dpt_init_opts_default_sized(ctypes.byref(opts), _size(opts)),
+               "dptrain.init")
         for field, value in (("coordinator", coordinator), ("secret", secret),
                              ("backend", backend), ("data_host", data_host)):
             if value is not None:
@@ -282,7 +317,8 @@ class Context:
         opts.timeout_ms = timeout_ms
         opts.comm_timeout_ms = comm_timeout_ms
         self._ctx = ctypes.c_void_p()
-        _check(_lib.dpt_init(ctypes.byref(self._ctx), ctypes.byref(opts)),
+        _check(_lib.dpt_init_sized(ctypes.byref(self._ctx), ctypes.byref(opts),
+                                   _size(opts)),
                "dptrain.init")
 
     def _handle(self):
@@ -443,7 +479,8 @@ class Checkpoint:
                  keep_every=0, busy="wait", block_size=0, part_size=0,
                  max_inflight=0, buffered_io=None, cuda_stream=None):
         opts = _CkptOpts()
-        _lib.dpt_ckpt_opts_default(ctypes.byref(opts))
+        _check(_lib.dpt_ckpt_opts_default_sized(ctypes.byref(opts), _size(opts)),
+               "dptrain.Checkpoint")
         if uri is not None:
             opts.uri = uri.encode()
         if run is not None:
@@ -461,9 +498,9 @@ class Checkpoint:
         self._tensors = {}  # keeps the registered memory alive
         self.last_saved = None  # the step of the last save started
         self._ck = ctypes.c_void_p()
-        _check(_lib.dpt_ckpt_new(ctypes.byref(self._ck),
-                                 ctx._handle() if ctx else None,
-                                 ctypes.byref(opts)),
+        _check(_lib.dpt_ckpt_new_sized(ctypes.byref(self._ck),
+                                       ctx._handle() if ctx else None,
+                                       ctypes.byref(opts), _size(opts)),
                "dptrain.Checkpoint")
 
     def _handle(self):
@@ -500,7 +537,7 @@ class Checkpoint:
             raise ValueError("register %r: at most %d dimensions" % (name, _MAX_DIMS))
         shp = (ctypes.c_uint64 * max(len(glob), 1))(*glob)
         t.ndim, t.shape = len(glob), shp
-        _check(_lib.dpt_ckpt_register(self._handle(), ctypes.byref(t)),
+        _check(_lib.dpt_ckpt_register_sized(self._handle(), ctypes.byref(t), _size(t)),
                "register %r" % name)
         self._tensors[name] = tensor
 
@@ -529,7 +566,7 @@ class Checkpoint:
         """Snapshot the registered tensors as STEP and write them in the
         background; returns once the tensors may change again."""
         meta = self._meta(step, sample_cursor, rng, user)
-        _check(_lib.dpt_ckpt_save(self._handle(), ctypes.byref(meta)),
+        _check(_lib.dpt_ckpt_save_sized(self._handle(), ctypes.byref(meta), _size(meta)),
                "save of step %d" % step)
         self.last_saved = step
 
@@ -541,8 +578,8 @@ class Checkpoint:
         last_saved is then STEP if it saved."""
         meta = self._meta(step, sample_cursor, rng, user)
         stop, saved = ctypes.c_int(0), ctypes.c_int(0)
-        _check(_lib.dpt_ckpt_step(self._handle(), ctypes.byref(meta),
-                                  ctypes.byref(stop), ctypes.byref(saved)),
+        _check(_lib.dpt_ckpt_step_sized(self._handle(), ctypes.byref(meta), _size(meta),
+                                        ctypes.byref(stop), ctypes.byref(saved)),
                "checkpoint step %d" % step)
         if saved.value:
             self.last_saved = step
@@ -567,8 +604,8 @@ class Checkpoint:
         """What the newest committed step (at or below STEP) holds, from its
         manifest: a Contents, or None when the run has no committed step."""
         c = _CkptContents()
-        rc = _lib.dpt_ckpt_inspect(self._handle(), _LATEST if step is None else step,
-                                   ctypes.byref(c))
+        rc = _lib.dpt_ckpt_inspect_sized(self._handle(), _LATEST if step is None else step,
+                                         ctypes.byref(c), _size(c))
         if rc == _ENOENT:
             return None
         _check(rc, "inspect of %s" % ("the newest step" if step is None else "step %d" % step))
@@ -584,8 +621,8 @@ class Checkpoint:
         falls back to the one before. Returns a LoadInfo, or None when the
         run has no committed step yet."""
         info = _CkptInfo()
-        rc = _lib.dpt_ckpt_load(self._handle(), _LATEST if step is None else step,
-                                ctypes.byref(info))
+        rc = _lib.dpt_ckpt_load_sized(self._handle(), _LATEST if step is None else step,
+                                      ctypes.byref(info), _size(info))
         if rc == _ENOENT and step is None:  # nothing saved yet
             return None
         _check(rc, "load of %s" % ("the newest step" if step is None else "step %d" % step))
@@ -593,7 +630,8 @@ class Checkpoint:
 
     def stats(self):
         s = _CkptStats()
-        _lib.dpt_ckpt_stats(self._handle(), ctypes.byref(s))
+        _check(_lib.dpt_ckpt_stats_sized(self._handle(), ctypes.byref(s), _size(s)),
+               "dptrain.Checkpoint.stats")
         return {name: getattr(s, name) for name, _ in _CkptStats._fields_}
 
     def close(self):

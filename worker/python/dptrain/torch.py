@@ -34,7 +34,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the installation
     raise ImportError(
         "dptrain.torch needs PyTorch (import torch failed: %s): install "
-        "python3-torch, or torch into this environment" % e) from None
+        "torch into this Python environment (pip install torch), or use "
+        "the python3 of Debian's python3-torch" % e) from None
 
 import dptrain
 from dptrain import DptrainError
