@@ -1072,12 +1072,12 @@ static bool auto_save_due(struct dpt_ckpt *ck)
 	if (since < every)
 		return false;
 	if (ck->cost_s > 0)
-		dpt__info("auto checkpoint due: %.1f s since the last save, "
-			  "interval %.1f s (save cost %.3f s, MTBF %.0f s)",
+		dpt__info("auto checkpoint due: %.2f s since the last save, "
+			  "interval %.2f s (save cost %.3f s, MTBF %.0f s)",
 			  since, every, ck->cost_s, ck->mtbf_s);
 	else
-		dpt__info("auto checkpoint due: %.1f s since the start, "
-			  "interval %.1f s (no save measured yet, MTBF %.0f s)",
+		dpt__info("auto checkpoint due: %.2f s since the start, "
+			  "interval %.2f s (no save measured yet, MTBF %.0f s)",
 			  since, every, ck->mtbf_s);
 	return true;
 }
