@@ -62,6 +62,20 @@ struct dpt_ckpt {
 	/* dpt_ckpt_step saves every EVERY_STEPS steps (DPTRAIN_CKPT_EVERY
 	 * "Nsteps"; 0: only when the coordinator says SAVE or STOP). */
 	uint64_t every_steps;
+	/* --dp-ckpt-every=auto (DPTRAIN_CKPT_EVERY=auto): rank 0 asks for a
+	 * periodic save (VOTE flag SAVE, which the coordinator passes on to
+	 * every rank in the same VOTE_DONE) once the interval of
+	 * dpt__ckpt_auto_interval has passed since its last save started,
+	 * and only when no save is pending: a save due while the previous
+	 * one is still written would wait for it, a stall of its own.
+	 * MTBF_S: the job's (DPTRAIN_MTBF); MIN_S: the site's floor
+	 * (DPTRAIN_MIN_CKPT_INTERVAL); COST_S: the average cost of the
+	 * committed saves, 0 before the first; LAST_SAVE_NS: when the last
+	 * save started (dpt_ckpt_new before the first); SAVE_STALL_NS: the
+	 * stall of the save in flight, to which its commit is added. */
+	bool auto_every;
+	double mtbf_s, min_s, cost_s;
+	uint64_t last_save_ns, save_stall_ns;
 
 	struct reg *regs;
 	size_t nregs;
@@ -125,7 +139,9 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	struct dpt_ckpt *ck = NULL;
 	char full[4096];
 	int rc, n, keep;
-	long secs, every_steps = 0;
+	long secs, every_steps = 0, mtbf = DPT_CKPT_NODE_MTBF_S;
+	long min_interval = 0;
+	bool auto_every;
 
 	*out = NULL;
 	if (!opts) {
@@ -178,6 +194,23 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 			   v);
 		return DPT_ECONFIG;
 	}
+	auto_every = v && strcmp(v, "auto") == 0;
+	if (auto_every && (v = dpt__opt_or_env(NULL, "DPTRAIN_MTBF")) &&
+	    dpt__parse_long(v, 1, LONG_MAX, &mtbf)) {
+		dpt__error("DPTRAIN_MTBF='%s': expected the job's mean time "
+			   "between failures in seconds, at least 1 (the "
+			   "site's mtbf= in dptrain.conf)",
+			   v);
+		return DPT_ECONFIG;
+	}
+	if (auto_every &&
+	    (v = dpt__opt_or_env(NULL, "DPTRAIN_MIN_CKPT_INTERVAL")) &&
+	    dpt__parse_long(v, 0, LONG_MAX, &min_interval)) {
+		dpt__error("DPTRAIN_MIN_CKPT_INTERVAL='%s': expected seconds "
+			   "(the site's min_ckpt_interval= in dptrain.conf)",
+			   v);
+		return DPT_ECONFIG;
+	}
 	n = snprintf(full, sizeof(full), "%s%s%s", uri,
 		     run && uri[strlen(uri) - 1] != '/' ? "/" : "", run ? run : "");
 	if (n < 0 || (size_t)n >= sizeof(full)) {
@@ -194,6 +227,10 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	ck->cuda_stream = opts->cuda_stream;
 	ck->keep_last = keep ? keep : DEFAULT_KEEP_LAST;
 	ck->every_steps = (uint64_t)every_steps;
+	ck->auto_every = auto_every;
+	ck->mtbf_s = (double)mtbf;
+	ck->min_s = (double)min_interval;
+	ck->last_save_ns = dpt__now_ns();
 	ck->keep_every = opts->keep_every;
 	ck->busy = opts->busy;
 	ck->block = opts->block_size ? opts->block_size : DPT__CKPT_DEFAULT_BLOCK;
@@ -771,6 +808,8 @@ static int ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	 * pending, failed: the next dpt_ckpt_wait takes part in the commit's
 	 * collectives like every other rank's, and nobody commits. */
 	ck->pending = true;
+	ck->last_save_ns = t0;
+	ck->save_stall_ns = 0;
 	ck->rank = ck->ctx ? dpt_rank(ck->ctx) : 0;
 	ck->world = ck->ctx ? dpt_world_size(ck->ctx) : 1;
 	rc = build_fragment(ck, meta);
@@ -791,6 +830,7 @@ static int ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	ck->stats.saves++;
 	ck->stats.bytes_written = ck->data_len;
 	ck->stats.stall_ns = dpt__now_ns() - t0;
+	ck->save_stall_ns = ck->stats.stall_ns;
 	return 0;
 failed:
 	if (rc == DPT_ENOMEM)
@@ -1020,9 +1060,30 @@ static void retouch(unsigned char *p, uint64_t len)
 		v[off] = 0;
 }
 
+/* Rank 0 under --dp-ckpt-every=auto, no save pending: whether the auto
+ * interval has passed since the last save started. Says so in the log:
+ * the interval and what it was computed from. */
+static bool auto_save_due(struct dpt_ckpt *ck)
+{
+	double since = (double)(dpt__now_ns() - ck->last_save_ns) / 1e9;
+	double every = dpt__ckpt_auto_interval(ck->cost_s, ck->mtbf_s, ck->min_s);
+
+	if (since < every)
+		return false;
+	if (ck->cost_s > 0)
+		dpt__info("auto checkpoint due: %.2f s since the last save, "
+			  "interval %.2f s (save cost %.3f s, MTBF %.0f s)",
+			  since, every, ck->cost_s, ck->mtbf_s);
+	else
+		dpt__info("auto checkpoint due: %.2f s since the start, "
+			  "interval %.2f s (no save measured yet, MTBF %.0f s)",
+			  since, every, ck->mtbf_s);
+	return true;
+}
+
 int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
 {
-	uint32_t flags;
+	uint32_t flags, mine;
 	bool busy;
 	int rc;
 
@@ -1037,7 +1098,13 @@ int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
 	pthread_mutex_lock(&ck->mu);
 	busy = ck->pending && ck->work;
 	pthread_mutex_unlock(&ck->mu);
-	rc = dpt__poll(ck->ctx, busy ? DPT_VOTE_BUSY : 0, &flags);
+	mine = busy ? DPT_VOTE_BUSY : 0;
+	/* One clock decides, rank 0's, and the coordinator hands its
+	 * request to every rank in the answer to this same vote. */
+	if (ck->auto_every && ck->ctx && !ck->pending &&
+	    dpt_rank(ck->ctx) == 0 && auto_save_due(ck))
+		mine |= DPT_VOTE_SAVE;
+	rc = dpt__poll(ck->ctx, mine, &flags);
 	if (rc)
 		return rc;
 	/* The same decisions on every rank: the flags come from one vote,
@@ -1089,11 +1156,17 @@ static int ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 
 int dpt_ckpt_wait(struct dpt_ckpt *ck)
 {
+	uint64_t t0;
 	int rc;
 
 	if (!ck->pending)
 		return 0;
 	join_writer(ck);
+	/* What the training waits for from here on (the vote, rank 0's
+	 * manifest, the retouch) is part of the save's cost; the wait for
+	 * the writer above is not: auto never asks for a save before the
+	 * previous one has committed. */
+	t0 = dpt__now_ns();
 	ck->pending = false;
 	rc = agree_and_commit(ck);
 	/* In a virtual machine (measured in a Firecracker guest), after
@@ -1107,6 +1180,10 @@ int dpt_ckpt_wait(struct dpt_ckpt *ck)
 	 * that could not allocate it is pending all the same. */
 	retouch(ck->snap, ck->data_len < ck->snap_cap ? ck->data_len :
 							ck->snap_cap);
+	if (!rc)
+		ck->cost_s = dpt__ckpt_cost_update(
+			ck->cost_s,
+			(double)(ck->save_stall_ns + (dpt__now_ns() - t0)) / 1e9);
 	return rc;
 }
 

@@ -32,6 +32,23 @@
  * as damaged until gc removes it. */
 #define DPT__CKPT_DAMAGED "manifest.damaged.json"
 
+/*
+ * --dp-ckpt-every=auto (ckpt/interval.c). The interval in seconds between
+ * periodic saves of a job that fails every MTBF_S seconds on average and
+ * whose saves cost the training COST_S seconds each: sqrt(2 COST_S
+ * MTBF_S), at most DPT_CKPT_EVERY_AUTO_S and MTBF_S, at least MIN_S (the
+ * site's min_ckpt_interval, which wins over the cap). COST_S <= 0 (no
+ * save measured yet): the cap. MTBF_S <= 0: no failure expected, the
+ * cap of 30 minutes.
+ */
+double dpt__ckpt_auto_interval(double cost_s, double mtbf_s, double min_s);
+/* The cost of a save averaged over the saves: AVG <= 0 (none yet) becomes
+ * SAMPLE, otherwise the mean of AVG and SAMPLE (an exponentially weighted
+ * average that halves the weight of a save at each newer one: the first
+ * save, which maps its buffers, is forgotten within a few saves). A
+ * negative SAMPLE changes nothing. */
+double dpt__ckpt_cost_update(double avg, double sample);
+
 /* A box of a tensor: off[d] .. off[d] + len[d] for each dimension. A
  * 0-dimensional box is a scalar (one element). */
 struct dpt__box {

@@ -5,12 +5,13 @@
 noinst_LTLIBRARIES += ckpt/libdptckpt.la
 ckpt_libdptckpt_la_SOURCES = \
 	ckpt/ckpt_int.h \
+	ckpt/interval.c \
 	ckpt/manifest.c \
 	ckpt/plan.c \
 	ckpt/shard.c \
 	ckpt/store.c
 ckpt_libdptckpt_la_CFLAGS = $(AM_CFLAGS) -fPIC $(JANSSON_CFLAGS) $(XXHASH_CFLAGS)
-ckpt_libdptckpt_la_LIBADD = $(JANSSON_LIBS) $(XXHASH_LIBS)
+ckpt_libdptckpt_la_LIBADD = $(JANSSON_LIBS) $(XXHASH_LIBS) -lm
 
 pkginclude_HEADERS += include/dptrain/ckpt.h
 worker_libdptrain_la_SOURCES += ckpt/ckpt.c

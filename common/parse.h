@@ -27,6 +27,10 @@ int dpt__parse_duration(const char *s, long *seconds);
  */
 #define DPT_CKPT_EVERY_AUTO_S 1800
 int dpt__parse_ckpt_every(const char *s, long *seconds, long *steps);
+/* The mean time between failures of one node when the site sets none
+ * (dptrain.conf mtbf=, exported per job as DPTRAIN_MTBF): 30 days. Under
+ * auto, DPT_CKPT_EVERY_AUTO_S is the longest interval (ckpt/interval.c). */
+#define DPT_CKPT_NODE_MTBF_S (30L * 86400)
 
 /* Writes SECONDS in the shortest readable form ("90s", "10m", "1h30m",
  * "2d") into BUF; returns BUF. */

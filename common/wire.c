@@ -167,8 +167,8 @@ static int fields_ok(const struct dpt__msg *m)
 		return m->u.fault_code < 0;
 	case DPT_MSG_VOTE:
 		return m->seq >= 1 && m->u.vote.code <= 0 &&
-		       (m->u.vote.flags & ~(DPT_VOTE_STOP | DPT_VOTE_BUSY)) ==
-			       0;
+		       (m->u.vote.flags &
+			~(DPT_VOTE_STOP | DPT_VOTE_SAVE | DPT_VOTE_BUSY)) == 0;
 	case DPT_MSG_VOTE_DONE:
 		return m->seq >= 1 && m->u.vote.code <= 0 &&
 		       (m->u.vote.failed == 0) == (m->u.vote.code == 0) &&

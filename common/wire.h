@@ -20,7 +20,7 @@
 
 #define DPT_WIRE_MAGIC0 0x44 /* 'D' */
 #define DPT_WIRE_MAGIC1 0x50 /* 'P' */
-#define DPT_WIRE_VERSION 3
+#define DPT_WIRE_VERSION 4
 #define DPT_WIRE_HDR_SIZE 16
 /* Largest message a coordinator accepts (a JOIN is at most 166 bytes). */
 #define DPT_WIRE_IN_MAX 1024
@@ -141,8 +141,9 @@ struct dpt__msg_vote {
 /* Vote flags. STOP: this member asks the step to stop (VOTE, from
  * dpt_request_stop, since protocol 3), the step must stop (VOTE_DONE: its
  * job's end time is within the grace, or a member asked; doc/walltime.md).
- * SAVE (VOTE_DONE): a periodic
- * checkpoint is due (--ckpt-every). BUSY: this member's (VOTE), some
+ * SAVE: this member asks for a periodic checkpoint now (VOTE, rank 0
+ * under --dp-ckpt-every=auto, since protocol 4), a periodic checkpoint
+ * is due (VOTE_DONE: --ckpt-every, or a member asked). BUSY: this member's (VOTE), some
  * member's (VOTE_DONE) checkpoint is still being written. */
 #define DPT_VOTE_STOP 0x1u
 #define DPT_VOTE_SAVE 0x2u

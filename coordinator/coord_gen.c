@@ -494,7 +494,10 @@ void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now)
 		if (!p || !p->voted)
 			continue;
 		voters++;
-		vote.u.vote.flags |= p->vote_flags & DPT_VOTE_BUSY;
+		/* A member's SAVE (rank 0's auto interval, protocol 4)
+		 * reaches every member in this same answer. */
+		vote.u.vote.flags |= p->vote_flags &
+				     (DPT_VOTE_BUSY | DPT_VOTE_SAVE);
 		if (p->vote && vote.u.vote.failed++ == 0)
 			vote.u.vote.code = p->vote;
 	}

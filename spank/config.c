@@ -29,6 +29,7 @@ void dpt__admin_defaults(struct dpt__admin *a)
 		.n_allowed_roots = 0,
 		.def_every = {DPT_EVERY_AUTO, 0},
 		.min_ckpt_interval = 0,
+		.node_mtbf = DPT_CKPT_NODE_MTBF_S,
 		.def_keep = 3,
 		.max_keep = 1000,
 		.def_grace = 600,
@@ -259,6 +260,11 @@ int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
 		if (dpt__parse_duration(value, &a->min_ckpt_interval))
 			BAD("min_ckpt_interval='%s': expected a duration "
 			    "(" DURATION_FORMS ")",
+			    src, value);
+	} else if (strcmp(key, "mtbf") == 0) {
+		if (dpt__parse_duration(value, &a->node_mtbf) || a->node_mtbf <= 0)
+			BAD("mtbf='%s': expected one node's mean time between "
+			    "failures, a duration (" DURATION_FORMS ")",
 			    src, value);
 	} else if (strcmp(key, "keep") == 0 || strcmp(key, "max_keep") == 0) {
 		if (dpt__parse_long(value, 1, 1000000, &n))
@@ -556,6 +562,8 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		.keep = u->keep_set ? u->keep : a->def_keep,
 		.grace = u->grace_set ? u->grace : a->def_grace,
 		.min_workers = u->min_workers_set ? u->min_workers : 1,
+		.node_mtbf = a->node_mtbf,
+		.min_ckpt_interval = a->min_ckpt_interval,
 		.requeue = u->requeue_set  ? u->requeue :
 			   a->allow_requeue ? DPT_REQUEUE_AUTO :
 					      DPT_REQUEUE_OFF,

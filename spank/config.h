@@ -51,6 +51,7 @@ struct dpt__admin {
 	int n_allowed_roots;
 	struct dpt__ckpt_every def_every;
 	long min_ckpt_interval; /* seconds; 0: none */
+	long node_mtbf;		/* seconds: one node's MTBF (auto interval) */
 	long def_keep, max_keep;
 	long def_grace, min_grace, max_grace; /* seconds */
 	bool allow_requeue_off;
@@ -85,6 +86,9 @@ struct dpt__settings {
 	char ckpt_uri[DPT_CFG_STR];
 	struct dpt__ckpt_every every;
 	long keep, grace, min_workers, max_requeues;
+	/* The site's, for --dp-ckpt-every=auto: one node's MTBF and the
+	 * shortest interval, in seconds (stepd.c exports them). */
+	long node_mtbf, min_ckpt_interval;
 	enum dpt__requeue requeue;
 	char backend[8];
 	enum dpt__gpu_bind gpu_bind;

@@ -81,7 +81,8 @@ static struct spank_option options[] = {
 	 1, 1, opt_cb},
 	{"dp-ckpt-every", "auto|" DURATION "|Nsteps",
 	 "dptrain: checkpoint interval of programs that call dpt_ckpt_step "
-	 "(default: the site's, or auto: 30 minutes)",
+	 "(default: the site's, or auto: sqrt(2 x measured save cost x "
+	 "job MTBF), at most 30 minutes; dptrain(8))",
 	 1, 2, opt_cb},
 	{"dp-keep", "N",
 	 "dptrain: committed checkpoints to keep (default: the site's, or 3)",

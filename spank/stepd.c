@@ -98,6 +98,11 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 	rc |= set(sp, "DPTRAIN_CKPT_URI", s->ckpt_uri);
 	rc |= set(sp, "DPTRAIN_CKPT_EVERY", dpt__every_string(&s->every, every,
 							 sizeof(every)));
+	/* --dp-ckpt-every=auto: a job fails when any of its nodes does, so
+	 * its MTBF is one node's divided by the nodes of the step. */
+	rc |= setf(sp, "DPTRAIN_MTBF", "%ld",
+		   nnodes > 1 ? (s->node_mtbf + nnodes - 1) / nnodes : s->node_mtbf);
+	rc |= setf(sp, "DPTRAIN_MIN_CKPT_INTERVAL", "%ld", s->min_ckpt_interval);
 	rc |= setf(sp, "DPTRAIN_KEEP", "%ld", s->keep);
 	rc |= setf(sp, "DPTRAIN_GRACE", "%ld", s->grace);
 	rc |= set(sp, "DPTRAIN_REQUEUE",

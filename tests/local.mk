@@ -89,3 +89,8 @@ check-sanitized:
 include $(srcdir)/tests/spank/local.mk
 include $(srcdir)/tests/python/local.mk
 include $(srcdir)/tests/gpu/local.mk
+
+# The manual pages stand alone: no warnings, no path of the source tree.
+MAN_TESTS = tests/man/man.sh
+TESTS += $(MAN_TESTS)
+EXTRA_DIST += $(MAN_TESTS)

@@ -13,6 +13,8 @@ PACKAGES=(
 	libslurm-dev libzmq3-dev libcurl4-openssl-dev libssl-dev libjansson-dev libxxhash-dev
 	# tests: a real Slurm cluster, cmocka, curl as an S3 client, PyTorch (CPU)
 	slurmctld slurmd slurm-client munge libcmocka-dev curl iproute2 util-linux procps
+	# tests/man/man.sh: man --warnings renders the pages through groff
+	man-db groff-base
 	python3 python3-torch python3-numpy
 	# tests/python/venv.sh: pip install into a venv (Debian's python3 needs this)
 	python3-venv

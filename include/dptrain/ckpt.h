@@ -246,14 +246,14 @@ DPT_EXPORT int dpt_ckpt_wait(struct dpt_ckpt *ck);
 /*
  * dpt_ckpt_step - the end of training step META->step, on every rank:
  * saves when a checkpoint is due and says whether to stop (the walltime,
- * doc/walltime.md). One vote through the coordinator, then:
+ * dptrain(8)). One vote through the coordinator, then:
  * - the commit of the save in flight, if there is one and every rank's
  *   shard is written (so a periodic checkpoint is committed a step or so
  *   after its writes end, and this never waits for a writer);
  * - a save of META (asynchronous, as dpt_ckpt_save; the previous one is
  *   committed first) when the coordinator says a periodic checkpoint is
- *   due (srun --dp-ckpt-every=DURATION, or auto: 30 minutes; counted by
- *   the coordinator), when META->step is a multiple of N
+ *   due (srun --dp-ckpt-every=DURATION, counted by the coordinator; or
+ *   auto, below), when META->step is a multiple of N
  *   (--dp-ckpt-every=Nsteps, from $DPTRAIN_CKPT_EVERY), or when the step
  *   must stop;
  * - when the step must stop: dpt_ckpt_wait, and *STOP = 1: the program
@@ -261,7 +261,17 @@ DPT_EXPORT int dpt_ckpt_wait(struct dpt_ckpt *ck);
  *   requeued and resumes from this step).
  * *SAVED (SAVED may be NULL) is 1 when this call saved META->step: a
  * program that ends its training at this step then only calls
- * dpt_ckpt_wait, not dpt_ckpt_save again. Every rank gets the same answers, so all save the same steps. Returns 0,
+ * dpt_ckpt_wait, not dpt_ckpt_save again. Every rank gets the same answers, so all save the same steps.
+ *
+ * --dp-ckpt-every=auto ($DPTRAIN_CKPT_EVERY=auto): rank 0 asks for the
+ * save in its vote once sqrt(2 C M) seconds have passed since its last
+ * save started and no save is pending; C is the cost of a save to the
+ * training measured by this library (the stall of dpt_ckpt_save plus the
+ * blocking part of the commit in dpt_ckpt_wait, averaged over the saves
+ * with weight 1/2 on the newest), M the job's mean time between failures
+ * ($DPTRAIN_MTBF, seconds; default 30 days); at most min(30 minutes, M),
+ * at least $DPTRAIN_MIN_CKPT_INTERVAL; before any save is measured, the
+ * cap. The coordinator's own 30-minute SAVE still applies. Returns 0,
  * DPT_EINVAL, the vote's error (as dpt_barrier), or the save's or the
  * commit's (as dpt_ckpt_save, dpt_ckpt_wait; a failed periodic save is
  * committed by nobody, and its error is returned by the dpt_ckpt_step
@@ -285,7 +295,7 @@ DPT__SIZED(int, dpt_ckpt_step,
  * state dicts): one vote through the coordinator, then the commit of the
  * save in flight when every rank's shard is written, then *DUE (0 or
  * DPT_CKPT_DUE_* bits) says whether this step must be saved (a periodic
- * checkpoint, --dp-ckpt-every=Nsteps when STEP is a multiple of N, the
+ * checkpoint, as in dpt_ckpt_step, auto included; --dp-ckpt-every=Nsteps when STEP is a multiple of N, the
  * stop) and whether the program must stop after that save has been
  * waited for. Every rank gets the same *DUE; it is set also when the
  * commit failed. Returns 0, DPT_EINVAL, the vote's error (as

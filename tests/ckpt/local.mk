@@ -32,7 +32,8 @@ TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
 
 if HAVE_CMOCKA
-CKPT_UNIT_TESTS = tests/unit/test_ckpt_manifest tests/unit/test_ckpt_plan
+CKPT_UNIT_TESTS = tests/unit/test_ckpt_manifest tests/unit/test_ckpt_plan \
+	tests/unit/test_ckpt_interval
 UNIT_TESTS += $(CKPT_UNIT_TESTS)
 CKPT_UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
 CKPT_UNIT_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
@@ -44,4 +45,8 @@ tests_unit_test_ckpt_manifest_LDADD = $(CKPT_UNIT_LDADD)
 tests_unit_test_ckpt_plan_SOURCES = tests/unit/test_ckpt_plan.c
 tests_unit_test_ckpt_plan_CFLAGS = $(CKPT_UNIT_CFLAGS)
 tests_unit_test_ckpt_plan_LDADD = $(CKPT_UNIT_LDADD)
+# --dp-ckpt-every=auto: Young/Daly's interval and its bounds.
+tests_unit_test_ckpt_interval_SOURCES = tests/unit/test_ckpt_interval.c
+tests_unit_test_ckpt_interval_CFLAGS = $(CKPT_UNIT_CFLAGS)
+tests_unit_test_ckpt_interval_LDADD = $(CKPT_UNIT_LDADD) -lm
 endif

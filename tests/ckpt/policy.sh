@@ -2,12 +2,13 @@
 # Policies of one process (no coordinator): a save while one is in flight
 # is refused under DPT_CKPT_BUSY_REFUSE; a committed step is never
 # overwritten; retention keeps the newest K steps and the multiples of N,
-# and the next saves write over the files of the steps it deleted.
+# and the next saves write over the files of the steps it deleted;
+# --dp-ckpt-every=auto with a real coordinator (at the end).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/ckpt/lib.sh"
 [ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
-plan 14
+plan 21
 root=$ckpt_dir/root
 run=$root/run
 
@@ -70,3 +71,72 @@ out=$("$ckpt_worker" --solo save "file://$root/x/%2e%2e" 31 2>&1)
 grep -q "invalid storage URI 'file://$root/x/%2e%2e/run': .*without '.' or '..' components" <<<"$out" &&
 	[ -z "$(ls -d "$run"/step-0000000031 2>/dev/null)" ]
 ok $? "a root with '..' (written %2e%2e) is refused by the storage; nothing is written" || diag "$out"
+
+# --dp-ckpt-every=auto: rank 0 asks for a save every sqrt(2 C M), C the
+# measured cost of a save (its stall plus its commit), M the job's MTBF
+# (DPTRAIN_MTBF), at most min(30 min, M), at least the site's
+# DPTRAIN_MIN_CKPT_INTERVAL. A tiny MTBF (4 s) makes the interval
+# seconds: the first save comes at the cap, 4 s, then the interval
+# follows the cost, which 128 MiB of ballast per rank raises. Jobs of 2
+# training loops with a real coordinator; each request is logged:
+# "auto checkpoint due: S s since the last save, interval T s (save cost
+# C s, MTBF M s)".
+auto_job() { # NAME EXTRA_MIB [NAME=VALUE...]: a job of 2 loops under auto
+	local name=$1 mib=$2
+	shift 2
+	(
+		export DPTRAIN_CKPT_EVERY=auto DPTRAIN_MTBF=4 DPTRAIN_LOG_LEVEL=info \
+			DPTRAIN_CKPT_URI=file://$ckpt_dir/auto DPTRAIN_RUN=$name "$@"
+		ckpt_program=$top_builddir/tests/ckpt/train_loop
+		ckpt_job 2 "$ckpt_dir/auto-$name" --auto --steps 400 --step-ms 20 --extra-mib "$mib"
+	)
+}
+# The measured requests of a job, one per line: since interval cost.
+auto_lines() { # NAME
+	sed -n 's/.*auto checkpoint due: \([0-9.]*\) s since the last save, interval \([0-9.]*\) s (save cost \([0-9.]*\) s, MTBF 4 s)$/\1 \2 \3/p' \
+		"$ckpt_dir/auto-$1.0"
+}
+# Each interval is sqrt(2 x 4 x cost) (both as printed, rounded), clamped
+# to [FLOOR, 4]; each request came once it had passed (within 0.5 s: steps
+# of 20 ms, a vote).
+auto_follows() { # NAME FLOOR
+	auto_lines "$1" | awk -v floor="$2" '
+		function clamp(t) { return t < floor ? floor : t > 4 ? 4 : t }
+		{
+			lo = clamp(sqrt(8 * ($3 > 0.0005 ? $3 - 0.0005 : 0))) - 0.006
+			hi = clamp(sqrt(8 * ($3 + 0.0005))) + 0.006
+			if ($2 < lo || $2 > hi || $1 < $2 - 0.006 || $1 > $2 + 0.5) bad++
+			n++
+		}
+		END { exit !(n >= 2 && bad == 0) }'
+}
+auto_mean() { # NAME FIELD
+	auto_lines "$1" | awk -v f="$2" '{ s += $f; n++ } END { printf "%.4f\n", n ? s / n : 0 }'
+}
+
+for job in small:0 large:128; do
+	name=${job%:*}
+	auto_job "$name" "${job#*:}"
+	ok $? "auto, $name state: both ranks finish" || diag "$(cat "$ckpt_dir/auto-$name".*)"
+done
+first=$(grep -ho 'auto checkpoint due: .*' "$ckpt_dir/auto-large.0" | head -n 1)
+[[ $first == "auto checkpoint due: 4."[0-9][0-9]" s since the start, interval 4.00 s (no save measured yet, MTBF 4 s)" ]]
+ok $? "auto: before any save is measured, the first save comes at the cap, the MTBF of 4 s" || diag "$first"
+auto_follows small 0 && auto_follows large 0
+ok $? "auto: every later interval is sqrt(2 x measured cost x MTBF), and the save comes when it has passed" ||
+	diag "small:" "$(auto_lines small)" "large:" "$(auto_lines large)"
+small_t=$(auto_mean small 2) large_t=$(auto_mean large 2)
+small_c=$(auto_mean small 3) large_c=$(auto_mean large 3)
+awk -v st="$small_t" -v lt="$large_t" -v sc="$small_c" -v lc="$large_c" \
+	'BEGIN { exit !(lc > 4 * sc && lt > 2 * st) }'
+ok $? "auto: 128 MiB more per rank costs more per save (mean $small_c s -> $large_c s) and spaces the saves out ($small_t s -> $large_t s)"
+same=0
+for name in small large; do
+	[ "$(grep '^saved' "$ckpt_dir/auto-$name.0" | sed 's/ rank=.*//')" = \
+		"$(grep '^saved' "$ckpt_dir/auto-$name.1" | sed 's/ rank=.*//')" ] || same=1
+done
+ok $same "auto: rank 0's request makes both ranks save the same steps"
+auto_job floor 0 DPTRAIN_MIN_CKPT_INTERVAL=1 &&
+	[ "$(auto_lines floor | awk '{ print $2 }' | sort -u)" = 1.00 ] && auto_follows floor 1
+ok $? "auto: the site's min_ckpt_interval (1 s) is the floor of the interval" ||
+	diag "$(auto_lines floor)" "$(cat "$ckpt_dir/auto-floor".*)"

@@ -5,8 +5,8 @@
  * saves, waits for the commit and exits 0.
  *
  *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS] [--auto]
- *              [--trace] [--stop-signals] [--fail-after-load]
- *              [--stop-without-save]
+ *              [--trace] [--stop-signals] [--extra-mib N]
+ *              [--fail-after-load] [--stop-without-save]
  *
  * The state (a replicated int64 vector and an int64 matrix sharded by rows
  * across the ranks) is a pure function of the step: each step mixes the
@@ -21,11 +21,13 @@
  * files closed...) before it prints "bye rank=R" and exits: a requeue must
  * not cut that short. --stop-signals: SIGUSR1 and SIGTERM ask for a stop
  * (dpt_request_stop from the handler), as a program that must survive
- * preemption and scancel --signal does. Two faulty programs, for the
- * requeue guard: --fail-after-load exits 1 right after its load;
- * --stop-without-save exits 0 at a stop without saving ("stopped step=S
- * rank=R unsaved"), as a program that swallows its save's error does.
- * Checkpoint root and run:
+ * preemption and scancel --signal does. --extra-mib N: each rank also
+ * saves N MiB of ballast (a sharded uint8 tensor, never checked), so that
+ * a save costs the training a measurable time (tests/ckpt/policy.sh,
+ * --dp-ckpt-every=auto). Two faulty programs, for the requeue guard:
+ * --fail-after-load exits 1 right after its load; --stop-without-save
+ * exits 0 at a stop without saving ("stopped step=S rank=R unsaved"), as
+ * a program that swallows its save's error does. Checkpoint root and run:
  * DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun --dp-train sets them.
  *
  * Output: "fresh start rank=R world=W" or "resumed step=S rank=R world=W
@@ -113,7 +115,8 @@ static int save(struct dpt_ckpt *ck, uint64_t step)
 
 int main(int argc, char **argv)
 {
-	uint64_t steps = 100, every = 0, step = 0, saved = 0;
+	uint64_t steps = 100, every = 0, step = 0, saved = 0, extra = 0;
+	unsigned char *ballast = NULL;
 	long step_ms = 100, linger_ms = 0;
 	struct dpt_ctx *ctx = NULL;
 	struct dpt_ckpt *ck = NULL;
@@ -150,6 +153,8 @@ int main(int argc, char **argv)
 			linger_ms = strtol(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--every"))
 			every = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--extra-mib"))
+			extra = strtoull(argv[i + 1], NULL, 10) << 20;
 		else {
 			fprintf(stderr, "train_loop: unknown option '%s'\n", argv[i]);
 			return 2;
@@ -186,6 +191,18 @@ int main(int argc, char **argv)
 			.shape = (uint64_t[]){ROWS, COLS},
 			.offset = (uint64_t[]){row0, 0},
 			.count = (uint64_t[]){nrows, COLS}, .data = rows});
+	if (!rc && extra) {
+		ballast = malloc(extra);
+		if (!ballast)
+			return fail("ballast", DPT_ENOMEM);
+		memset(ballast, 0x5a, extra);
+		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
+			.name = "ballast", .dtype = DPT_UINT8,
+			.kind = DPT_CKPT_SHARDED, .ndim = 1,
+			.shape = (uint64_t[]){extra * (uint64_t)world},
+			.offset = (uint64_t[]){extra * (uint64_t)rank},
+			.count = (uint64_t[]){extra}, .data = ballast});
+	}
 	if (rc)
 		return fail("register", rc);
 
@@ -255,6 +272,7 @@ int main(int argc, char **argv)
 	stop_ctx = NULL; /* before the context is freed */
 	rc = dpt_finalize(&ctx);
 	free(rows);
+	free(ballast);
 	if (rc)
 		return fail("dpt_finalize", rc);
 	usleep((useconds_t)linger_ms * 1000);

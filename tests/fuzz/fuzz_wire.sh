@@ -38,10 +38,10 @@ else
 	exit 1
 fi
 
-# Seeds (protocol version 3): a JOIN, a ROSTER of two ranks, a GEN_END, a
+# Seeds (protocol version 4): a JOIN, a ROSTER of two ranks, a GEN_END, a
 # BARRIER and a VOTE_DONE with the STOP flag.
 mkdir "$work/corpus"
-hdr() { printf '\104\120\003'"$1"'\000\000\000\001\000\000\000\001\000\000\000'"$2"; }
+hdr() { printf '\104\120\004'"$1"'\000\000\000\001\000\000\000\001\000\000\000'"$2"; }
 { hdr '\001' '\041'
   printf '\000\000\000\001\000\000\000\002\000\000\000\003\000\000\000\004\000\000\000\003\020\000'
   printf '\011127.0.0.1\000'; } >"$work/corpus/join"

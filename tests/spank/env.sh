@@ -8,7 +8,7 @@
 
 require_root
 cluster_up NODES=2 CPUS=8 GPUS=4
-plan 14
+plan 15
 
 # srun's plugin makes its coordinator's run directory under TMPDIR: a
 # directory of this test's own tells its coordinators from those of tests
@@ -16,7 +16,7 @@ plan 14
 TMPDIR=$(mktemp -d /tmp/dptrain-env-tmp.XXXXXX) || bail_out "mktemp failed"
 export TMPDIR
 coordinators() { pgrep -f -- "dptrain-coordinator .*--endpoint-file $TMPDIR/" | tr '\n' ' '; }
-show='echo "node=$SLURMD_NODENAME rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK lws=$LOCAL_WORLD_SIZE noderank=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT coord=$DPTRAIN_COORDINATOR gpu=$CUDA_VISIBLE_DEVICES restart=$DPTRAIN_RESTART_COUNT"'
+show='echo "node=$SLURMD_NODENAME rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK lws=$LOCAL_WORLD_SIZE noderank=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT coord=$DPTRAIN_COORDINATOR gpu=$CUDA_VISIBLE_DEVICES restart=$DPTRAIN_RESTART_COUNT mtbf=$DPTRAIN_MTBF min=$DPTRAIN_MIN_CKPT_INTERVAL"'
 
 out=$(srun_t -N 2 --ntasks-per-node=4 --gres=gpu:4 --dp-train=envtest sh -c "$show" 2>&1)
 ok $? "srun -N 2 -n 8 --dp-train runs" || diag "$out"
@@ -37,6 +37,8 @@ is "$(grep node=n1 <<<"$out" | grep -o ' gpu=[0-9,]*' | sort | tr '\n' ' ')" \
 	" gpu=0,1,2,3  gpu=0,1,2,3  gpu=0,1,2,3  gpu=0,1,2,3 " \
 	"each task sees every GPU of its node, as under torchrun (tests/spank/gpus.sh: binding)"
 is "$(field restart | sort -u)" "0" "DPTRAIN_RESTART_COUNT=0 on the first run"
+is "$(field mtbf | sort -u) $(field min | sort -u)" "1296000 0" \
+	"DPTRAIN_MTBF: the default 30 days of a node over the step's 2 nodes; no DPTRAIN_MIN_CKPT_INTERVAL floor"
 is "$(coordinators)" "" "no coordinator is left after the step"
 
 # Two steps at once on the same node: each its own coordinator and port.

@@ -488,7 +488,29 @@ static void member_stop_request_stops_everyone(void **state)
 	dpt__coord_destroy(&c);
 }
 
-/* Protocol 3 gave VOTE a new meaning: a worker of another version is
+/*
+ * A member's SAVE (rank 0 under --dp-ckpt-every=auto) is in the VOTE_DONE
+ * of that same vote for every member, and only in that one.
+ */
+static void member_save_request_reaches_everyone(void **state)
+{
+	struct dpt__coord *c = running_pair();
+
+	(void)state;
+	vote(c, "w0", 1, 1, 0, DPT_VOTE_SAVE);
+	vote(c, "w1", 1, 1, 0, 0);
+	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+			 DPT_VOTE_SAVE);
+	assert_int_equal(last("w1", DPT_MSG_VOTE_DONE)->u.vote.flags,
+			 DPT_VOTE_SAVE);
+	vote(c, "w0", 1, 2, 0, 0);
+	vote(c, "w1", 1, 2, 0, DPT_VOTE_BUSY);
+	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+			 DPT_VOTE_BUSY);
+	dpt__coord_destroy(&c);
+}
+
+/* Protocol 4 gave VOTE a new meaning (SAVE): a worker of another version is
  * refused at its JOIN, with both versions named. */
 static void other_version_join_is_refused(void **state)
 {
@@ -510,8 +532,8 @@ static void other_version_join_is_refused(void **state)
 	assert_int_equal(last("old", DPT_MSG_ERROR)->u.text.code,
 			 DPT_EVERSION);
 	assert_non_null(strstr(last("old", DPT_MSG_ERROR)->u.text.text,
-			       "protocol version 2 is not supported: this "
-			       "coordinator speaks version 3"));
+			       "protocol version 3 is not supported: this "
+			       "coordinator speaks version 4"));
 	assert_int_equal(count("old", DPT_MSG_WELCOME), 0);
 	dpt__coord_destroy(&c);
 }
@@ -1084,6 +1106,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(linger_counts_and_acks_task_exits),
 		cmocka_unit_test(member_stop_request_stops_everyone),
+		cmocka_unit_test(member_save_request_reaches_everyone),
 		cmocka_unit_test(other_version_join_is_refused),
 		cmocka_unit_test(doc_table_matches_code),
 		cmocka_unit_test(nccl_unique_id_relay_and_rejoin),

@@ -119,6 +119,38 @@ static void requeue_keys_bound_the_user(void **state)
 	assert_non_null(strstr(last, "max_requeues='x'"));
 }
 
+/* mtbf= (one node's, default 30 days) and min_ckpt_interval= reach the
+ * settings that stepd.c exports for --dp-ckpt-every=auto. */
+static void mtbf_reaches_the_settings(void **state)
+{
+	struct dpt__admin a;
+	struct dpt__user u = {0};
+	struct dpt__settings s;
+	char *av[] = {"mtbf=7d", "min_ckpt_interval=2m"};
+	char *bad[] = {"mtbf=0"};
+	char *worse[] = {"mtbf=soon"};
+	(void)state;
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(a.node_mtbf, 30 * 86400);
+	assert_int_equal(dpt__admin_load(&a, 2, av, report), 0);
+	dpt__user_set(&u, "train", "r1", report);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
+					       "job", report),
+			 0);
+	assert_int_equal(s.node_mtbf, 7 * 86400);
+	assert_int_equal(s.min_ckpt_interval, 120);
+	assert_int_equal(s.every.kind, DPT_EVERY_AUTO);
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 1, bad, report), DPT_ECONFIG);
+	assert_non_null(strstr(last, "mtbf='0': expected one node's mean "
+				     "time between failures, a duration"));
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__admin_load(&a, 1, worse, report), DPT_ECONFIG);
+	assert_non_null(strstr(last, "mtbf='soon'"));
+}
+
 static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 {
 	struct dpt__admin a;
@@ -373,6 +405,7 @@ int main(void)
 		cmocka_unit_test(roots_are_compared_normalised),
 		cmocka_unit_test(admin_file_errors_name_file_and_line),
 		cmocka_unit_test(gpu_bind_and_torchelastic),
+		cmocka_unit_test(mtbf_reaches_the_settings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

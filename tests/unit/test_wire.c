@@ -134,7 +134,10 @@ static void every_message_roundtrips(void **state)
 	in.u.vote.flags = DPT_VOTE_STOP | DPT_VOTE_BUSY; /* a rank asks */
 	roundtrip(&in, &out);
 	assert_int_equal(out.u.vote.flags, DPT_VOTE_STOP | DPT_VOTE_BUSY);
-	in.u.vote.flags = DPT_VOTE_SAVE; /* the coordinator's to say */
+	in.u.vote.flags = DPT_VOTE_SAVE; /* rank 0 asks (protocol 4) */
+	roundtrip(&in, &out);
+	assert_int_equal(out.u.vote.flags, DPT_VOTE_SAVE);
+	in.u.vote.flags = 8; /* no other flag is defined */
 	assert_int_equal(dpt__wire_size(&in), 0);
 
 	dpt__msg_init(&in, DPT_MSG_VOTE_DONE, 5);
