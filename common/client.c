@@ -1,8 +1,5 @@
 /*
- * One request, one reply: the coordinator client of short-lived callers
- * that are not members of a generation (the SPANK plugin's task-exit
- * report and its MASTER_ADDR/MASTER_PORT exchange). doc/protocol.md has
- * the messages. Workers use worker/agent.c instead.
+ * The coordinator client of short-lived callers: see client.h.
  */
 #include "config.h"
 
@@ -16,6 +13,7 @@
 
 #include <dptrain/error.h>
 
+#include "client.h"
 #include "clock.h"
 #include "log.h"
 #include "wire.h"
@@ -114,8 +112,8 @@ out:
 	return rc;
 }
 
-int dpt__coord_report_exit(const char *endpoint, const char *secret_hex,
-			   uint32_t task_id, int32_t status, int timeout_ms)
+int dpt__client_report_exit(const char *endpoint, const char *secret_hex,
+			    uint32_t task_id, int32_t status, int timeout_ms)
 {
 	struct dpt__msg m, reply;
 
@@ -128,18 +126,19 @@ int dpt__coord_report_exit(const char *endpoint, const char *secret_hex,
 static int kv_msg(struct dpt__msg *m, enum dpt__msg_type type,
 		  const char *key, const char *value)
 {
+	size_t klen = key ? strlen(key) : 0, vlen = value ? strlen(value) : 0;
+
 	dpt__msg_init(m, type, 0);
-	if (!key || strlen(key) > DPT_KV_KEY_MAX ||
-	    (value && strlen(value) > DPT_KV_VALUE_MAX))
+	if (!key || klen > DPT_KV_KEY_MAX || vlen > DPT_KV_VALUE_MAX)
 		return DPT_EINVAL;
-	strcpy(m->u.kv.key, key);
+	memcpy(m->u.kv.key, key, klen + 1);
 	if (value)
-		strcpy(m->u.kv.value, value);
+		memcpy(m->u.kv.value, value, vlen + 1);
 	return 0;
 }
 
-int dpt__coord_kv_put(const char *endpoint, const char *secret_hex,
-		      const char *key, const char *value, int timeout_ms)
+int dpt__client_kv_put(const char *endpoint, const char *secret_hex,
+		       const char *key, const char *value, int timeout_ms)
 {
 	struct dpt__msg m, reply;
 	int rc = kv_msg(&m, DPT_MSG_KV_PUT, key, value);
@@ -147,9 +146,9 @@ int dpt__coord_kv_put(const char *endpoint, const char *secret_hex,
 	return rc ? rc : request(endpoint, secret_hex, &m, timeout_ms, &reply);
 }
 
-int dpt__coord_kv_get(const char *endpoint, const char *secret_hex,
-		      const char *key, char *value, size_t size,
-		      int timeout_ms)
+int dpt__client_kv_get(const char *endpoint, const char *secret_hex,
+		       const char *key, char *value, size_t size,
+		       int timeout_ms)
 {
 	struct dpt__msg m, reply;
 	int rc = kv_msg(&m, DPT_MSG_KV_GET, key, NULL);
@@ -169,6 +168,6 @@ int dpt__coord_kv_get(const char *endpoint, const char *secret_hex,
 		return DPT_EPROTO;
 	if (strlen(reply.u.kv.value) >= size)
 		return DPT_ETOOBIG;
-	strcpy(value, reply.u.kv.value);
+	memcpy(value, reply.u.kv.value, strlen(reply.u.kv.value) + 1);
 	return 0;
 }

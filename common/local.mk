@@ -9,7 +9,7 @@ common_libdptcommon_la_SOURCES = \
 	common/parse.c common/parse.h \
 	common/buf.c common/buf.h \
 	common/wire.c common/wire.h \
-	common/client.c \
+	common/client.c common/client.h \
 	common/net.c common/net.h
 common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)
 # The wire code's keys and exit report need libzmq and libcrypto; whatever

@@ -16,7 +16,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../worker/comm.h" /* struct dpt__peer, DPT_HOST_MAX */
+
+#define DPT_HOST_MAX 64
+
+/* One rank's entry in a generation's roster (ROSTER; a JOIN carries the
+ * sender's own). */
+struct dpt__peer {
+	char host[DPT_HOST_MAX]; /* numeric IPv4/IPv6 address of the data
+				    plane */
+	uint16_t port;		 /* data-plane TCP port */
+	uint32_t node; /* index of the node; equal nodes share memory */
+};
 
 #define DPT_WIRE_MAGIC0 0x44 /* 'D' */
 #define DPT_WIRE_MAGIC1 0x50 /* 'P' */
@@ -240,28 +250,5 @@ int dpt__wire_derive_keys(const char *secret_hex, struct dpt__curve_keys *keys);
 int dpt__wire_read_secret_file(const char *path,
 			       char out[DPT_SECRET_HEX_LEN + 1]);
 
-/*
- * Report to the coordinator at ENDPOINT that task TASK_ID exited with
- * STATUS (a wait(2) status), authenticated with SECRET_HEX. Blocks at most
- * TIMEOUT_MS for the coordinator's ACK. Returns 0, DPT_ETIMEDOUT,
- * DPT_EINVAL, or another dpt_error. Meant for the SPANK plugin's
- * slurm_spank_task_exit: it never aborts and owns nothing on return.
- */
-int dpt__coord_report_exit(const char *endpoint, const char *secret_hex,
-			   uint32_t task_id, int32_t status, int timeout_ms);
-
-/*
- * The step's key-value store (doc/protocol.md), from common/client.c like
- * the exit report. kv_put stores VALUE under KEY: 0 once the coordinator
- * acknowledged it, DPT_EBUSY when KEY already holds another value.
- * kv_get waits up to TIMEOUT_MS for KEY to be stored and copies its value
- * into VALUE (SIZE bytes): 0, DPT_ETIMEDOUT, DPT_ETOOBIG, or another
- * dpt_error.
- */
-int dpt__coord_kv_put(const char *endpoint, const char *secret_hex,
-		      const char *key, const char *value, int timeout_ms);
-int dpt__coord_kv_get(const char *endpoint, const char *secret_hex,
-		      const char *key, char *value, size_t size,
-		      int timeout_ms);
 
 #endif

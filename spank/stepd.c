@@ -25,6 +25,7 @@
 
 #include <dptrain/error.h>
 
+#include "client.h"
 #include "net.h"
 #include "parse.h"
 #include "spank/plugin.h"
@@ -285,10 +286,10 @@ static int set_master(spank_t sp, const struct coord_ref *c, uint32_t global)
 		    free_port(strchr(addr, ':') ? AF_INET6 : AF_INET, &port))
 			return -1;
 		snprintf(value, sizeof(value), "%s %u", addr, port);
-		rc = dpt__coord_kv_put(c->endpoint, c->secret, "master", value,
+		rc = dpt__client_kv_put(c->endpoint, c->secret, "master", value,
 				       MASTER_PUT_MS);
 	} else {
-		rc = dpt__coord_kv_get(c->endpoint, c->secret, "master", value,
+		rc = dpt__client_kv_get(c->endpoint, c->secret, "master", value,
 				       sizeof(value), MASTER_WAIT_MS);
 	}
 	if (rc) {
@@ -342,7 +343,7 @@ void dpt__stepd_task_exit(spank_t sp)
 	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) ||
 	    coord_ref(sp, &c))
 		return;
-	rc = dpt__coord_report_exit(c.endpoint, c.secret, global, status,
+	rc = dpt__client_report_exit(c.endpoint, c.secret, global, status,
 				    EXIT_REPORT_MS);
 	explicit_bzero(&c, sizeof(c));
 	/* At the end of a step srun may already have stopped the

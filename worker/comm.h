@@ -16,15 +16,8 @@
 
 #include <dptrain/dptrain.h>
 
-#define DPT_HOST_MAX 64
+#include "wire.h" /* struct dpt__peer: the roster is a wire type */
 
-/* One rank's entry in a generation's roster. */
-struct dpt__peer {
-	char host[DPT_HOST_MAX]; /* numeric IPv4/IPv6 address of the data plane
-				  */
-	uint16_t port;		 /* data-plane TCP port */
-	uint32_t node; /* index of the node; equal nodes share memory */
-};
 
 struct dpt__cpu_listener;
 struct dpt__cpu_comm;

@@ -24,6 +24,7 @@
 
 #include "abi.h"
 #include "agent.h"
+#include "client.h"
 #include "comm.h"
 #include "cpu_reduce.h"
 #include "hash.h"
@@ -834,7 +835,7 @@ void dpt__report(struct dpt_ctx *ctx, const char *key, const char *value)
 
 	if (!ctx || !ctx->secret_hex[0])
 		return;
-	rc = dpt__coord_kv_put(ctx->endpoint, ctx->secret_hex, key, value,
+	rc = dpt__client_kv_put(ctx->endpoint, ctx->secret_hex, key, value,
 			       REPORT_TIMEOUT_MS);
 	if (rc)
 		dpt__warn("cannot tell the coordinator %s=%s: %s (its requeue "

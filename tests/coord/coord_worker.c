@@ -41,6 +41,7 @@
 
 #include <dptrain/dptrain.h>
 
+#include "client.h"
 #include "parse.h"
 #include "wire.h"
 
@@ -643,7 +644,7 @@ static int cmd_report_exit(const char *endpoint, const char *task,
 	if (dpt__parse_long(task, 0, UINT32_MAX, &t) ||
 	    dpt__parse_long(status, INT32_MIN, INT32_MAX, &s))
 		return fail("arguments", DPT_EINVAL);
-	rc = dpt__coord_report_exit(endpoint, getenv("DPTRAIN_SECRET"),
+	rc = dpt__client_report_exit(endpoint, getenv("DPTRAIN_SECRET"),
 				    (uint32_t)t, (int32_t)s, 2000);
 	if (rc)
 		return fail("report-exit", rc);

@@ -11,6 +11,7 @@
 
 #include <dptrain/error.h>
 
+#include "client.h"
 #include "wire.h"
 
 #define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -479,12 +480,12 @@ static void exit_report_gives_up_in_time(void **state)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* Nobody listens on port 1: the report must time out, not hang. */
-	assert_int_equal(dpt__coord_report_exit("tcp://127.0.0.1:1", SECRET,
+	assert_int_equal(dpt__client_report_exit("tcp://127.0.0.1:1", SECRET,
 						3, 0, 200),
 			 DPT_ETIMEDOUT);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	assert_true(t1.tv_sec - t0.tv_sec < 2);
-	assert_int_equal(dpt__coord_report_exit("tcp://127.0.0.1:1", "bad", 3,
+	assert_int_equal(dpt__client_report_exit("tcp://127.0.0.1:1", "bad", 3,
 						0, 200),
 			 DPT_EINVAL);
 }
@@ -558,13 +559,13 @@ static void kv_client_gives_up_in_time(void **state)
 	char value[64];
 	(void)state;
 
-	assert_int_equal(dpt__coord_kv_put("tcp://127.0.0.1:1", SECRET, "k",
+	assert_int_equal(dpt__client_kv_put("tcp://127.0.0.1:1", SECRET, "k",
 					   "v", 200),
 			 DPT_ETIMEDOUT);
-	assert_int_equal(dpt__coord_kv_get("tcp://127.0.0.1:1", SECRET, "k",
+	assert_int_equal(dpt__client_kv_get("tcp://127.0.0.1:1", SECRET, "k",
 					   value, sizeof(value), 300),
 			 DPT_ETIMEDOUT);
-	assert_int_equal(dpt__coord_kv_put("tcp://127.0.0.1:1", SECRET,
+	assert_int_equal(dpt__client_kv_put("tcp://127.0.0.1:1", SECRET,
 					   "bad key", "v", 200),
 			 DPT_EINVAL);
 }

@@ -1,0 +1,37 @@
+/*
+ * One request, one reply: the coordinator client of short-lived callers
+ * that are not members of a generation (the SPANK plugin's task-exit
+ * report and its MASTER_ADDR/MASTER_PORT exchange, libdptrain's reports to
+ * the requeue guard). doc/protocol.md has the messages; members use
+ * worker/agent.c instead.
+ */
+#ifndef DPT_COMMON_CLIENT_H
+#define DPT_COMMON_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Report to the coordinator at ENDPOINT that task TASK_ID exited with
+ * STATUS (a wait(2) status), authenticated with SECRET_HEX. Blocks at most
+ * TIMEOUT_MS for the coordinator's ACK. Returns 0, DPT_ETIMEDOUT,
+ * DPT_EINVAL, or another dpt_error. Meant for the SPANK plugin's
+ * slurm_spank_task_exit: it never aborts and owns nothing on return.
+ */
+int dpt__client_report_exit(const char *endpoint, const char *secret_hex,
+			    uint32_t task_id, int32_t status, int timeout_ms);
+
+/*
+ * The step's key-value store (doc/protocol.md), like the exit report. kv_put
+ * stores VALUE under KEY: 0 once the coordinator acknowledged it, DPT_EBUSY
+ * when KEY already holds another value. kv_get waits up to TIMEOUT_MS for KEY
+ * to be stored and copies its value into VALUE (SIZE bytes): 0, DPT_ETIMEDOUT,
+ * DPT_ETOOBIG, or another dpt_error.
+ */
+int dpt__client_kv_put(const char *endpoint, const char *secret_hex,
+		       const char *key, const char *value, int timeout_ms);
+int dpt__client_kv_get(const char *endpoint, const char *secret_hex,
+		       const char *key, char *value, size_t size,
+		       int timeout_ms);
+
+#endif
