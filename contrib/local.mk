@@ -5,6 +5,7 @@ EXTRA_DIST += \
 	contrib/setup/demo.sh \
 	contrib/setup/check.sh \
 	contrib/plugstack.conf.d/dptrain.conf.in \
+	contrib/dptrain.spec \
 	contrib/examples/train_ddp.py \
 	contrib/examples/fmnist_ddp.py \
 	contrib/examples/fmnist_dptrain.py \
@@ -21,6 +22,7 @@ contrib/plugstack.conf.d/dptrain.conf: $(srcdir)/contrib/plugstack.conf.d/dptrai
 	sed -e 's|@spankdir[@]|$(spankdir)|g' -e 's|@sysconfdir[@]|$(sysconfdir)|g' \
 		$(srcdir)/contrib/plugstack.conf.d/dptrain.conf.in >$@.tmp && mv $@.tmp $@
 
+# /etc/slurm/dptrain.conf of the packages (debian/, contrib/dptrain.spec):
 # the example with every setting commented out, so that installing a
 # package changes nothing until the admin chooses values. make install
 # leaves the system's configuration alone and installs only the example.
