@@ -77,3 +77,4 @@ check-unit:
 include $(srcdir)/tests/spank/local.mk
 include $(srcdir)/tests/python/local.mk
 include $(srcdir)/tests/gpu/local.mk
+include $(srcdir)/tests/packaging/local.mk
