@@ -18,4 +18,3 @@ spank_dptrain_la_LDFLAGS = -module -avoid-version -shared \
 spank_dptrain_la_DEPENDENCIES = common/libdptcommon.la $(srcdir)/spank/dptrain.lds
 EXTRA_DIST += spank/dptrain.lds
 dist_man_MANS += doc/man/dptrain.8 doc/man/dptrain.conf.5
-dist_noinst_DATA += contrib/dptrain.conf.example

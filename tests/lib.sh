@@ -142,6 +142,10 @@ dpt_s3_dirs=()
 # Files and directories of the test, removed by the teardown unless kept
 # for a failure: dpt_scratch+=("$path") in the test's own shell.
 dpt_scratch=()
+# Commands that undo what a test changed on the system (packages it
+# installed, say), run by the teardown after the test beds are down,
+# however the test ends: dpt_exit_hooks+=(FUNCTION).
+dpt_exit_hooks=()
 
 dpt_state_dir() { # KIND: a new state directory for this test
 	local base=${DPT_TEST_TMPDIR:-/tmp}
@@ -244,6 +248,10 @@ dpt_teardown() {
 		DPTRAIN_S3_DIR=$dir PURGE=$purge bash "$top_srcdir/tests/s3/down" >/dev/null 2>&1 ||
 			diag "tests/s3/down failed for $dir"
 		[ $purge = 1 ] || diag "S3 server state and log kept in $dir"
+	done
+	local hook
+	for hook in "${dpt_exit_hooks[@]}"; do
+		"$hook" || diag "exit hook $hook failed"
 	done
 	for dir in "${dpt_scratch[@]}"; do
 		if [ $purge = 1 ]; then

@@ -94,3 +94,4 @@ include $(srcdir)/tests/gpu/local.mk
 MAN_TESTS = tests/man/man.sh
 TESTS += $(MAN_TESTS)
 EXTRA_DIST += $(MAN_TESTS)
+include $(srcdir)/tests/packaging/local.mk

@@ -22,6 +22,8 @@ PACKAGES=(
 	dataset-fashion-mnist gnuplot-nox
 	# benchmark peers
 	openmpi-bin libopenmpi-dev iperf3 fio
+	# packaging: the .deb packages and their test (tests/packaging/deb.sh)
+	dpkg-dev debhelper dh-python fakeroot lintian
 )
 
 missing=()
