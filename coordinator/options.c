@@ -18,83 +18,128 @@
 #include "parse.h"
 #include "wire.h"
 
+/*
+ * Every option, once: its name, its environment variable, its argument,
+ * what it does and its default, for getopt, the environment and --help.
+ */
+/* clang-format off */
+#define COORD_OPTIONS(X)                                                      \
+	X(WORLD, "world-size", "DPTRAIN_WORLD_SIZE", "N",                     \
+	  "workers in generation 1", "required")                              \
+	X(BIND, "bind", "DPTRAIN_BIND", "ENDPOINT", "where to listen",        \
+	  "default tcp://0.0.0.0:*")                                          \
+	X(ADVERTISE, "advertise", "DPTRAIN_ADVERTISE", "HOST",                \
+	  "host name or address workers connect to",                          \
+	  "default: this host's address")                                     \
+	X(SECRET_FILE, "secret-file", "DPTRAIN_SECRET_FILE", "FILE",          \
+	  "file holding the step secret, 64 hex characters",                  \
+	  "else DPTRAIN_SECRET holds it")                                     \
+	X(ENDPOINT_FILE, "endpoint-file", "DPTRAIN_ENDPOINT_FILE", "FILE",    \
+	  "write the endpoint there once listening", "")                      \
+	X(PARENT, "parent-pid", "DPTRAIN_PARENT_PID", "PID",                  \
+	  "exit when PID exits", "")                                          \
+	X(HEARTBEAT, "heartbeat-ms", "DPTRAIN_HEARTBEAT_MS", "MS",            \
+	  "heartbeat interval", "default 500")                                \
+	X(TIMEOUT, "timeout-ms", "DPTRAIN_TIMEOUT_MS", "MS",                  \
+	  "silence that evicts a worker", "default 2000")                     \
+	X(MIN, "min-workers", "DPTRAIN_MIN_WORKERS", "N",                     \
+	  "smallest generation allowed", "default 1")                         \
+	X(JOIN_TIMEOUT, "join-timeout-ms", "DPTRAIN_JOIN_TIMEOUT_MS", "MS",   \
+	  "longest wait for (re-)joins, 0 for none", "default 300000")        \
+	X(IO_THREADS, "io-threads", "DPTRAIN_IO_THREADS", "N",                \
+	  "threads for connections and CURVE handshakes",                     \
+	  "default: the CPUs, at most 4")                                     \
+	X(JOB_ID, "job-id", "DPTRAIN_JOB_ID", "ID",                           \
+	  "the Slurm job whose end time stops the step, and which is "        \
+	  "requeued", "")                                                     \
+	X(END_TIME, "end-time", "DPTRAIN_END_TIME", "EPOCH",                  \
+	  "a fixed end time instead, in seconds since the epoch", "")         \
+	X(GRACE, "grace", "DPTRAIN_GRACE", "DURATION",                        \
+	  "stop the step this long before the end time", "default 10m")       \
+	X(REQUEUE, "requeue", "DPTRAIN_REQUEUE", "auto|off",                  \
+	  "requeue the job (--job-id) after a stopped step ended cleanly",    \
+	  "default off")                                                      \
+	X(MAX_REQUEUES, "max-requeues", "DPTRAIN_MAX_REQUEUES", "N",          \
+	  "not when the job was requeued N times already",                    \
+	  "default: no limit")                                                \
+	X(RESTART_COUNT, "restart-count", "SLURM_RESTART_COUNT", "N",         \
+	  "the job's requeues so far", "default 0")                           \
+	X(CKPT_EVERY, "ckpt-every", "DPTRAIN_CKPT_EVERY",                     \
+	  "auto|DURATION|Nsteps",                                             \
+	  "tell the workers a checkpoint is due this often; auto: every 30m " \
+	  "at most, the workers ask sooner from the save's cost and the "     \
+	  "MTBF; Nsteps is the workers' own count", "default: never")         \
+	X(LOG, "log-level", "DPTRAIN_LOG_LEVEL", "LEVEL",                     \
+	  "error, warn, info or debug", "default info")
+/* clang-format on */
+
+enum {
+#define X(id, name, env, arg, help, def) OPT_##id,
+	COORD_OPTIONS(X)
+#undef X
+	OPT_COUNT,
+	OPT_HELP = OPT_COUNT,
+	OPT_VERSION,
+};
+
+static const struct {
+	const char *name, *env, *arg, *help, *def;
+} options[OPT_COUNT] = {
+#define X(id, name, env, arg, help, def) {name, env, arg, help, def},
+	COORD_OPTIONS(X)
+#undef X
+};
+
+/* WORDS from column INDENT on (where the caller stands), wrapped at 79
+ * with continuation lines indented to INDENT. */
+static void print_wrapped(FILE *f, const char *words, int indent)
+{
+	const char *p = words;
+	int col = indent;
+
+	while (*p) {
+		size_t n = strcspn(p, " ");
+
+		if (col > indent && col + 1 + (int)n > 79) {
+			fprintf(f, "\n%*s", indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', f);
+			col++;
+		}
+		fprintf(f, "%.*s", (int)n, p);
+		col += (int)n;
+		p += n;
+		p += strspn(p, " ");
+	}
+	fputc('\n', f);
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: " PROG " --world-size N [options]\n"
-		"\n"
-		"The rendezvous and liveness service of one dptrain job step "
-		"(doc/protocol.md).\n"
-		"Each option can also be given in the environment variable "
-		"shown.\n"
-		"\n"
-		"  --world-size N         workers in generation 1 "
-		"(DPTRAIN_WORLD_SIZE)\n"
-		"  --bind ENDPOINT        where to listen (DPTRAIN_BIND; "
-		"default tcp://0.0.0.0:*)\n"
-		"  --advertise HOST       host name or address workers "
-		"connect to\n"
-		"                         (DPTRAIN_ADVERTISE; default: this "
-		"host's address)\n"
-		"  --secret-file FILE     file holding the step secret, 64 "
-		"hex characters\n"
-		"                         (DPTRAIN_SECRET_FILE; else "
-		"DPTRAIN_SECRET holds it)\n"
-		"  --endpoint-file FILE   write the endpoint there once "
-		"listening (DPTRAIN_ENDPOINT_FILE)\n"
-		"  --parent-pid PID       exit when PID exits "
-		"(DPTRAIN_PARENT_PID)\n"
-		"  --heartbeat-ms MS      heartbeat interval "
-		"(DPTRAIN_HEARTBEAT_MS; default 500)\n"
-		"  --timeout-ms MS        silence that evicts a worker "
-		"(DPTRAIN_TIMEOUT_MS; default 2000)\n"
-		"  --min-workers N        smallest generation allowed "
-		"(DPTRAIN_MIN_WORKERS; default 1)\n"
-		"  --join-timeout-ms MS   longest wait for (re-)joins, 0 for "
-		"none\n"
-		"                         (DPTRAIN_JOIN_TIMEOUT_MS; default "
-		"300000)\n"
-		"  --io-threads N         threads for connections and CURVE "
-		"handshakes\n"
-		"                         (DPTRAIN_IO_THREADS; default: the "
-		"CPUs, at most 4)\n"
-		"  --job-id ID            the Slurm job whose end time stops "
-		"the step\n"
-		"                         (DPTRAIN_JOB_ID; doc/walltime.md)\n"
-		"  --end-time EPOCH       a fixed end time instead, in seconds "
-		"since the epoch\n"
-		"                         (DPTRAIN_END_TIME)\n"
-		"  --grace DURATION       stop the step this long before the "
-		"end time\n"
-		"                         (DPTRAIN_GRACE; default 10m)\n"
-		"  --requeue auto|off     requeue the job (--job-id) after a "
-		"stopped step ended\n"
-		"                         cleanly (DPTRAIN_REQUEUE; default "
-		"off)\n"
-		"  --max-requeues N       not when the job was requeued N "
-		"times already\n"
-		"                         (DPTRAIN_MAX_REQUEUES; default: no "
-		"limit)\n"
-		"  --restart-count N      the job's requeues so far "
-		"(SLURM_RESTART_COUNT; default 0)\n"
-		"  --ckpt-every auto|DURATION|Nsteps\n"
-		"                         tell the workers a checkpoint is due "
-		"this often\n"
-		"                         (DPTRAIN_CKPT_EVERY; auto: every 30m "
-		"at most, the\n"
-		"                         workers ask sooner from the save's "
-		"cost and the\n"
-		"                         MTBF; Nsteps is the workers' own "
-		"count; default:\n"
-		"                         never)\n"
-		"  --log-level LEVEL      error, warn, info or debug "
-		"(DPTRAIN_LOG_LEVEL; default info)\n"
-		"  --help, --version\n"
-		"\n"
-		"The endpoint is printed on standard output once bound. Exit "
-		"status: 0 when\n"
-		"every worker left cleanly, 1 when the job failed, 2 for a "
-		"usage error.\n");
+	fprintf(f, "usage: " PROG " --world-size N [options]\n\n"
+		   "The rendezvous and liveness service of one dptrain job "
+		   "step (doc/protocol.md).\n"
+		   "Each option can also be given in the environment variable "
+		   "shown.\n\n");
+	for (int i = 0; i < OPT_COUNT; i++) {
+		char head[64], text[512];
+
+		snprintf(head, sizeof(head), "  --%s %s", options[i].name,
+			 options[i].arg);
+		snprintf(text, sizeof(text), "%s (%s%s%s)", options[i].help,
+			 options[i].env, options[i].def[0] ? "; " : "",
+			 options[i].def);
+		/* A long head puts the text on the next line. */
+		if (fprintf(f, "%-25s", head) > 25)
+			fprintf(f, "\n%25s", "");
+		print_wrapped(f, text, 25);
+	}
+	fprintf(f, "  --help, --version\n\n"
+		   "The endpoint is printed on standard output once bound. "
+		   "Exit status: 0 when\n"
+		   "every worker left cleanly, 1 when the job failed, 2 for a "
+		   "usage error.\n");
 }
 
 static int number(const char *opt, const char *s, long min, long max,
@@ -123,75 +168,21 @@ static long default_io_threads(void)
  * defaults. */
 int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 {
-	enum {
-		OPT_WORLD = 256,
-		OPT_BIND,
-		OPT_ADVERTISE,
-		OPT_SECRET_FILE,
-		OPT_ENDPOINT_FILE,
-		OPT_PARENT,
-		OPT_HEARTBEAT,
-		OPT_TIMEOUT,
-		OPT_MIN,
-		OPT_JOIN_TIMEOUT,
-		OPT_IO_THREADS,
-		OPT_JOB_ID,
-		OPT_END_TIME,
-		OPT_GRACE,
-		OPT_REQUEUE,
-		OPT_MAX_REQUEUES,
-		OPT_RESTART_COUNT,
-		OPT_CKPT_EVERY,
-		OPT_LOG,
-		OPT_HELP,
-		OPT_VERSION,
+	struct option longopts[OPT_VERSION + 2] = {
+		[OPT_HELP] = {"help", no_argument, NULL, OPT_HELP},
+		[OPT_VERSION] = {"version", no_argument, NULL, OPT_VERSION},
 	};
-	static const struct option longopts[] = {
-		{"world-size", required_argument, NULL, OPT_WORLD},
-		{"bind", required_argument, NULL, OPT_BIND},
-		{"advertise", required_argument, NULL, OPT_ADVERTISE},
-		{"secret-file", required_argument, NULL, OPT_SECRET_FILE},
-		{"endpoint-file", required_argument, NULL, OPT_ENDPOINT_FILE},
-		{"parent-pid", required_argument, NULL, OPT_PARENT},
-		{"heartbeat-ms", required_argument, NULL, OPT_HEARTBEAT},
-		{"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
-		{"min-workers", required_argument, NULL, OPT_MIN},
-		{"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
-		{"io-threads", required_argument, NULL, OPT_IO_THREADS},
-		{"job-id", required_argument, NULL, OPT_JOB_ID},
-		{"end-time", required_argument, NULL, OPT_END_TIME},
-		{"grace", required_argument, NULL, OPT_GRACE},
-		{"requeue", required_argument, NULL, OPT_REQUEUE},
-		{"max-requeues", required_argument, NULL, OPT_MAX_REQUEUES},
-		{"restart-count", required_argument, NULL, OPT_RESTART_COUNT},
-		{"ckpt-every", required_argument, NULL, OPT_CKPT_EVERY},
-		{"log-level", required_argument, NULL, OPT_LOG},
-		{"help", no_argument, NULL, OPT_HELP},
-		{"version", no_argument, NULL, OPT_VERSION},
-		{NULL, 0, NULL, 0},
-	};
-	/* Each option's environment variable, in the order of the enum. */
-	static const char *const env_names[] = {
-		"DPTRAIN_WORLD_SIZE",	  "DPTRAIN_BIND",
-		"DPTRAIN_ADVERTISE",	  "DPTRAIN_SECRET_FILE",
-		"DPTRAIN_ENDPOINT_FILE",  "DPTRAIN_PARENT_PID",
-		"DPTRAIN_HEARTBEAT_MS",	  "DPTRAIN_TIMEOUT_MS",
-		"DPTRAIN_MIN_WORKERS",	  "DPTRAIN_JOIN_TIMEOUT_MS",
-		"DPTRAIN_IO_THREADS",	  "DPTRAIN_JOB_ID",
-		"DPTRAIN_END_TIME",	  "DPTRAIN_GRACE",
-		"DPTRAIN_REQUEUE",	  "DPTRAIN_MAX_REQUEUES",
-		"SLURM_RESTART_COUNT",	  "DPTRAIN_CKPT_EVERY",
-		"DPTRAIN_LOG_LEVEL",
-	};
-	const char *val[OPT_LOG - OPT_WORLD + 1] = {NULL};
-	const char *name[OPT_LOG - OPT_WORLD + 1];
-	char optname[OPT_LOG - OPT_WORLD + 1][24]; /* "--world-size" */
+	const char *val[OPT_COUNT] = {NULL};
+	const char *name[OPT_COUNT];
+	char optname[OPT_COUNT][24]; /* "--world-size" */
 	enum dpt__log_level level;
 	int c, rc = 0;
 
-	for (int i = 0; i <= OPT_LOG - OPT_WORLD; i++) {
-		val[i] = getenv(env_names[i]);
-		name[i] = env_names[i];
+	for (int i = 0; i < OPT_COUNT; i++) {
+		longopts[i] = (struct option){options[i].name,
+					      required_argument, NULL, i};
+		val[i] = getenv(options[i].env);
+		name[i] = options[i].env;
 		if (val[i] && !val[i][0])
 			val[i] = NULL;
 	}
@@ -206,18 +197,18 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 			       DPT_WIRE_VERSION);
 			exit(0);
 		}
-		if (c < OPT_WORLD || c > OPT_LOG) {
+		if (c < 0 || c >= OPT_COUNT) {
 			fprintf(stderr,
 				PROG ": unknown or incomplete option '%s' "
 				     "(see --help)\n",
 				argv[optind - 1]);
 			return DPT_EINVAL;
 		}
-		val[c - OPT_WORLD] = optarg;
+		val[c] = optarg;
 		/* Messages name the option as the user wrote it. */
-		snprintf(optname[c - OPT_WORLD], sizeof(optname[0]), "--%s",
-			 longopts[c - OPT_WORLD].name);
-		name[c - OPT_WORLD] = optname[c - OPT_WORLD];
+		snprintf(optname[c], sizeof(optname[0]), "--%s",
+			 options[c].name);
+		name[c] = optname[c];
 	}
 	if (optind < argc) {
 		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n",
@@ -225,8 +216,8 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 		return DPT_EINVAL;
 	}
 
-#define V(opt) val[(opt) - OPT_WORLD]
-#define N(opt) name[(opt) - OPT_WORLD]
+#define V(opt) val[opt]
+#define N(opt) name[opt]
 	*o = (struct options){
 		.bind = V(OPT_BIND) ? V(OPT_BIND) : "tcp://0.0.0.0:*",
 		.advertise = V(OPT_ADVERTISE),

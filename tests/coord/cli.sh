@@ -11,10 +11,10 @@
 
 main_c=$top_srcdir/coordinator/options.c
 [ -r "$main_c" ] || skip_all "no $main_c to read the option list from"
-# {"world-size", required_argument, NULL, OPT_WORLD}, ...
-mapfile -t opts < <(sed -n '/longopts\[\] = {/,/{NULL, 0, NULL, 0}/p' "$main_c" |
-	grep -o '{"[a-z-]*"' | tr -d '{"')
-mapfile -t envs < <(sed -n '/env_names\[\] = {/,/};/p' "$main_c" | grep -o '"[A-Z][A-Z_]*"' | tr -d '"')
+# X(WORLD, "world-size", "DPTRAIN_WORLD_SIZE", ...: the table of options
+mapfile -t opts < <(grep -o 'X([A-Z_]*, "[a-z-]*", "[A-Z_]*"' "$main_c" | cut -d'"' -f2)
+mapfile -t envs < <(grep -o 'X([A-Z_]*, "[a-z-]*", "[A-Z_]*"' "$main_c" | cut -d'"' -f4)
+opts+=(help version)
 [ "${#opts[@]}" -ge 10 ] || bail_out "could not read the options from $main_c"
 
 bad=(
