@@ -67,6 +67,9 @@ struct dpt_ckpt {
 	/* The save in flight: from dpt_ckpt_save to dpt_ckpt_wait. */
 	bool pending;
 	int io_rc;
+	/* What this rank logged when IO_RC was set (the writer's thread
+	 * logs it), for dpt_last_error() in the thread that waits. */
+	char io_msg[512];
 	/* The writer thread, started once and woken for each save: a thread
 	 * created by the save would start at the caller's priority and could
 	 * take its core before the save returns (seen: up to 9 ms). WORK is
@@ -532,6 +535,9 @@ static void *writer_main(void *arg)
 		if (ck->work) {
 			pthread_mutex_unlock(&ck->mu);
 			ck->io_rc = write_shard(ck);
+			if (ck->io_rc)
+				snprintf(ck->io_msg, sizeof(ck->io_msg), "%s",
+					 dpt_last_error());
 			pthread_mutex_lock(&ck->mu);
 			ck->work = false;
 			pthread_cond_broadcast(&ck->cv);
@@ -789,6 +795,7 @@ int dpt_ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	if (rc)
 		goto failed;
 	ck->io_rc = 0;
+	ck->io_msg[0] = '\0';
 	pthread_mutex_lock(&ck->mu);
 	ck->work = true;
 	pthread_cond_signal(&ck->cv);
@@ -803,6 +810,7 @@ failed:
 			   "this rank's %" PRIu64 " bytes",
 			   meta->step, ck->data_len);
 	ck->io_rc = rc;
+	snprintf(ck->io_msg, sizeof(ck->io_msg), "%s", dpt_last_error());
 	return rc;
 }
 
@@ -1001,8 +1009,12 @@ static int agree_and_commit(struct dpt_ckpt *ck)
 		return rc;
 	}
 	if (failed) {
-		if (ck->io_rc)
+		if (ck->io_rc) {
+			/* The cause, for the caller's dpt_last_error(). */
+			if (ck->io_msg[0])
+				dpt__set_last_error(ck->io_msg);
 			return ck->io_rc;
+		}
 		dpt__error("step %" PRIu64 " not committed: %" PRIu32 " of %d ranks "
 			   "failed to write their shard (their logs say why)",
 			   ck->frag.step, failed, ck->world);
