@@ -105,6 +105,8 @@ struct dpt_ckpt {
 	int device;
 	void *cuda_stream;
 
+	/* Whether rank 0 said that the run starts from step 0. */
+	bool told_fresh;
 	struct dpt__manifest loaded; /* owns what dpt_ckpt_info points to */
 	/* What dpt_ckpt_contents points to. */
 	struct dpt__manifest inspected;
@@ -1384,6 +1386,25 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	return rc;
 }
 
+/* Rank 0, once: the run has no committed step, so it starts from step 0.
+ * Said at the default log level, because a mistyped checkpoint path or
+ * run name looks exactly like this: the storage has just created an empty
+ * directory for it, and without this line training would silently start
+ * over there. */
+static void note_fresh(struct dpt_ckpt *ck)
+{
+	const char *uri = dpt__storage_uri(ck->st), *run = strrchr(uri, '/');
+
+	if (ck->told_fresh)
+		return;
+	ck->told_fresh = true;
+	if (run && run[1])
+		dpt__info("no checkpoint at '%s': starting run '%s' from step 0",
+			  uri, run + 1);
+	else
+		dpt__info("no checkpoint at '%s': starting from step 0", uri);
+}
+
 /*
  * The steps of DAMAGED (N of them, newer than the step just loaded; FOUND
  * were found, the same number on every rank) stop counting as committed, so that the run saves those step numbers again
@@ -1446,10 +1467,12 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 			rc = first ? first : pick[1] ? (int)pick[1] : DPT_ENOENT;
 			/* A run's first start has nothing to load: not an
 			 * error of the storage, the caller decides. */
-			if (!first && !pick[1] && rank == 0)
-				dpt__info("no committed step%s in '%s'",
-					  step == DPT_CKPT_LATEST ? "" : " at or below the one asked",
-					  dpt__storage_uri(ck->st));
+			if (!first && !pick[1] && rank == 0 && l.ncommitted == 0)
+				note_fresh(ck);
+			else if (!first && !pick[1] && rank == 0)
+				dpt__info("no committed step at or below %" PRIu64
+					  " in '%s'",
+					  step, dpt__storage_uri(ck->st));
 			else if (first || pick[1])
 				dpt__error("no usable committed step in '%s'",
 					   dpt__storage_uri(ck->st));
@@ -1537,6 +1560,8 @@ static int newest_manifest(struct dpt_ckpt *ck, uint64_t step, char **json,
 	rc = dpt__ckpt_list(ck->st, "", &l);
 	if (rc)
 		goto out;
+	if (l.ncommitted == 0)
+		note_fresh(ck);
 	next = l.ncommitted;
 	while (next > 0 && l.committed[next - 1] > step)
 		next--;

@@ -333,7 +333,10 @@ struct dpt_ckpt_info {
  * that saves of their step numbers commit again
  * (doc/checkpoint-format.md, "Damaged steps"). Device tensors are filled by copies from pinned staging buffers
  * that are complete when it returns; no work on the device may use them
- * meanwhile. INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
+ * meanwhile. INFO may be NULL. A run without any committed step (its first
+ * start, or a mistyped path or run name) is said once by rank 0 at the
+ * default log level, "no checkpoint at 'URI': starting run 'RUN' from step
+ * 0" (dpt_ckpt_inspect says it too). Returns 0, DPT_ENOENT (no committed step, at
  * or below STEP), DPT_EMISMATCH (a registered tensor is not in the step,
  * or with another dtype or shape: logged with both; older steps are not
  * tried, a mismatch is not damage), or the error of the newest step tried
