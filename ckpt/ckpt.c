@@ -1386,6 +1386,38 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	return rc;
 }
 
+#define AUTH_HINT                                                              \
+	"fix AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "                \
+	"AWS_SESSION_TOKEN), or the profile AWS_PROFILE of the credentials "   \
+	"file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials)"
+
+/* Rank 0 could not list the run's steps (ERR): it has logged why (the
+ * storage's message, S3's answer); the other ranks say where to look.
+ * Nothing is said to be unusable: no step was even looked at. */
+static void listing_failed(const struct dpt_ckpt *ck, int rank, int err)
+{
+	char cause[512], both[1024];
+
+	if (rank == 0 && err == DPT_EAUTH) {
+		/* The caller's dpt_last_error() (a Python exception) gets
+		 * both what S3 answered and what to fix; the log has the
+		 * answer already. */
+		snprintf(cause, sizeof(cause), "%s", dpt_last_error());
+		dpt__error("cannot load from '%s': the storage refused the "
+			   "credentials (see above): %s",
+			   dpt__storage_uri(ck->st), AUTH_HINT);
+		if (cause[0]) {
+			snprintf(both, sizeof(both), "%s: %s", cause, AUTH_HINT);
+			dpt__set_last_error(both);
+		}
+	} else if (rank != 0)
+		dpt__error("cannot load from '%s': rank 0 cannot list its "
+			   "steps: %s (rank 0's log says why)%s%s",
+			   dpt__storage_uri(ck->st), dpt_strerror(err),
+			   err == DPT_EAUTH ? ": " : "",
+			   err == DPT_EAUTH ? AUTH_HINT : "");
+}
+
 /* Rank 0, once: the run has no committed step, so it starts from step 0.
  * Said at the default log level, because a mistyped checkpoint path or
  * run name looks exactly like this: the storage has just created an empty
@@ -1473,7 +1505,9 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 				dpt__info("no committed step at or below %" PRIu64
 					  " in '%s'",
 					  step, dpt__storage_uri(ck->st));
-			else if (first || pick[1])
+			else if (pick[1])
+				listing_failed(ck, rank, (int)pick[1]);
+			else if (first)
 				dpt__error("no usable committed step in '%s'",
 					   dpt__storage_uri(ck->st));
 			break;
@@ -1491,6 +1525,18 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 			 * older step either: say so once, not for each. */
 			if (failed && agreed == DPT_EMISMATCH) {
 				rc = DPT_EMISMATCH;
+				break;
+			}
+			/* Refused credentials refuse the older steps too:
+			 * say what to fix, do not call the steps unusable. */
+			if (failed && agreed == DPT_EAUTH) {
+				if (rank == 0)
+					dpt__error("cannot read step %" PRId64
+						   " of '%s': the storage refused "
+						   "the credentials (see above): %s",
+						   pick[0], dpt__storage_uri(ck->st),
+						   AUTH_HINT);
+				rc = DPT_EAUTH;
 				break;
 			}
 		}

@@ -337,7 +337,9 @@ struct dpt_ckpt_info {
  * start, or a mistyped path or run name) is said once by rank 0 at the
  * default log level, "no checkpoint at 'URI': starting run 'RUN' from step
  * 0" (dpt_ckpt_inspect says it too). Returns 0, DPT_ENOENT (no committed step, at
- * or below STEP), DPT_EMISMATCH (a registered tensor is not in the step,
+ * or below STEP), DPT_EAUTH (the storage refused the credentials, for the
+ * listing or a read: logged with the storage's answer and what to fix;
+ * older steps are not tried), DPT_EMISMATCH (a registered tensor is not in the step,
  * or with another dtype or shape: logged with both; older steps are not
  * tried, a mismatch is not damage), or the error of the newest step tried
  * when none was usable (DPT_ECORRUPT, DPT_ECUDA: a copy to a device
