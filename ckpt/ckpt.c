@@ -70,6 +70,15 @@ struct dpt_ckpt {
 	/* What this rank logged when IO_RC was set (the writer's thread
 	 * logs it), for dpt_last_error() in the thread that waits. */
 	char io_msg[512];
+	/* The outcome of the last commit that failed: every rank gave the
+	 * step up alike (a rank's shard or rank 0's manifest failed: not a
+	 * broken collective), on FAILED_RANKS ranks, the lowest with
+	 * FAILED_FIRST. COMMITTED: the newest step committed or loaded by
+	 * this object, -1 for none. */
+	bool abandoned;
+	uint32_t failed_ranks;
+	int failed_first;
+	int64_t committed;
 	/* The writer thread, started once and woken for each save: a thread
 	 * created by the save would start at the caller's priority and could
 	 * take its core before the save returns (seen: up to 9 ms). WORK is
@@ -201,6 +210,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	pthread_cond_init(&ck->cv, NULL);
 	ck->ctx = ctx;
 	ck->device = -1;
+	ck->committed = -1;
 	ck->cuda_stream = opts->cuda_stream;
 	ck->keep_last = keep ? keep : DEFAULT_KEEP_LAST;
 	ck->every_steps = (uint64_t)every_steps;
@@ -983,6 +993,18 @@ static int commit(struct dpt_ckpt *ck)
 			goto out;
 	}
 	rc = result;
+	if (rc) {
+		/* Every rank has rank 0's verdict: the step is given up
+		 * by all alike. */
+		ck->abandoned = true;
+		ck->failed_ranks = 1;
+		ck->failed_first = rc;
+		if (ck->rank == 0)
+			snprintf(ck->io_msg, sizeof(ck->io_msg), "%s",
+				 dpt_last_error());
+	} else {
+		ck->committed = (int64_t)ck->frag.step;
+	}
 	if (!rc && ck->rank == 0) {
 		dpt__info("committed step %" PRIu64 " of %d ranks in '%s'",
 			  ck->frag.step, ck->world, dpt__storage_uri(ck->st));
@@ -998,28 +1020,35 @@ out:
 }
 
 /* Every rank's writer has finished: commit if every rank's shard is
- * durable. */
-static int agree_and_commit(struct dpt_ckpt *ck)
+ * durable. QUIET: a rank whose own shard is fine does not log that
+ * another's failed (the caller reports the step given up). */
+static int agree_and_commit(struct dpt_ckpt *ck, bool quiet)
 {
 	uint32_t failed;
-	int rc;
+	int first, rc;
 
-	rc = vote(ck, ck->io_rc, &failed, NULL);
+	ck->abandoned = false;
+	rc = vote(ck, ck->io_rc, &failed, &first);
 	if (rc) {
 		dpt__error("step %" PRIu64 " not committed: %s", ck->frag.step,
 			   dpt_strerror(rc));
 		return rc;
 	}
 	if (failed) {
+		ck->abandoned = true;
+		ck->failed_ranks = failed;
+		ck->failed_first = first;
 		if (ck->io_rc) {
 			/* The cause, for the caller's dpt_last_error(). */
 			if (ck->io_msg[0])
 				dpt__set_last_error(ck->io_msg);
 			return ck->io_rc;
 		}
-		dpt__error("step %" PRIu64 " not committed: %" PRIu32 " of %d ranks "
-			   "failed to write their shard (their logs say why)",
-			   ck->frag.step, failed, ck->world);
+		if (!quiet)
+			dpt__error("step %" PRIu64 " not committed: %" PRIu32
+				   " of %d ranks failed to write their shard "
+				   "(their logs say why)",
+				   ck->frag.step, failed, ck->world);
 		return DPT_EIO;
 	}
 	return commit(ck);
@@ -1033,6 +1062,65 @@ static void retouch(unsigned char *p, uint64_t len)
 
 	for (uint64_t off = 0; off < len; off += 4096)
 		v[off] = 0;
+}
+
+/* Rank 0 of a step that every rank gave up: its files go, unless the
+ * step is committed after all (a step committed before, DPT_EEXIST): a
+ * full file system keeps none of the space that the next save needs. */
+static void remove_abandoned(struct dpt_ckpt *ck)
+{
+	char dir[32], prefix[40];
+
+	if (ck->rank != 0 || manifest_exists(ck->st, ck->frag.step) != DPT_ENOENT)
+		return;
+	dpt__step_dir(ck->frag.step, dir, sizeof(dir));
+	snprintf(prefix, sizeof(prefix), "%s/", dir);
+	if (dpt__ckpt_delete_prefix(ck->st, prefix))
+		dpt__warn("the files of step %" PRIu64 " are left for gc (see "
+			  "above)",
+			  ck->frag.step);
+}
+
+static int finish_save(struct dpt_ckpt *ck, bool periodic);
+
+/*
+ * The commit of a periodic save (dpt_ckpt_poll, dpt_ckpt_step): as
+ * dpt_ckpt_wait, but a step that every rank gave up alike (a disk full on
+ * one rank, a manifest rank 0 could not write) is not an error of
+ * training: the previous committed step is intact, so rank 0 says so
+ * loudly, once, with the cause, and every rank returns 0; the next due
+ * save tries again. What breaks the collective (a lost rank) is returned.
+ */
+static int settle(struct dpt_ckpt *ck)
+{
+	char failed_on[64] = "", last[96], cause[600];
+	int rc;
+
+	if (!ck->pending)
+		return 0;
+	rc = finish_save(ck, true);
+	if (!rc || !ck->abandoned)
+		return rc;
+	if (ck->rank != 0)
+		return 0;
+	if (ck->world > 1)
+		snprintf(failed_on, sizeof(failed_on), " on %" PRIu32 " of %d ranks",
+			 ck->failed_ranks, ck->world);
+	if (ck->committed >= 0)
+		snprintf(last, sizeof(last), "the last committed step %" PRId64,
+			 ck->committed);
+	else
+		snprintf(last, sizeof(last), "what was committed before");
+	if (ck->io_msg[0] && (ck->io_rc || ck->failed_ranks == 1))
+		snprintf(cause, sizeof(cause), "%s", ck->io_msg);
+	else
+		snprintf(cause, sizeof(cause), "%s (the failing rank's log says "
+			 "why)", dpt_strerror(ck->failed_first));
+	dpt__warn("checkpoint of step %" PRIu64 " failed%s: %s; %s is intact; "
+		  "training goes on and the next save is tried at the next "
+		  "interval",
+		  ck->frag.step, failed_on, cause, last);
+	return 0;
 }
 
 int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
@@ -1059,13 +1147,19 @@ int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
 	 * every rank is at the same step and has the same save pending. A
 	 * failed commit does not keep the next save or the stop from
 	 * happening: the caller still learns what is due. */
-	if (ck->pending && !(flags & DPT_VOTE_BUSY))
-		rc = dpt_ckpt_wait(ck);
 	if ((flags & (DPT_VOTE_SAVE | DPT_VOTE_STOP)) ||
 	    (ck->every_steps && step % ck->every_steps == 0))
 		*due |= DPT_CKPT_DUE_SAVE;
 	if (flags & DPT_VOTE_STOP)
 		*due |= DPT_CKPT_DUE_STOP;
+	/* The save in flight is settled once every writer is done, or now
+	 * when a save is due, which would wait for it anyway (BUSY_WAIT):
+	 * here, its failure is one of a periodic save, which training
+	 * survives, and not the error of the save that follows. */
+	if (ck->pending &&
+	    (!(flags & DPT_VOTE_BUSY) ||
+	     ((*due & DPT_CKPT_DUE_SAVE) && ck->busy == DPT_CKPT_BUSY_WAIT)))
+		rc = settle(ck);
 	return rc;
 }
 
@@ -1091,6 +1185,12 @@ int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 
 		if (saved)
 			*saved = src == 0;
+		/* A periodic save that failed on this rank (its snapshot)
+		 * stays pending as failed: every rank gives it up at the
+		 * next commit, which says so (settle). */
+		if (src && src != DPT_EBUSY && ck->pending &&
+		    !(due & DPT_CKPT_DUE_STOP))
+			src = 0;
 		rc = rc ? rc : src;
 	}
 	if (due & DPT_CKPT_DUE_STOP) {
@@ -1104,13 +1204,21 @@ int dpt_ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 
 int dpt_ckpt_wait(struct dpt_ckpt *ck)
 {
+	return finish_save(ck, false);
+}
+
+/* dpt_ckpt_wait; PERIODIC: settle()'s, which reports a step given up. */
+static int finish_save(struct dpt_ckpt *ck, bool periodic)
+{
 	int rc;
 
 	if (!ck->pending)
 		return 0;
 	join_writer(ck);
 	ck->pending = false;
-	rc = agree_and_commit(ck);
+	rc = agree_and_commit(ck, periodic);
+	if (rc && ck->abandoned)
+		remove_abandoned(ck);
 	/* In a virtual machine (measured in a Firecracker guest), after
 	 * direct I/O by any process the first access to each page of memory
 	 * not touched since costs several times the next: 3-10 ms per 512
@@ -1553,6 +1661,7 @@ int dpt_ckpt_load(struct dpt_ckpt *ck, uint64_t step, struct dpt_ckpt_info *info
 				info->user = ck->loaded.user;
 				info->user_len = ck->loaded.user_len;
 			}
+			ck->committed = (int64_t)ck->loaded.step;
 			if (rank == 0)
 				dpt__info("loaded step %" PRIu64 " (written by %u "
 					  "ranks) from '%s'",

@@ -242,11 +242,15 @@ DPT_EXPORT int dpt_ckpt_wait(struct dpt_ckpt *ck);
  *   requeued and resumes from this step).
  * *SAVED (SAVED may be NULL) is 1 when this call saved META->step: a
  * program that ends its training at this step then only calls
- * dpt_ckpt_wait, not dpt_ckpt_save again. Every rank gets the same answers, so all save the same steps. Returns 0,
- * DPT_EINVAL, the vote's error (as dpt_barrier), or the save's or the
- * commit's (as dpt_ckpt_save, dpt_ckpt_wait; a failed periodic save is
- * committed by nobody, and its error is returned by the dpt_ckpt_step
- * that would have committed it).
+ * dpt_ckpt_wait, not dpt_ckpt_save again. Every rank gets the same answers, so all save the same steps.
+ * A periodic save that fails on any rank (a full disk, a snapshot without
+ * memory) is given up by every rank at the commit that follows: rank 0
+ * logs a warning once ("checkpoint of step N failed ...: CAUSE; the last
+ * committed step M is intact; training goes on ..."), the step is not an
+ * error and the next due save tries again. Returns 0,
+ * DPT_EINVAL, the vote's error (as dpt_barrier; also from a commit), or
+ * the error of the save of a stop (*STOP is 1 all the same: the program
+ * exits with the error, its step is not committed).
  */
 DPT_EXPORT int dpt_ckpt_step(struct dpt_ckpt *ck,
 			     const struct dpt_ckpt_meta *meta, int *stop,
@@ -264,9 +268,12 @@ DPT_EXPORT int dpt_ckpt_step(struct dpt_ckpt *ck,
  * DPT_CKPT_DUE_* bits) says whether this step must be saved (a periodic
  * checkpoint, --dp-ckpt-every=Nsteps when STEP is a multiple of N, the
  * stop) and whether the program must stop after that save has been
- * waited for. Every rank gets the same *DUE; it is set also when the
- * commit failed. Returns 0, DPT_EINVAL, the vote's error (as
- * dpt_barrier) or the commit's (as dpt_ckpt_wait).
+ * waited for. Every rank gets the same *DUE. A save in flight is
+ * committed when every writer is done, or now when a save is due
+ * (DPT_CKPT_BUSY_WAIT); one that failed is given up by every rank with
+ * rank 0's warning, as in dpt_ckpt_step, and is not an error. Returns 0,
+ * DPT_EINVAL, or the error of a collective (the vote, the commit's:
+ * DPT_EPEERLOST, ...).
  */
 DPT_EXPORT int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step,
 			     unsigned *due);

@@ -8,6 +8,8 @@
 #                            status is the number of workers that failed
 #   ckpt_job_start N OUT ARGS...   the same, in the background: the pids
 #                            are in ckpt_pids, then ckpt_job_wait
+#   ckpt_program=PROGRAM     run PROGRAM instead of ckpt_worker (the
+#                            training loop, tests/ckpt/train_loop)
 # shellcheck shell=bash
 
 ckpt_worker=$top_builddir/tests/ckpt/ckpt_worker
@@ -55,7 +57,7 @@ ckpt_job_start() { # N OUT ARGS...
 	for ((i = 0; i < n; i++)); do
 		DPTRAIN_COORDINATOR=$ep DPTRAIN_SECRET=$secret DPTRAIN_BACKEND=${ckpt_backend:-cpu} \
 			SLURM_NODEID=0 SLURM_LOCALID=$i SLURM_PROCID=$i \
-			timeout -k 5 "${DPT_TIMEOUT:-60}" "$ckpt_worker" "$@" >"$out.$i" 2>&1 &
+			timeout -k 5 "${DPT_TIMEOUT:-60}" "${ckpt_program:-$ckpt_worker}" "$@" >"$out.$i" 2>&1 &
 		ckpt_pids+=($!)
 	done
 }
