@@ -135,6 +135,24 @@ void dpt_ckpt_opts_default(struct dpt_ckpt_opts *opts)
 	memset(opts, 0, sizeof(*opts));
 }
 
+/* DPTRAIN_PRIVATE (srun --dp-private, the site's private=): a private run,
+ * its directories 0700 and files 0600 whatever the umask. */
+static int private_from_env(bool *out)
+{
+	const char *v = getenv("DPTRAIN_PRIVATE");
+
+	*out = false;
+	if (!v || !*v)
+		return 0;
+	if (dpt__parse_bool(v, out)) {
+		dpt__error("DPTRAIN_PRIVATE='%s': expected 1 or 0 (srun "
+			   "--dp-private=yes|no)",
+			   v);
+		return DPT_ECONFIG;
+	}
+	return 0;
+}
+
 int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		 const struct dpt_ckpt_opts *opts)
 {
@@ -145,6 +163,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	char full[4096];
 	int rc, n, keep;
 	long secs, every_steps = 0;
+	bool private_run;
 
 	*out = NULL;
 	if (!opts) {
@@ -197,6 +216,8 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 			   v);
 		return DPT_ECONFIG;
 	}
+	if (private_from_env(&private_run))
+		return DPT_ECONFIG;
 	n = snprintf(full, sizeof(full), "%s%s%s", uri,
 		     run && uri[strlen(uri) - 1] != '/' ? "/" : "", run ? run : "");
 	if (n < 0 || (size_t)n >= sizeof(full)) {
@@ -222,6 +243,7 @@ int dpt_ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	so.max_inflight = opts->max_inflight;
 	buffered = getenv("DPTRAIN_CKPT_BUFFERED");
 	so.direct_io = !(opts->buffered_io || (buffered && strcmp(buffered, "1") == 0));
+	so.private_mode = private_run;
 	ck->so = so;
 	rc = dpt__storage_open(full, &so, &ck->st);
 	if (rc) {

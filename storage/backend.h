@@ -61,6 +61,7 @@ struct dpt__storage_conf {
 	bool unsigned_payload;
 	int list_page_size;
 	bool direct_io;
+	bool private_mode;
 };
 
 /* Each backend's open: on success *OUT is the backend, released by its
