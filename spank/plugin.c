@@ -47,7 +47,7 @@ struct dpt__plugin dpt__plugin = {
 static const char *const option_names[] = {
 	"train",       "ckpt",	  "ckpt-every", "keep",
 	"grace",       "requeue", "min-workers", "backend",
-	"verbose",     "gpu-bind", "torchelastic",
+	"verbose",     "gpu-bind", "torchelastic", "private",
 };
 
 static int opt_cb(int val, const char *optarg, int remote)
@@ -111,6 +111,11 @@ static struct spank_option options[] = {
 	 "dptrain: also export TORCHELASTIC_RUN_ID, so that Lightning and "
 	 "torch.distributed take the step for a torchrun launch",
 	 0, 10, opt_cb},
+	{"dp-private", "[yes|no]",
+	 "dptrain: make the run's checkpoints private, directories 0700 and "
+	 "files 0600 whatever the umask (default: the site's, or no: the "
+	 "umask decides; no effect on s3://, where the bucket's policy does)",
+	 2, 11, opt_cb},
 	SPANK_OPTIONS_TABLE_END,
 };
 

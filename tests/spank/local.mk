@@ -9,7 +9,8 @@ TESTS += \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
-	tests/spank/netns.sh
+	tests/spank/netns.sh \
+	tests/spank/private.sh
 EXTRA_DIST += \
 	tests/spank/options.sh \
 	tests/spank/coordinator.sh \
@@ -21,4 +22,5 @@ EXTRA_DIST += \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
 	tests/spank/netns.sh \
+	tests/spank/private.sh \
 	tests/spank/ddp.py
