@@ -82,8 +82,8 @@ if $py -c 'import torch' 2>/dev/null; then
 	fill
 	DPTRAIN_RUN=torch PYTHONPATH=$top_srcdir/worker/python \
 		DPTRAIN_LIBRARY=$top_builddir/worker/.libs/libdptrain.so \
-		ckpt_program=$py ckpt_job_start 2 "$out.py" "$top_srcdir/tests/ckpt/torch_loop.py" 30 0.15
-	for _ in $(seq 600); do
+		ckpt_program=$py ckpt_join_ms=180000 DPT_TIMEOUT=240 ckpt_job_start 2 "$out.py" "$top_srcdir/tests/ckpt/torch_loop.py" 30 0.15
+	for _ in $(seq 2400); do
 		grep -q "checkpoint of step" "$out.py.0" && break
 		sleep 0.1
 	done
