@@ -1093,7 +1093,8 @@ static void remove_abandoned(struct dpt_ckpt *ck)
 {
 	char dir[32], prefix[40];
 
-	if (ck->rank != 0 || manifest_exists(ck->st, ck->frag.step) != DPT_ENOENT)
+	if (ck->rank != 0 ||
+	    manifest_exists(ck->st, ck->frag.step) != DPT_ENOENT)
 		return;
 	dpt__step_dir(ck->frag.step, dir, sizeof(dir));
 	snprintf(prefix, sizeof(prefix), "%s/", dir);
@@ -1126,8 +1127,9 @@ static int settle(struct dpt_ckpt *ck)
 	if (ck->rank != 0)
 		return 0;
 	if (ck->world > 1)
-		snprintf(failed_on, sizeof(failed_on), " on %" PRIu32 " of %d ranks",
-			 ck->failed_ranks, ck->world);
+		snprintf(failed_on, sizeof(failed_on),
+			 " on %" PRIu32 " of %d ranks", ck->failed_ranks,
+			 ck->world);
 	if (ck->committed >= 0)
 		snprintf(last, sizeof(last), "the last committed step %" PRId64,
 			 ck->committed);

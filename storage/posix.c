@@ -306,7 +306,8 @@ static int open_dirs(int base, const char *rel, bool create, bool priv,
 		comp[n] = '\0';
 		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (next < 0 && errno == ENOENT && create) {
-			bool made = mkdirat(fd, comp, priv ? PRIVATE_DIR_MODE : 0777) == 0;
+			mode_t mode = priv ? PRIVATE_DIR_MODE : 0777;
+			bool made = mkdirat(fd, comp, mode) == 0;
 
 			if (!made && errno != EEXIST) {
 				err = errno;
