@@ -83,6 +83,18 @@ struct dpt_ckpt {
 	/* The save in flight: from dpt_ckpt_save to dpt_ckpt_wait. */
 	bool pending;
 	int io_rc;
+	/* What this rank logged when IO_RC was set (the writer's thread
+	 * logs it), for dpt_last_error() in the thread that waits. */
+	char io_msg[512];
+	/* The outcome of the last commit that failed: every rank gave the
+	 * step up alike (a rank's shard or rank 0's manifest failed: not a
+	 * broken collective), on FAILED_RANKS ranks, the lowest with
+	 * FAILED_FIRST. COMMITTED: the newest step committed or loaded by
+	 * this object, -1 for none. */
+	bool abandoned;
+	uint32_t failed_ranks;
+	int failed_first;
+	int64_t committed;
 	/* The writer thread, started once and woken for each save: a thread
 	 * created by the save would start at the caller's priority and could
 	 * take its core before the save returns (seen: up to 9 ms). WORK is
@@ -118,6 +130,8 @@ struct dpt_ckpt {
 	int device;
 	void *cuda_stream;
 
+	/* Whether rank 0 said that the run starts from step 0. */
+	bool told_fresh;
 	struct dpt__manifest loaded; /* owns what dpt_ckpt_info points to */
 	/* What dpt_ckpt_contents points to. */
 	struct dpt__manifest inspected;
@@ -128,6 +142,24 @@ struct dpt_ckpt {
 static void opts_default(struct dpt_ckpt_opts *opts)
 {
 	memset(opts, 0, sizeof(*opts));
+}
+
+/* DPTRAIN_PRIVATE (srun --dp-private, the site's private=): a private run,
+ * its directories 0700 and files 0600 whatever the umask. */
+static int private_from_env(bool *out)
+{
+	const char *v = getenv("DPTRAIN_PRIVATE");
+
+	*out = false;
+	if (!v || !*v)
+		return 0;
+	if (dpt__parse_bool(v, out)) {
+		dpt__error("DPTRAIN_PRIVATE='%s': expected 1 or 0 (srun "
+			   "--dp-private=yes|no)",
+			   v);
+		return DPT_ECONFIG;
+	}
+	return 0;
 }
 
 static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
@@ -141,7 +173,7 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	int rc, n, keep;
 	long secs, every_steps = 0, mtbf = DPT_CKPT_NODE_MTBF_S;
 	long min_interval = 0;
-	bool auto_every;
+	bool auto_every, private_run;
 
 	*out = NULL;
 	if (!opts) {
@@ -211,6 +243,8 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 			   v);
 		return DPT_ECONFIG;
 	}
+	if (private_from_env(&private_run))
+		return DPT_ECONFIG;
 	n = snprintf(full, sizeof(full), "%s%s%s", uri,
 		     run && uri[strlen(uri) - 1] != '/' ? "/" : "", run ? run : "");
 	if (n < 0 || (size_t)n >= sizeof(full)) {
@@ -224,6 +258,7 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	pthread_cond_init(&ck->cv, NULL);
 	ck->ctx = ctx;
 	ck->device = -1;
+	ck->committed = -1;
 	ck->cuda_stream = opts->cuda_stream;
 	ck->keep_last = keep ? keep : DEFAULT_KEEP_LAST;
 	ck->every_steps = (uint64_t)every_steps;
@@ -239,6 +274,7 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	so.max_inflight = opts->max_inflight;
 	buffered = getenv("DPTRAIN_CKPT_BUFFERED");
 	so.direct_io = !(opts->buffered_io || (buffered && strcmp(buffered, "1") == 0));
+	so.private_mode = private_run;
 	ck->so = so;
 	rc = dpt__storage_open(full, &so, &ck->st);
 	if (rc) {
@@ -564,6 +600,9 @@ static void *writer_main(void *arg)
 		if (ck->work) {
 			pthread_mutex_unlock(&ck->mu);
 			ck->io_rc = write_shard(ck);
+			if (ck->io_rc)
+				snprintf(ck->io_msg, sizeof(ck->io_msg), "%s",
+					 dpt_last_error());
 			pthread_mutex_lock(&ck->mu);
 			ck->work = false;
 			pthread_cond_broadcast(&ck->cv);
@@ -823,6 +862,7 @@ static int ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	if (rc)
 		goto failed;
 	ck->io_rc = 0;
+	ck->io_msg[0] = '\0';
 	pthread_mutex_lock(&ck->mu);
 	ck->work = true;
 	pthread_cond_signal(&ck->cv);
@@ -838,6 +878,7 @@ failed:
 			   "this rank's %" PRIu64 " bytes",
 			   meta->step, ck->data_len);
 	ck->io_rc = rc;
+	snprintf(ck->io_msg, sizeof(ck->io_msg), "%s", dpt_last_error());
 	return rc;
 }
 
@@ -1008,6 +1049,18 @@ static int commit(struct dpt_ckpt *ck)
 			goto out;
 	}
 	rc = result;
+	if (rc) {
+		/* Every rank has rank 0's verdict: the step is given up
+		 * by all alike. */
+		ck->abandoned = true;
+		ck->failed_ranks = 1;
+		ck->failed_first = rc;
+		if (ck->rank == 0)
+			snprintf(ck->io_msg, sizeof(ck->io_msg), "%s",
+				 dpt_last_error());
+	} else {
+		ck->committed = (int64_t)ck->frag.step;
+	}
 	if (!rc && ck->rank == 0) {
 		char step[24];
 
@@ -1027,24 +1080,35 @@ out:
 }
 
 /* Every rank's writer has finished: commit if every rank's shard is
- * durable. */
-static int agree_and_commit(struct dpt_ckpt *ck)
+ * durable. QUIET: a rank whose own shard is fine does not log that
+ * another's failed (the caller reports the step given up). */
+static int agree_and_commit(struct dpt_ckpt *ck, bool quiet)
 {
 	uint32_t failed;
-	int rc;
+	int first, rc;
 
-	rc = vote(ck, ck->io_rc, &failed, NULL);
+	ck->abandoned = false;
+	rc = vote(ck, ck->io_rc, &failed, &first);
 	if (rc) {
 		dpt__error("step %" PRIu64 " not committed: %s", ck->frag.step,
 			   dpt_strerror(rc));
 		return rc;
 	}
 	if (failed) {
-		if (ck->io_rc)
+		ck->abandoned = true;
+		ck->failed_ranks = failed;
+		ck->failed_first = first;
+		if (ck->io_rc) {
+			/* The cause, for the caller's dpt_last_error(). */
+			if (ck->io_msg[0])
+				dpt__set_last_error(ck->io_msg);
 			return ck->io_rc;
-		dpt__error("step %" PRIu64 " not committed: %" PRIu32 " of %d ranks "
-			   "failed to write their shard (their logs say why)",
-			   ck->frag.step, failed, ck->world);
+		}
+		if (!quiet)
+			dpt__error("step %" PRIu64 " not committed: %" PRIu32
+				   " of %d ranks failed to write their shard "
+				   "(their logs say why)",
+				   ck->frag.step, failed, ck->world);
 		return DPT_EIO;
 	}
 	return commit(ck);
@@ -1081,6 +1145,67 @@ static bool auto_save_due(struct dpt_ckpt *ck)
 	return true;
 }
 
+/* Rank 0 of a step that every rank gave up: its files go, unless the
+ * step is committed after all (a step committed before, DPT_EEXIST): a
+ * full file system keeps none of the space that the next save needs. */
+static void remove_abandoned(struct dpt_ckpt *ck)
+{
+	char dir[32], prefix[40];
+
+	if (ck->rank != 0 ||
+	    manifest_exists(ck->st, ck->frag.step) != DPT_ENOENT)
+		return;
+	dpt__step_dir(ck->frag.step, dir, sizeof(dir));
+	snprintf(prefix, sizeof(prefix), "%s/", dir);
+	if (dpt__ckpt_delete_prefix(ck->st, prefix))
+		dpt__warn("the files of step %" PRIu64 " are left for gc (see "
+			  "above)",
+			  ck->frag.step);
+}
+
+static int finish_save(struct dpt_ckpt *ck, bool periodic);
+
+/*
+ * The commit of a periodic save (dpt_ckpt_poll, dpt_ckpt_step): as
+ * dpt_ckpt_wait, but a step that every rank gave up alike (a disk full on
+ * one rank, a manifest rank 0 could not write) is not an error of
+ * training: the previous committed step is intact, so rank 0 says so
+ * loudly, once, with the cause, and every rank returns 0; the next due
+ * save tries again. What breaks the collective (a lost rank) is returned.
+ */
+static int settle(struct dpt_ckpt *ck)
+{
+	char failed_on[64] = "", last[96], cause[600];
+	int rc;
+
+	if (!ck->pending)
+		return 0;
+	rc = finish_save(ck, true);
+	if (!rc || !ck->abandoned)
+		return rc;
+	if (ck->rank != 0)
+		return 0;
+	if (ck->world > 1)
+		snprintf(failed_on, sizeof(failed_on),
+			 " on %" PRIu32 " of %d ranks", ck->failed_ranks,
+			 ck->world);
+	if (ck->committed >= 0)
+		snprintf(last, sizeof(last), "the last committed step %" PRId64,
+			 ck->committed);
+	else
+		snprintf(last, sizeof(last), "what was committed before");
+	if (ck->io_msg[0] && (ck->io_rc || ck->failed_ranks == 1))
+		snprintf(cause, sizeof(cause), "%s", ck->io_msg);
+	else
+		snprintf(cause, sizeof(cause), "%s (the failing rank's log says "
+			 "why)", dpt_strerror(ck->failed_first));
+	dpt__warn("checkpoint of step %" PRIu64 " failed%s: %s; %s is intact; "
+		  "training goes on and the next save is tried at the next "
+		  "interval",
+		  ck->frag.step, failed_on, cause, last);
+	return 0;
+}
+
 int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
 {
 	uint32_t flags, mine;
@@ -1111,13 +1236,19 @@ int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
 	 * every rank is at the same step and has the same save pending. A
 	 * failed commit does not keep the next save or the stop from
 	 * happening: the caller still learns what is due. */
-	if (ck->pending && !(flags & DPT_VOTE_BUSY))
-		rc = dpt_ckpt_wait(ck);
 	if ((flags & (DPT_VOTE_SAVE | DPT_VOTE_STOP)) ||
 	    (ck->every_steps && step % ck->every_steps == 0))
 		*due |= DPT_CKPT_DUE_SAVE;
 	if (flags & DPT_VOTE_STOP)
 		*due |= DPT_CKPT_DUE_STOP;
+	/* The save in flight is settled once every writer is done, or now
+	 * when a save is due, which would wait for it anyway (BUSY_WAIT):
+	 * here, its failure is one of a periodic save, which training
+	 * survives, and not the error of the save that follows. */
+	if (ck->pending &&
+	    (!(flags & DPT_VOTE_BUSY) ||
+	     ((*due & DPT_CKPT_DUE_SAVE) && ck->busy == DPT_CKPT_BUSY_WAIT)))
+		rc = settle(ck);
 	return rc;
 }
 
@@ -1143,6 +1274,12 @@ static int ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 
 		if (saved)
 			*saved = src == 0;
+		/* A periodic save that failed on this rank (its snapshot)
+		 * stays pending as failed: every rank gives it up at the
+		 * next commit, which says so (settle). */
+		if (src && src != DPT_EBUSY && ck->pending &&
+		    !(due & DPT_CKPT_DUE_STOP))
+			src = 0;
 		rc = rc ? rc : src;
 	}
 	if (due & DPT_CKPT_DUE_STOP) {
@@ -1156,6 +1293,12 @@ static int ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 
 int dpt_ckpt_wait(struct dpt_ckpt *ck)
 {
+	return finish_save(ck, false);
+}
+
+/* dpt_ckpt_wait; PERIODIC: settle()'s, which reports a step given up. */
+static int finish_save(struct dpt_ckpt *ck, bool periodic)
+{
 	uint64_t t0;
 	int rc;
 
@@ -1168,7 +1311,9 @@ int dpt_ckpt_wait(struct dpt_ckpt *ck)
 	 * previous one has committed. */
 	t0 = dpt__now_ns();
 	ck->pending = false;
-	rc = agree_and_commit(ck);
+	rc = agree_and_commit(ck, periodic);
+	if (rc && ck->abandoned)
+		remove_abandoned(ck);
 	/* In a virtual machine (measured in a Firecracker guest), after
 	 * direct I/O by any process the first access to each page of memory
 	 * not touched since costs several times the next: 3-10 ms per 512
@@ -1448,6 +1593,58 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	return rc;
 }
 
+#define AUTH_HINT                                                              \
+	"fix AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "                \
+	"AWS_SESSION_TOKEN), or the profile AWS_PROFILE of the credentials "   \
+	"file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials)"
+
+/* Rank 0 could not list the run's steps (ERR): it has logged why (the
+ * storage's message, S3's answer); the other ranks say where to look.
+ * Nothing is said to be unusable: no step was even looked at. */
+static void listing_failed(const struct dpt_ckpt *ck, int rank, int err)
+{
+	char cause[512], both[1024];
+
+	if (rank == 0 && err == DPT_EAUTH) {
+		/* The caller's dpt_last_error() (a Python exception) gets
+		 * both what S3 answered and what to fix; the log has the
+		 * answer already. */
+		snprintf(cause, sizeof(cause), "%s", dpt_last_error());
+		dpt__error("cannot load from '%s': the storage refused the "
+			   "credentials (see above): %s",
+			   dpt__storage_uri(ck->st), AUTH_HINT);
+		if (cause[0]) {
+			snprintf(both, sizeof(both), "%s: %s", cause, AUTH_HINT);
+			dpt__set_last_error(both);
+		}
+	} else if (rank != 0)
+		dpt__error("cannot load from '%s': rank 0 cannot list its "
+			   "steps: %s (rank 0's log says why)%s%s",
+			   dpt__storage_uri(ck->st), dpt_strerror(err),
+			   err == DPT_EAUTH ? ": " : "",
+			   err == DPT_EAUTH ? AUTH_HINT : "");
+}
+
+/* Rank 0, once: the run has no committed step, so it starts from step 0.
+ * Said at the default log level, because a mistyped checkpoint path or
+ * run name looks exactly like this: the storage has just created an empty
+ * directory for it, and without this line training would silently start
+ * over there. */
+static void note_fresh(struct dpt_ckpt *ck)
+{
+	const char *uri = dpt__storage_uri(ck->st), *run = strrchr(uri, '/');
+
+	if (ck->told_fresh)
+		return;
+	ck->told_fresh = true;
+	dpt__report(ck->ctx, DPT_KV_RESUMED, "none");
+	if (run && run[1])
+		dpt__info("no checkpoint at '%s': starting run '%s' from step 0",
+			  uri, run + 1);
+	else
+		dpt__info("no checkpoint at '%s': starting from step 0", uri);
+}
+
 /*
  * The steps of DAMAGED (N of them, newer than the step just loaded; FOUND
  * were found, the same number on every rank) stop counting as committed, so that the run saves those step numbers again
@@ -1511,13 +1708,17 @@ static int ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 			rc = first ? first : pick[1] ? (int)pick[1] : DPT_ENOENT;
 			/* A run's first start has nothing to load: not an
 			 * error of the storage, the caller decides. */
-			if (!first && !pick[1] && rank == 0) {
-				dpt__info("no committed step%s in '%s'",
-					  step == DPT_CKPT_LATEST ? "" : " at or below the one asked",
-					  dpt__storage_uri(ck->st));
+			if (!first && !pick[1] && rank == 0 && l.ncommitted == 0)
+				note_fresh(ck);
+			else if (!first && !pick[1] && rank == 0) {
+				dpt__info("no committed step at or below %" PRIu64
+					  " in '%s'",
+					  step, dpt__storage_uri(ck->st));
 				dpt__report(ck->ctx, DPT_KV_RESUMED, "none");
 			}
-			else if (first || pick[1])
+			else if (pick[1])
+				listing_failed(ck, rank, (int)pick[1]);
+			else if (first)
 				dpt__error("no usable committed step in '%s'",
 					   dpt__storage_uri(ck->st));
 			break;
@@ -1537,6 +1738,18 @@ static int ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 				rc = DPT_EMISMATCH;
 				break;
 			}
+			/* Refused credentials refuse the older steps too:
+			 * say what to fix, do not call the steps unusable. */
+			if (failed && agreed == DPT_EAUTH) {
+				if (rank == 0)
+					dpt__error("cannot read step %" PRId64
+						   " of '%s': the storage refused "
+						   "the credentials (see above): %s",
+						   pick[0], dpt__storage_uri(ck->st),
+						   AUTH_HINT);
+				rc = DPT_EAUTH;
+				break;
+			}
 		}
 		if (failed == 0) {
 			rc = quarantine(ck, damaged, ndamaged, found);
@@ -1551,6 +1764,7 @@ static int ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 				info->user = ck->loaded.user;
 				info->user_len = ck->loaded.user_len;
 			}
+			ck->committed = (int64_t)ck->loaded.step;
 			if (rank == 0) {
 				char s[24];
 
@@ -1609,6 +1823,8 @@ static int newest_manifest(struct dpt_ckpt *ck, uint64_t step, char **json,
 	rc = dpt__ckpt_list(ck->st, "", &l);
 	if (rc)
 		goto out;
+	if (l.ncommitted == 0)
+		note_fresh(ck);
 	next = l.ncommitted;
 	while (next > 0 && l.committed[next - 1] > step)
 		next--;

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ static struct {
 	.level = -1,
 	.sink = NULL,
 };
+
+/* dpt_last_error(): the last error-level message of each thread. */
+static _Thread_local char last_error[1024];
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -62,13 +66,20 @@ void dpt__log_set_sink(dpt__log_sink_fn sink)
 
 void dpt__vlog(enum dpt__log_level level, const char *fmt, va_list ap)
 {
-	char msg[1024];
+	char msg[sizeof(last_error)];
+	bool shown = level <= dpt__log_get_level();
 
-	if (level > dpt__log_get_level())
+	/* An error is kept for dpt_last_error() even when the level hides
+	 * it: the caller's exception then says it all the same. */
+	if (!shown && level != DPT_LOG_ERROR)
 		return;
 	/* Truncation of an overlong message is acceptable: the start says
 	 * what happened. */
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (level == DPT_LOG_ERROR)
+		memcpy(last_error, msg, sizeof(last_error));
+	if (!shown)
+		return;
 	if (logger.sink) {
 		logger.sink(level, msg);
 		return;
@@ -91,4 +102,19 @@ void dpt__log(enum dpt__log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	dpt__vlog(level, fmt, ap);
 	va_end(ap);
+}
+
+void dpt__set_last_error(const char *msg)
+{
+	snprintf(last_error, sizeof(last_error), "%s", msg ? msg : "");
+}
+
+const char *dpt_last_error(void)
+{
+	return last_error;
+}
+
+void dpt_last_error_clear(void)
+{
+	last_error[0] = '\0';
 }

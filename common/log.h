@@ -36,6 +36,10 @@ void dpt__log(enum dpt__log_level level, const char *fmt, ...)
 void dpt__vlog(enum dpt__log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 
+/* Makes MSG the calling thread's dpt_last_error(): what a thread that
+ * logged an error for another (the checkpoint writer) hands over. */
+void dpt__set_last_error(const char *msg);
+
 #define dpt__error(...) dpt__log(DPT_LOG_ERROR, __VA_ARGS__)
 #define dpt__warn(...) dpt__log(DPT_LOG_WARN, __VA_ARGS__)
 #define dpt__info(...) dpt__log(DPT_LOG_INFO, __VA_ARGS__)

@@ -304,6 +304,9 @@ int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
 	} else if (strcmp(key, "gpu_bind") == 0) {
 		if (parse_gpu_bind(value, &a->def_gpu_bind))
 			BAD("gpu_bind='%s': expected none or rank", src, value);
+	} else if (strcmp(key, "private") == 0) {
+		if (dpt__parse_bool(value, &a->def_private))
+			BAD("private='%s': expected yes or no", src, value);
 	} else {
 		BAD("unknown key '%s' (see dptrain.conf(5))", src, key);
 	}
@@ -441,6 +444,15 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		u->torchelastic = true;
 		return 0;
 	}
+	if (strcmp(name, "private") == 0) {
+		/* --dp-private alone means yes. */
+		if (value && *value && dpt__parse_bool(value, &u->private_run))
+			BAD("'%s': expected yes or no", name, value);
+		if (!value || !*value)
+			u->private_run = true;
+		u->private_set = true;
+		return 0;
+	}
 	if (!value || !*value)
 		BAD("a value is required", name);
 	if (strcmp(name, "ckpt") == 0) {
@@ -572,6 +584,7 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
+		.private_run = u->private_set ? u->private_run : a->def_private,
 	};
 	snprintf(s->run, sizeof(s->run), "%s",
 		 u->run[0] ? u->run : job_name ? job_name : "");

@@ -60,6 +60,7 @@ struct dpt__admin {
 	long heartbeat_ms, timeout_ms;
 	char def_backend[8];
 	enum dpt__gpu_bind def_gpu_bind;
+	bool def_private; /* private=: runs 0700/0600 whatever the umask */
 };
 
 /* What the user asked for; *_set says the option was given. */
@@ -76,6 +77,7 @@ struct dpt__user {
 	enum dpt__gpu_bind gpu_bind;
 	bool torchelastic; /* export TORCHELASTIC_RUN_ID */
 	bool verbose;
+	bool private_set, private_run; /* --dp-private[=yes|no] */
 };
 
 /* The merged result handed to the contexts. */
@@ -94,6 +96,7 @@ struct dpt__settings {
 	enum dpt__gpu_bind gpu_bind;
 	bool torchelastic;
 	bool verbose;
+	bool private_run; /* DPTRAIN_PRIVATE */
 };
 
 /* Error reporting: the plugin passes slurm_error; tests pass their own. */

@@ -42,20 +42,77 @@ struct dpt__plugin dpt__plugin = {
 	.rundir = "",
 };
 
-/* Each option's val is its index here; the names without "dp-" are what
- * dpt__user_set() takes. */
-static const char *const option_names[] = {
-	"train",       "ckpt",	  "ckpt-every", "keep",
-	"grace",       "requeue", "min-workers", "backend",
-	"verbose",     "gpu-bind", "torchelastic", "max-requeues",
+/*
+ * Every --dp-* option, once: its name without "dp-" (what dpt__user_set()
+ * takes), its argument, whether it has one (0 no, 1 required, 2
+ * optional), and its line in srun --help. A value's index is its val.
+ */
+#define DURATION "DURATION"
+/* clang-format off */
+#define DPT_OPTIONS(X)                                                        \
+	X(TRAIN, "train", "[RUN]", 2,                                         \
+	  "Run this step under dptrain (elastic data-parallel training): "    \
+	  "rendezvous, ranks, checkpoints, requeue before the walltime. RUN " \
+	  "names the training run (default: the job name)")                   \
+	X(CKPT, "ckpt", "URI", 1,                                             \
+	  "dptrain: where runs are checkpointed, file:///path or "            \
+	  "s3://bucket/prefix; the run's checkpoints go to URI/RUN (%u: "     \
+	  "user, %j: job id; default: the site's root)")                      \
+	X(CKPT_EVERY, "ckpt-every", "auto|" DURATION "|Nsteps", 1,            \
+	  "dptrain: checkpoint interval of programs that call dpt_ckpt_step " \
+	  "(default: the site's, or auto: sqrt(2 x measured save cost x "     \
+	  "job MTBF), at most 30 minutes; dptrain(8))")                       \
+	X(KEEP, "keep", "N", 1,                                               \
+	  "dptrain: committed checkpoints to keep (default: the site's, or "  \
+	  "3)")                                                               \
+	X(GRACE, "grace", DURATION, 1,                                        \
+	  "dptrain: checkpoint and requeue this long before the walltime "    \
+	  "(default: the site's, or 10m)")                                    \
+	X(REQUEUE, "requeue", "auto|off", 1,                                  \
+	  "dptrain: requeue the job before its walltime (default auto)")      \
+	X(MAX_REQUEUES, "max-requeues", "N", 1,                               \
+	  "dptrain: requeue the job at most N times (default and largest: "   \
+	  "the site's, or 100; 0: never)")                                    \
+	X(MIN_WORKERS, "min-workers", "N", 1,                                 \
+	  "dptrain: smallest world size a step may shrink to when workers "   \
+	  "die (default 1)")                                                  \
+	X(BACKEND, "backend", "auto|nccl|cpu", 1,                             \
+	  "dptrain: collective backend (default: the site's, or auto: NCCL "  \
+	  "with GPUs)")                                                       \
+	X(VERBOSE, "verbose", NULL, 0, "dptrain: log what the service does")  \
+	X(GPU_BIND, "gpu-bind", "none|rank", 1,                               \
+	  "dptrain: GPUs each task sees: none, every GPU of the step on its " \
+	  "node (LOCAL_RANK picks one, as under torchrun), or rank, only "    \
+	  "the GPU of its local rank (default: the site's, or none)")         \
+	X(TORCHELASTIC, "torchelastic", NULL, 0,                              \
+	  "dptrain: also export TORCHELASTIC_RUN_ID, so that Lightning and "  \
+	  "torch.distributed take the step for a torchrun launch")            \
+	X(PRIVATE, "private", "[yes|no]", 2,                                  \
+	  "dptrain: make the run's checkpoints private, directories 0700 "    \
+	  "and files 0600 whatever the umask (default: the site's, or no: "   \
+	  "the umask decides; no effect on s3://, where the bucket's policy " \
+	  "does)")
+/* clang-format on */
+
+enum {
+#define X(id, name, arg, has_arg, help) OPT_##id,
+	DPT_OPTIONS(X)
+#undef X
+	OPT_COUNT
+};
+
+static const char *const option_names[OPT_COUNT] = {
+#define X(id, name, arg, has_arg, help) [OPT_##id] = name,
+	DPT_OPTIONS(X)
+#undef X
 };
 
 static int opt_cb(int val, const char *optarg, int remote)
 {
 	(void)remote;
-	if (val < 0 || (size_t)val >= sizeof(option_names) / sizeof(*option_names))
+	if (val < 0 || val >= OPT_COUNT)
 		return -1;
-	if (strcmp(option_names[val], "verbose") == 0) {
+	if (val == OPT_VERBOSE) {
 		dpt__plugin.user.verbose = true;
 		return 0;
 	}
@@ -65,59 +122,12 @@ static int opt_cb(int val, const char *optarg, int remote)
 		       0;
 }
 
-#define DURATION "DURATION"
-/* Registered in slurm_spank_init: in Slurm 22.05 sbatch and salloc ignore
- * a static spank_options table. */
-static struct spank_option options[] = {
-	{"dp-train", "[RUN]",
-	 "Run this step under dptrain (elastic data-parallel training): "
-	 "rendezvous, ranks, checkpoints, requeue before the walltime. RUN "
-	 "names the training run (default: the job name)",
-	 2, 0, opt_cb},
-	{"dp-ckpt", "URI",
-	 "dptrain: where runs are checkpointed, file:///path or "
-	 "s3://bucket/prefix; the run's checkpoints go to URI/RUN (%u: user, "
-	 "%j: job id; default: the site's root)",
-	 1, 1, opt_cb},
-	{"dp-ckpt-every", "auto|" DURATION "|Nsteps",
-	 "dptrain: checkpoint interval of programs that call dpt_ckpt_step "
-	 "(default: the site's, or auto: sqrt(2 x measured save cost x "
-	 "job MTBF), at most 30 minutes; dptrain(8))",
-	 1, 2, opt_cb},
-	{"dp-keep", "N",
-	 "dptrain: committed checkpoints to keep (default: the site's, or 3)",
-	 1, 3, opt_cb},
-	{"dp-grace", DURATION,
-	 "dptrain: checkpoint and requeue this long before the walltime "
-	 "(default: the site's, or 10m)",
-	 1, 4, opt_cb},
-	{"dp-requeue", "auto|off",
-	 "dptrain: requeue the job before its walltime (default auto)", 1, 5,
-	 opt_cb},
-	{"dp-max-requeues", "N",
-	 "dptrain: requeue the job at most N times (default and largest: the "
-	 "site's, or 100; 0: never)",
-	 1, 11, opt_cb},
-	{"dp-min-workers", "N",
-	 "dptrain: smallest world size a step may shrink to when workers die "
-	 "(default 1)",
-	 1, 6, opt_cb},
-	{"dp-backend", "auto|nccl|cpu",
-	 "dptrain: collective backend (default: the site's, or auto: NCCL "
-	 "with GPUs)",
-	 1, 7, opt_cb},
-	{"dp-verbose", NULL, "dptrain: log what the service does", 0, 8,
-	 opt_cb},
-	{"dp-gpu-bind", "none|rank",
-	 "dptrain: GPUs each task sees: none, every GPU of the step on its "
-	 "node (LOCAL_RANK picks one, as under torchrun), or rank, only the "
-	 "GPU of its local rank (default: the site's, or none)",
-	 1, 9, opt_cb},
-	{"dp-torchelastic", NULL,
-	 "dptrain: also export TORCHELASTIC_RUN_ID, so that Lightning and "
-	 "torch.distributed take the step for a torchrun launch",
-	 0, 10, opt_cb},
-	SPANK_OPTIONS_TABLE_END,
+static struct spank_option options[OPT_COUNT + 1] = {
+#define X(id, name, arg, has_arg, help)                                        \
+	[OPT_##id] = {"dp-" name, arg, help, has_arg, OPT_##id, opt_cb},
+	DPT_OPTIONS(X)
+#undef X
+	[OPT_COUNT] = SPANK_OPTIONS_TABLE_END,
 };
 
 static void log_to_slurm(enum dpt__log_level level, const char *msg)

@@ -112,6 +112,7 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 	rc |= setf(sp, "DPTRAIN_MIN_WORKERS", "%ld", s->min_workers);
 	rc |= set(sp, "DPTRAIN_BACKEND", s->backend);
 	rc |= set(sp, "DPTRAIN_GPU_BIND", dpt__gpu_bind_string(s->gpu_bind));
+	rc |= set(sp, "DPTRAIN_PRIVATE", s->private_run ? "1" : "0");
 	rc |= setf(sp, "DPTRAIN_RESTART_COUNT", "%ld", nrestart);
 	if (s->verbose)
 		rc |= set(sp, "DPTRAIN_LOG_LEVEL", "info");

@@ -62,6 +62,7 @@ struct dpt__storage_conf {
 	int list_page_size;
 	bool direct_io;
 	bool no_create;
+	bool private_mode;
 };
 
 /* Each backend's open: on success *OUT is the backend, released by its

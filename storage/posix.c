@@ -253,15 +253,32 @@ static int fsync_retry(int fd)
 	return 0;
 }
 
+/* The modes of a private run (dpt__storage_opts.private_mode): set with
+ * fchmod after creating, since the umask masks what mkdir and open get. */
+#define PRIVATE_DIR_MODE 0700
+#define PRIVATE_FILE_MODE 0600
+
+/* Makes FD (a file or directory this process created, or the root it
+ * owns) MODE exactly; an error is logged, naming WHAT. */
+static int make_private(int fd, mode_t mode, const char *what)
+{
+	if (fchmod(fd, mode) == 0)
+		return 0;
+	dpt__error("cannot make '%s' private (mode %04o): %s", what,
+		   (unsigned)mode, strerror(errno));
+	return errno;
+}
+
 /*
  * Opens the directory REL (a relative path of '/'-separated components, ""
- * for BASE itself) under BASE, creating missing components when CREATE;
+ * for BASE itself) under BASE, creating missing components when CREATE
+ * (mode 0700 exactly when PRIV, else 0777 less the umask);
  * each new directory's parent is fsync'ed so that the name survives a
  * crash. Returns 0 and a descriptor in *OUT, or an errno; *FAILED is the
  * length of REL's prefix that failed (for the message).
  */
-static int open_dirs(int base, const char *rel, bool create, int *out,
-		     size_t *failed)
+static int open_dirs(int base, const char *rel, bool create, bool priv,
+		     int *out, size_t *failed)
 {
 	/* A new open file description, not dup(): a dup shares the
 	 * directory offset, and a walk would leave BASE's at its end. */
@@ -289,7 +306,10 @@ static int open_dirs(int base, const char *rel, bool create, int *out,
 		comp[n] = '\0';
 		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (next < 0 && errno == ENOENT && create) {
-			if (mkdirat(fd, comp, 0777) < 0 && errno != EEXIST) {
+			mode_t mode = priv ? PRIVATE_DIR_MODE : 0777;
+			bool made = mkdirat(fd, comp, mode) == 0;
+
+			if (!made && errno != EEXIST) {
 				err = errno;
 				break;
 			}
@@ -298,6 +318,13 @@ static int open_dirs(int base, const char *rel, bool create, int *out,
 				break;
 			next = openat(fd, comp,
 				      O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			/* Only a directory this call made: one that another
+			 * writer made meanwhile is its business. */
+			if (next >= 0 && made && priv &&
+			    (err = make_private(next, PRIVATE_DIR_MODE, comp))) {
+				close(next);
+				break;
+			}
 		}
 		if (next < 0) {
 			err = errno;
@@ -336,7 +363,8 @@ static int open_key_dir(struct posix_backend *b, const char *key,
 
 	if (rc)
 		return rc;
-	err = open_dirs(b->rootfd, dir, create, dirfd, &failed);
+	err = open_dirs(b->rootfd, dir, create, b->conf.private_mode, dirfd,
+			&failed);
 	if (err) {
 		rc = dpt__storage_errno(err);
 		if (!(rc == DPT_ENOENT && !create))
@@ -374,8 +402,14 @@ static int create_tmp(struct posix_backend *b, const char *key,
 				   b->root_msg, key);
 			return rc;
 		}
-		*fd = openat(dirfd, tmp,
-			     O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		*fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+			     b->conf.private_mode ? PRIVATE_FILE_MODE : 0666);
+		if (*fd >= 0 && b->conf.private_mode &&
+		    (rc = make_private(*fd, PRIVATE_FILE_MODE, tmp))) {
+			close(*fd);
+			unlinkat(dirfd, tmp, 0);
+			return dpt__storage_errno(rc);
+		}
 		if (*fd >= 0)
 			return 0;
 		if (errno != EEXIST) {
@@ -424,6 +458,13 @@ static int claim_recycled(struct posix_backend *b, int dirfd, const char *name,
 			continue;
 		}
 		fd = openat(dirfd, tmp, O_WRONLY | O_CLOEXEC);
+		/* A file of an older step keeps its mode: a private run
+		 * makes it private (or, failing that, does not use it). */
+		if (fd >= 0 && b->conf.private_mode &&
+		    fchmod(fd, PRIVATE_FILE_MODE) < 0) {
+			close(fd);
+			fd = -1;
+		}
 		if (fd < 0)
 			unlinkat(dirfd, tmp, 0);
 	}
@@ -1017,7 +1058,7 @@ static int walk(struct walk *wk)
 	dirpart = strndup(wk->prefix, slash ? (size_t)(slash - wk->prefix) : 0);
 	if (!dirpart)
 		return DPT_ENOMEM;
-	err = open_dirs(wk->b->rootfd, dirpart, false, &fd, &failed);
+	err = open_dirs(wk->b->rootfd, dirpart, false, false, &fd, &failed);
 	if (err) {
 		free(dirpart);
 		if (err == ENOENT || err == ENOTDIR)
@@ -1186,6 +1227,32 @@ static const struct dpt__storage_ops posix_ops = {
 	.gc = posix_gc,
 };
 
+/* A private run's root that existed before: made 0700 when it is the
+ * user's (what it holds is then out of others' reach, whatever its own
+ * modes); another's is left alone, and said. */
+static int private_root(struct posix_backend *b)
+{
+	struct stat st;
+
+	if (fstat(b->rootfd, &st) < 0) {
+		dpt__error("cannot stat '%s': %s", b->root, strerror(errno));
+		return dpt__storage_errno(errno);
+	}
+	if ((st.st_mode & 07777) == PRIVATE_DIR_MODE)
+		return 0;
+	if (st.st_uid != geteuid()) {
+		dpt__warn("'%s' belongs to uid %u, not to this user: its "
+			  "mode %04o is left as it is (a private run makes "
+			  "only its own directories private)",
+			  b->root, (unsigned)st.st_uid,
+			  (unsigned)(st.st_mode & 07777));
+		return 0;
+	}
+	int err = make_private(b->rootfd, PRIVATE_DIR_MODE, b->root);
+
+	return err ? dpt__storage_errno(err) : 0;
+}
+
 int dpt__posix_open(const struct dpt__storage_uri *uri,
 		    const struct dpt__storage_conf *conf,
 		    struct dpt__storage_backend **out)
@@ -1212,7 +1279,8 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 		rc = DPT_EIO;
 		goto out;
 	}
-	err = open_dirs(fd, b->root + 1, !conf->no_create, &b->rootfd, &failed);
+	err = open_dirs(fd, b->root + 1, !conf->no_create, conf->private_mode,
+			&b->rootfd, &failed);
 	close(fd);
 	if (err == ENOENT && conf->no_create) {
 		rc = DPT_ENOENT; /* the caller says what it looked for */
@@ -1225,6 +1293,9 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 		rc = dpt__storage_errno(err);
 		goto out;
 	}
+	rc = conf->private_mode ? private_root(b) : 0;
+	if (rc)
+		goto out;
 	*out = &b->base;
 out:
 	if (rc)

@@ -96,6 +96,7 @@ static int fill_conf(const struct dpt__storage_opts *o,
 	c->list_page_size = o->list_page_size ? o->list_page_size : 1000;
 	c->direct_io = o->direct_io;
 	c->no_create = o->no_create;
+	c->private_mode = o->private_mode;
 	if (c->max_inflight < 1 || c->max_inflight > 64) {
 		dpt__error("invalid storage option max_inflight %d: it must be "
 			   "between 1 and 64",

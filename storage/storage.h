@@ -102,6 +102,12 @@ struct dpt__storage_opts {
 	 * (the `dptrain` tool): a missing root is DPT_ENOENT, not logged,
 	 * instead of being created. */
 	bool no_create;
+	/* posix: a private run (srun --dp-private, DPTRAIN_PRIVATE): every
+	 * directory created (parents included) is made 0700 and every file
+	 * 0600, whatever the umask, and so is the root when it exists and
+	 * is the user's. s3: no effect (objects are private to the bucket's
+	 * account unless the bucket's policy says otherwise). */
+	bool private_mode;
 };
 
 /* Fills OPTS with the defaults (all "unset"). */

@@ -493,8 +493,12 @@ int dpt__agent_recv(struct dpt__agent *a, struct dpt__msg *m, int timeout_ms)
 				  dpt_strerror(rc));
 			continue;
 		}
-		if (m->type == DPT_MSG_ERROR) /* logged by the agent */
+		/* Logged by the agent's thread: its text is the cause of
+		 * this thread's error too (dpt_last_error). */
+		if (m->type == DPT_MSG_ERROR) {
+			dpt__set_last_error(m->u.text.text);
 			return m->u.text.code;
+		}
 		return 0;
 	}
 }

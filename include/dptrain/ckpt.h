@@ -271,11 +271,16 @@ DPT_EXPORT int dpt_ckpt_wait(struct dpt_ckpt *ck);
  * with weight 1/2 on the newest), M the job's mean time between failures
  * ($DPTRAIN_MTBF, seconds; default 30 days); at most min(30 minutes, M),
  * at least $DPTRAIN_MIN_CKPT_INTERVAL; before any save is measured, the
- * cap. The coordinator's own 30-minute SAVE still applies. Returns 0,
- * DPT_EINVAL, the vote's error (as dpt_barrier), or the save's or the
- * commit's (as dpt_ckpt_save, dpt_ckpt_wait; a failed periodic save is
- * committed by nobody, and its error is returned by the dpt_ckpt_step
- * that would have committed it).
+ * cap. The coordinator's own 30-minute SAVE still applies.
+ *
+ * A periodic save that fails on any rank (a full disk, a snapshot without
+ * memory) is given up by every rank at the commit that follows: rank 0
+ * logs a warning once ("checkpoint of step N failed ...: CAUSE; the last
+ * committed step M is intact; training goes on ..."), the step is not an
+ * error and the next due save tries again. Returns 0,
+ * DPT_EINVAL, the vote's error (as dpt_barrier; also from a commit), or
+ * the error of the save of a stop (*STOP is 1 all the same: the program
+ * exits with the error, its step is not committed).
  */
 DPT_EXPORT int dpt_ckpt_step_sized(struct dpt_ckpt *ck,
 				   const struct dpt_ckpt_meta *meta,
@@ -297,9 +302,12 @@ DPT__SIZED(int, dpt_ckpt_step,
  * DPT_CKPT_DUE_* bits) says whether this step must be saved (a periodic
  * checkpoint, as in dpt_ckpt_step, auto included; --dp-ckpt-every=Nsteps when STEP is a multiple of N, the
  * stop) and whether the program must stop after that save has been
- * waited for. Every rank gets the same *DUE; it is set also when the
- * commit failed. Returns 0, DPT_EINVAL, the vote's error (as
- * dpt_barrier) or the commit's (as dpt_ckpt_wait).
+ * waited for. Every rank gets the same *DUE. A save in flight is
+ * committed when every writer is done, or now when a save is due
+ * (DPT_CKPT_BUSY_WAIT); one that failed is given up by every rank with
+ * rank 0's warning, as in dpt_ckpt_step, and is not an error. Returns 0,
+ * DPT_EINVAL, or the error of a collective (the vote, the commit's:
+ * DPT_EPEERLOST, ...).
  */
 DPT_EXPORT int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step,
 			     unsigned *due);
@@ -372,8 +380,13 @@ struct dpt_ckpt_info {
  * that saves of their step numbers commit again
  * (doc/checkpoint-format.md, "Damaged steps"). Device tensors are filled by copies from pinned staging buffers
  * that are complete when it returns; no work on the device may use them
- * meanwhile. INFO may be NULL. Returns 0, DPT_ENOENT (no committed step, at
- * or below STEP), DPT_EMISMATCH (a registered tensor is not in the step,
+ * meanwhile. INFO may be NULL. A run without any committed step (its first
+ * start, or a mistyped path or run name) is said once by rank 0 at the
+ * default log level, "no checkpoint at 'URI': starting run 'RUN' from step
+ * 0" (dpt_ckpt_inspect says it too). Returns 0, DPT_ENOENT (no committed step, at
+ * or below STEP), DPT_EAUTH (the storage refused the credentials, for the
+ * listing or a read: logged with the storage's answer and what to fix;
+ * older steps are not tried), DPT_EMISMATCH (a registered tensor is not in the step,
  * or with another dtype or shape: logged with both; older steps are not
  * tried, a mismatch is not damage), or the error of the newest step tried
  * when none was usable (DPT_ECORRUPT, DPT_ECUDA: a copy to a device

@@ -67,6 +67,25 @@ DPT_EXPORT const char *dpt_strerror(int err);
  */
 DPT_EXPORT const char *dpt_err_name(int err);
 
+/*
+ * dpt_last_error - what the library last logged as an error in the
+ * calling thread, without the log's time and prefix: the cause that an
+ * error code alone hides ("cannot create directory '/ckpt/run':
+ * Permission denied" behind DPT_EIO). An error of the background writer
+ * of a checkpoint reaches the thread that calls dpt_ckpt_wait (or
+ * dpt_ckpt_step, dpt_ckpt_poll) with the save's result. Read it right
+ * after a call that failed, as errno: a call that succeeds does not clear
+ * it, and a call may fail without logging (then it still holds an older
+ * message): clear it with dpt_last_error_clear before the call to be
+ * sure. Returns a string owned by the thread, valid until its next
+ * libdptrain call; "" when nothing was logged since the last clear.
+ */
+DPT_EXPORT const char *dpt_last_error(void);
+
+/* dpt_last_error_clear - dpt_last_error() returns "" until the calling
+ * thread's next error. */
+DPT_EXPORT void dpt_last_error_clear(void);
+
 #ifdef __cplusplus
 }
 #endif

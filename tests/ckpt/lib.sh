@@ -8,8 +8,10 @@
 #                            status is the number of workers that failed
 #   ckpt_job_start N OUT ARGS...   the same, in the background: the pids
 #                            are in ckpt_pids, then ckpt_job_wait
-#
-# ckpt_program, when set, is run instead of tests/ckpt/ckpt_worker.
+#   ckpt_program=PROGRAM     run PROGRAM instead of ckpt_worker (the
+#                            training loop, tests/ckpt/train_loop)
+#   ckpt_join_ms=MS          the coordinator's join timeout (default 20000:
+#                            more for workers that import torch first)
 # shellcheck shell=bash
 
 ckpt_worker=$top_builddir/tests/ckpt/ckpt_worker
@@ -45,7 +47,7 @@ ckpt_job_start() { # N OUT ARGS...
 	"$ckpt_coordinator" --world-size "$n" --bind 'tcp://127.0.0.1:*' \
 		--advertise 127.0.0.1 --secret-file "$out.secret" \
 		--endpoint-file "$out.endpoint" --timeout-ms 1500 \
-		--join-timeout-ms 20000 --parent-pid $$ --log-level warn \
+		--join-timeout-ms "${ckpt_join_ms:-20000}" --parent-pid $$ --log-level warn \
 		>"$out.coord" 2>&1 &
 	ckpt_coord_pids+=($!)
 	for i in $(seq 50); do

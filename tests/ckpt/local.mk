@@ -29,7 +29,7 @@ CKPT_TESTS = \
 	tests/ckpt/cuda.sh \
 	tests/ckpt/cli.sh
 TESTS += $(CKPT_TESTS)
-EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh
+EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh tests/ckpt/torch_loop.py
 
 if HAVE_CMOCKA
 CKPT_UNIT_TESTS = tests/unit/test_ckpt_manifest tests/unit/test_ckpt_plan \

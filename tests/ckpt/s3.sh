@@ -5,7 +5,9 @@
 # safetensors file, a shard damaged through a plain PUT is found by verify
 # and the load falls back to the previous step, quarantining the damaged
 # one: `ls` shows it as damaged, gc removes it, and it can be saved again;
-# a step whose reads fail with server errors is not quarantined.
+# a step whose reads fail with server errors is not quarantined; with a
+# wrong secret, a save fails and a load says the credentials were refused
+# (what S3 answered and what to fix), not that no step is usable.
 . "$top_srcdir/tests/lib.sh"
 require_prog curl
 s3_up
@@ -14,7 +16,7 @@ s3_up
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3) || skip_all "python3 not found"
 
-plan 20
+plan 24
 root=s3://$DPTRAIN_S3_BUCKET/runs
 run=$root/run
 out=$ckpt_dir/job
@@ -104,3 +106,12 @@ ok $? "the message says the credentials were refused" || diag "$(cat "$out".auth
 ls_out=$("$ckpt_tool" ckpt ls "$root" 2>&1)
 is "$(echo "$ls_out" | awk '$3 == "committed" { print $2 }' | xargs)" "1 2" \
 	"no step 3 was committed" || diag "$ls_out"
+
+AWS_SECRET_ACCESS_KEY=wrong-$AWS_SECRET_ACCESS_KEY ckpt_job 2 "$out.authl" --scale 10 load "$root"
+is $? 2 "a load with a wrong secret key fails on both ranks"
+is "$(ckpt_grep "$out.authl" '^FAIL load' | sort -u)" "FAIL load: DPT_EAUTH (authentication failed)" \
+	"both ranks' load returns DPT_EAUTH" || diag "$(cat "$out".authl.[0-9]*)"
+grep -q "SignatureDoesNotMatch.*AWS_SECRET_ACCESS_KEY" "$out.authl.0"
+ok $? "rank 0 says what S3 answered and which credentials to fix" || diag "$(cat "$out".authl.[0-9]*)"
+! grep -q "no usable committed step" "$out".authl.[0-9]*
+ok $? "no rank calls the run's steps unusable" || diag "$(cat "$out".authl.[0-9]*)"

@@ -9,7 +9,8 @@ TESTS += \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
-	tests/spank/netns.sh
+	tests/spank/netns.sh \
+	tests/spank/private.sh
 EXTRA_DIST += \
 	tests/spank/lib.sh \
 	tests/spank/options.sh \
@@ -23,4 +24,5 @@ EXTRA_DIST += \
 	tests/spank/walltime-change.sh \
 	tests/spank/requeue-guard.sh \
 	tests/spank/netns.sh \
+	tests/spank/private.sh \
 	tests/spank/ddp.py

@@ -5,7 +5,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+
 #include <dptrain/error.h>
+
+#include "log.h"
 
 /* Every code has its own message and name, generated from the one list. */
 static void every_code_has_message_and_name(void **state)
@@ -38,11 +42,51 @@ static void known_strings(void **state)
 	assert_string_equal(dpt_err_name(12345), "DPT_UNKNOWN");
 }
 
+static void quiet(enum dpt__log_level level, const char *msg)
+{
+	(void)level;
+	(void)msg;
+}
+
+static void *other_thread(void *arg)
+{
+	(void)arg;
+	dpt__error("cannot write '%s': %s", "/elsewhere", "Disk quota exceeded");
+	return NULL;
+}
+
+/* The last error logged in a thread is what dpt_last_error() says there:
+ * warnings do not replace it, other threads' errors do not reach it. */
+static void last_error_is_per_thread(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	dpt__log_set_sink(quiet);
+	dpt_last_error_clear();
+	assert_string_equal(dpt_last_error(), "");
+	dpt__error("cannot create directory '%s': %s", "/ckpt/run",
+		   "Permission denied");
+	dpt__warn("retrying");
+	assert_string_equal(dpt_last_error(),
+			    "cannot create directory '/ckpt/run': Permission denied");
+	assert_int_equal(pthread_create(&t, NULL, other_thread, NULL), 0);
+	pthread_join(t, NULL);
+	assert_string_equal(dpt_last_error(),
+			    "cannot create directory '/ckpt/run': Permission denied");
+	dpt__set_last_error("handed over");
+	assert_string_equal(dpt_last_error(), "handed over");
+	dpt_last_error_clear();
+	assert_string_equal(dpt_last_error(), "");
+	dpt__log_set_sink(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(every_code_has_message_and_name),
 		cmocka_unit_test(known_strings),
+		cmocka_unit_test(last_error_is_per_thread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

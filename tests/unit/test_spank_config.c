@@ -396,6 +396,54 @@ static void gpu_bind_and_torchelastic(void **state)
 	assert_non_null(strstr(last, "--dp-gpu-bind: a value is required"));
 }
 
+/* private= (the site's default, no unless set) and --dp-private[=yes|no],
+ * which overrides it either way; alone it means yes. */
+static void private_runs(void **state)
+{
+	struct dpt__admin a;
+	struct dpt__user u = {0};
+	struct dpt__settings s;
+	(void)state;
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
+					       report),
+			 0);
+	assert_false(s.private_run);
+	assert_int_equal(dpt__admin_set(&a, "private", "yes", "f:2", report), 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
+					       report),
+			 0);
+	assert_true(s.private_run);
+	assert_int_equal(dpt__admin_set(&a, "private", "maybe", "f:3", report),
+			 DPT_ECONFIG);
+	assert_string_equal(last, "dptrain: f:3: private='maybe': expected yes "
+				  "or no");
+
+	/* The user's no wins over the site's yes. */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(dpt__user_set(&u, "private", "no", report), 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
+					       report),
+			 0);
+	assert_false(s.private_run);
+
+	/* And the user's yes (the bare option) over the site's no. */
+	dpt__admin_defaults(&a);
+	memset(&u, 0, sizeof(u));
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(dpt__user_set(&u, "private", NULL, report), 0);
+	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
+					       report),
+			 0);
+	assert_true(s.private_run);
+	assert_int_equal(dpt__user_set(&u, "private", "yes", report), 0);
+	assert_true(u.private_run);
+	assert_int_equal(dpt__user_set(&u, "private", "0700", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-private: '0700': expected yes or no"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -406,6 +454,7 @@ int main(void)
 		cmocka_unit_test(admin_file_errors_name_file_and_line),
 		cmocka_unit_test(gpu_bind_and_torchelastic),
 		cmocka_unit_test(mtbf_reaches_the_settings),
+		cmocka_unit_test(private_runs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -654,6 +654,73 @@ static void open_errors(void **state)
 	assert_non_null(strstr(logged.data, "invalid storage URI"));
 }
 
+static mode_t mode_of(const char *dir, const char *rel)
+{
+	char path[300];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_mode & 07777;
+}
+
+/* A private run: every directory the storage creates (parents included)
+ * is 0700 and every file 0600 exactly, under a umask of 022; the root,
+ * when it exists and is the user's, is made 0700; a file recycled from
+ * an older step is made 0600. Without it, the umask decides. */
+static void private_modes(void **state)
+{
+	struct fixture *f = *state;
+	struct dpt__storage_opts o;
+	struct dpt__storage *p = NULL;
+	const char *old[] = {"step-1/shard"};
+	char uri[160], bin[300];
+	struct stat st;
+	mode_t mask = umask(022);
+
+	dpt__storage_opts_init(&o);
+	o.private_mode = true;
+	snprintf(uri, sizeof(uri), "file://%s/new/parent/run", f->dir);
+	assert_int_equal(dpt__storage_open(uri, &o, &p), 0);
+	assert_int_equal(mode_of(f->dir, "new"), 0700);
+	assert_int_equal(mode_of(f->dir, "new/parent"), 0700);
+	assert_int_equal(mode_of(f->dir, "new/parent/run"), 0700);
+	write_object(p, "step-1/rank-00000-of-00001.safetensors", 5000, 1);
+	assert_int_equal(mode_of(f->dir, "new/parent/run/step-1"), 0700);
+	assert_int_equal(mode_of(f->dir, "new/parent/run/step-1/"
+					 "rank-00000-of-00001.safetensors"),
+			 0600);
+	assert_int_equal(dpt__storage_put_if_absent(p, "step-1/manifest.json",
+						    "{}", 2),
+			 0);
+	assert_int_equal(mode_of(f->dir, "new/parent/run/step-1/manifest.json"),
+			 0600);
+	dpt__storage_destroy(&p);
+
+	/* Not private (the fixture's storage at DIR/root): the umask's
+	 * modes, 0755 and 0644. */
+	write_object(f->s, "step-1/shard", 5000, 2);
+	assert_int_equal(mode_of(f->dir, "root/step-1"), 0755);
+	assert_int_equal(mode_of(f->dir, "root/step-1/shard"), 0644);
+	assert_int_equal(mode_of(f->dir, "root"), 0755);
+	assert_int_equal(dpt__storage_recycle(f->s, old, 1), 0);
+	assert_int_equal(recycled_files(f, bin, sizeof(bin)), 1);
+	assert_int_equal(stat(bin, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+
+	/* The same root opened private: it becomes 0700, and the file
+	 * recycled from step 1 (0644) is 0600 once a writer claims it. */
+	snprintf(uri, sizeof(uri), "file://%s/root", f->dir);
+	assert_int_equal(dpt__storage_open(uri, &o, &p), 0);
+	assert_int_equal(mode_of(f->dir, "root"), 0700);
+	write_object(p, "step-2/shard", 5000, 3);
+	assert_int_equal(mode_of(f->dir, "root/step-2"), 0700);
+	assert_int_equal(mode_of(f->dir, "root/step-2/shard"), 0600);
+	assert_true(inode_of(f, "step-2/shard") == st.st_ino); /* claimed */
+	dpt__storage_destroy(&p);
+	umask(mask);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -675,6 +742,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(recycle_claims_race, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(private_modes, setup, teardown),
 	};
 	dpt__buf_init(&logged, 1 << 20);
 	dpt__log_set_sink(capture);

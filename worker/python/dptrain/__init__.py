@@ -194,6 +194,8 @@ def _load_library():
         ("dpt_version", cs, []),
         ("dpt_strerror", cs, [i]),
         ("dpt_err_name", cs, [i]),
+        ("dpt_last_error", cs, []),
+        ("dpt_last_error_clear", None, []),
         ("dpt_init_opts_default_sized", i, [ctypes.POINTER(_InitOpts), sz]),
         ("dpt_init_sized", i, [ip, ctypes.POINTER(_InitOpts), sz]),
         ("dpt_rank", i, [vp]),
@@ -236,14 +238,22 @@ __version__ = _lib.dpt_version().decode()
 
 
 class DptrainError(RuntimeError):
-    """A libdptrain call failed; ``code`` is the (negative) dpt_error."""
+    """A libdptrain call failed; ``code`` is the (negative) dpt_error and
+    ``cause`` what the library logged about it (dpt_last_error(): "cannot
+    create directory '/ckpt/run': Permission denied"), "" when nothing;
+    the message ends with the cause."""
 
-    def __init__(self, code, what):
+    def __init__(self, code, what, cause=None):
         self.code = code
         self.name = _lib.dpt_err_name(code).decode()
         self.restartable = self.name in ("DPT_EPEERLOST", "DPT_EGENERATION")
+        if cause is None:  # the failed call's own message, used once
+            cause = _lib.dpt_last_error().decode(errors="replace")
+            _lib.dpt_last_error_clear()
+        self.cause = cause
         super().__init__(
-            "%s: %s (%s)" % (what, _lib.dpt_strerror(code).decode(), self.name)
+            "%s: %s (%s)%s" % (what, _lib.dpt_strerror(code).decode(), self.name,
+                               ": " + cause if cause else "")
         )
 
 
@@ -257,6 +267,10 @@ def _size(struct):
 def _check(rc, what):
     if rc != 0:
         raise DptrainError(rc, what)
+    # A call that succeeded may have logged errors it recovered from (a
+    # damaged step before an older one loaded): they are not the cause
+    # of a later failure.
+    _lib.dpt_last_error_clear()
 
 
 def permutation(seed, epoch, n, shuffle=True):
@@ -323,7 +337,7 @@ class Context:
 
     def _handle(self):
         if not self._ctx:
-            raise DptrainError(-1, "dptrain: the context is finalized")
+            raise DptrainError(-1, "dptrain: the context is finalized", cause="")
         return self._ctx
 
     @property
@@ -505,7 +519,7 @@ class Checkpoint:
 
     def _handle(self):
         if not self._ck:
-            raise DptrainError(-1, "dptrain: the checkpoint is closed")
+            raise DptrainError(-1, "dptrain: the checkpoint is closed", cause="")
         return self._ck
 
     def register(self, name, tensor, shape=None, offset=None):

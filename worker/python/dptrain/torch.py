@@ -253,6 +253,11 @@ def _shape_text(shape):
     return "[%s]" % ", ".join(str(d) for d in shape)
 
 
+# The errors of dptrain.Checkpoint.save that leave the save pending as
+# failed (include/dptrain/ckpt.h, dpt_ckpt_save).
+_PENDING_ON_FAILURE = ("DPT_ENOMEM", "DPT_ESYS", "DPT_ECUDA")
+
+
 class Checkpoint:
     """Checkpoints of a training state (doc/python.md): ``save``, ``step``,
     ``load``, ``wait``, ``close``; every call collective. Without CTX it
@@ -372,7 +377,10 @@ class Checkpoint:
     def step(self, step, state):
         """The end of global step STEP, on every rank: saves STATE when a
         save is due (--dp-ckpt-every, the walltime, a stop request) and
-        returns True at the stop, once the save is committed."""
+        returns True at the stop, once the save is committed. A periodic
+        save that fails (a full disk) is given up by every rank with a
+        warning from rank 0, and training goes on: the next due save
+        tries again. A save at the stop that fails raises."""
         try:
             save, stop = self._ck.poll(step)
             err = None
@@ -384,7 +392,12 @@ class Checkpoint:
             try:
                 self.save(step, state)
             except DptrainError as e:
-                err = err or e
+                # As dpt_ckpt_step: a periodic save whose snapshot failed
+                # stays pending as failed, and every rank gives it up at
+                # the next commit, which says so; training goes on. The
+                # save of a stop must succeed.
+                if stop or e.name not in _PENDING_ON_FAILURE:
+                    err = err or e
         if stop:
             self._stopped = True
             try:
