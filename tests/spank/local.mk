@@ -9,6 +9,7 @@ TESTS += \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
+	tests/spank/requeue-guard.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh
 EXTRA_DIST += \
