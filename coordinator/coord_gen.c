@@ -297,20 +297,28 @@ static int send_roster(struct dpt__coord *c, int64_t now)
 }
 
 /* form: every expected peer has joined (or the join timeout passed). */
+/* The step fails: N workers (LEFT: "" or " left") cannot form the
+ * generation. */
+static enum coord_state too_few(struct dpt__coord *c, uint32_t n,
+				const char *left, int64_t now)
+{
+	char why[200];
+
+	snprintf(why, sizeof(why),
+		 "only %" PRIu32 " workers%s for generation %" PRIu32
+		 " (--min-workers %" PRIu32 ")",
+		 n, left, c->generation, c->cfg.min_workers);
+	return dpt__coord_fail(c, DPT_EPEERLOST, why, now);
+}
+
 enum coord_state dpt__coord_form_generation(struct dpt__coord *c, int64_t now)
 {
 	uint32_t n = c->n_joining, i = 0, caps = DPT_CAP_CPU | DPT_CAP_NCCL;
 	uint32_t nodes = 0, start = 0;
 	struct peer **m;
-	char why[200];
 
-	if (n < c->cfg.min_workers || n == 0) {
-		snprintf(why, sizeof(why),
-			 "only %" PRIu32 " workers for generation %" PRIu32
-			 " (--min-workers %" PRIu32 ")",
-			 n, c->generation, c->cfg.min_workers);
-		return dpt__coord_fail(c, DPT_EPEERLOST, why, now);
-	}
+	if (n < c->cfg.min_workers || n == 0)
+		return too_few(c, n, "", now);
 	m = realloc(c->members, n * sizeof(*m));
 	if (!m)
 		return dpt__coord_fail(c, DPT_ENOMEM, "out of memory", now);
@@ -443,7 +451,6 @@ enum coord_state dpt__coord_drop_peer(struct dpt__coord *c, struct peer *p,
 enum coord_state dpt__coord_gather(struct dpt__coord *c, int64_t now)
 {
 	uint32_t target, possible;
-	char why[200];
 
 	if (!c->formed_any) {
 		target = c->cfg.world_size - c->lost_before_first;
@@ -457,13 +464,8 @@ enum coord_state dpt__coord_gather(struct dpt__coord *c, int64_t now)
 			  "joining: nothing to coordinate");
 		return dpt__coord_finish(c, 0);
 	}
-	if (possible < c->cfg.min_workers || possible == 0) {
-		snprintf(why, sizeof(why),
-			 "only %" PRIu32 " workers left for generation %" PRIu32
-			 " (--min-workers %" PRIu32 ")",
-			 possible, c->generation, c->cfg.min_workers);
-		return dpt__coord_fail(c, DPT_EPEERLOST, why, now);
-	}
+	if (possible < c->cfg.min_workers || possible == 0)
+		return too_few(c, possible, " left", now);
 	if (c->n_waiting == 0 && c->n_joining >= target)
 		return dpt__coord_form_generation(c, now);
 	return ST_GATHERING;

@@ -321,6 +321,25 @@ class Checkpoint:
 
     # -------------------------------------------------------------- save
 
+    def _register_all(self, tensors):
+        """Register the (name, tensor) pairs afresh, after the save in
+        flight (which reads the registered memory). False when a libdptrain
+        without CUDA refused a device tensor: device tensors go through host
+        copies from then on, and the caller starts over."""
+        self._ck.wait()
+        self._ck.clear()
+        self._layout = None
+        for name, t in tensors:
+            try:
+                self._ck.register(name, t)
+            except DptrainError as e:
+                if not (t.is_cuda and e.name == "DPT_ENOTSUP"):
+                    raise
+                self._device_ok = False
+                self._ck.clear()
+                return False
+        return True
+
     def _register(self, flat):
         """Registers FLAT's tensors when they are not what is registered;
         CUDA tensors are copied into their staging buffers first."""
@@ -339,20 +358,8 @@ class Checkpoint:
         layout = tuple(layout)
         if layout == self._layout:
             return
-        self._ck.wait()  # a save in flight reads the registered memory
-        self._ck.clear()
-        self._layout = None
-        for name, t in regs:
-            try:
-                self._ck.register(name, t)
-            except DptrainError as e:
-                if not (t.is_cuda and e.name == "DPT_ENOTSUP"):
-                    raise
-                # A libdptrain without CUDA: device tensors go through
-                # host copies from now on.
-                self._device_ok = False
-                self._ck.clear()
-                return self._register(flat)
+        if not self._register_all(regs):
+            return self._register(flat)
         self._layout = layout
 
     def _meta(self, flat):
@@ -490,17 +497,8 @@ class Checkpoint:
                 copy_back.append((t, host))
                 t = host
             dest[name] = t
-        self._ck.wait()
-        self._ck.clear()
-        self._layout = None
-        for name, t in dest.items():
-            try:
-                self._ck.register(name, t)
-            except DptrainError as e:
-                if not (t.is_cuda and e.name == "DPT_ENOTSUP"):
-                    raise
-                self._device_ok = False
-                return self.load(state, step)
+        if not self._register_all(dest.items()):
+            return self.load(state, step)
         info = self._ck.load(contents.step)
         for t, host in copy_back:
             t.copy_(host)
