@@ -2,7 +2,7 @@
 # torchrun's environment contract (torch.distributed.run) in the tasks of
 # a --dp-train step of 2 nodes x 2 tasks: GROUP_RANK, GROUP_WORLD_SIZE,
 # ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, TORCHELASTIC_RESTART_COUNT,
-# TORCHELASTIC_MAX_RESTARTS, and TORCHELASTIC_RUN_ID only with
+# TORCHELASTIC_MAX_RESTARTS (--dp-max-requeues), and TORCHELASTIC_RUN_ID only with
 # --dp-torchelastic, which makes torch.distributed (and so Lightning) see a
 # torchrun launch while env:// still works. After a requeue,
 # TORCHELASTIC_RESTART_COUNT is Slurm's restart count.
@@ -14,7 +14,7 @@ cluster_up NODES=2 CPUS=4 GPUS=0
 work=$(mktemp -d /tmp/dptrain-torchrun.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")
 chmod 755 "$work"
-plan 9
+plan 10
 
 # One line per task: the node, then each variable as NAME=VALUE, or
 # NAME-unset when it is not in the environment.
@@ -47,17 +47,19 @@ want() { # RESTARTS MAX RUN_ID: the 4 lines of a 2 x 2 step, by rank
 }
 by_rank() { grep '^n[12] RANK=' | sort -t= -k2 -n; }
 
-# 1-3. The values on 2 nodes x 2 tasks.
+# 1-4. The values on 2 nodes x 2 tasks.
 out=$(cd /tmp && srun_t -N 2 --ntasks-per-node=2 --dp-train=tr $show 2>&1)
-is "$(by_rank <<<"$out")" "$(want 0 2147483647 "")" \
-	"2 x 2: group = node, role = the whole step, restart count 0, no limit, no run id"
+is "$(by_rank <<<"$out")" "$(want 0 100 "")" \
+	"2 x 2: group = node, role = the whole step, restart count 0, at most the site's 100 requeues, no run id"
 out=$(cd /tmp && srun_t -N 2 --ntasks-per-node=2 --dp-train=tr --dp-requeue=off $show 2>&1)
 is "$(by_rank <<<"$out")" "$(want 0 0 "")" "--dp-requeue=off: TORCHELASTIC_MAX_RESTARTS=0"
+out=$(cd /tmp && srun_t -N 2 --ntasks-per-node=2 --dp-train=tr --dp-max-requeues=7 $show 2>&1)
+is "$(by_rank <<<"$out")" "$(want 0 7 "")" "--dp-max-requeues=7: TORCHELASTIC_MAX_RESTARTS=7"
 out=$(cd /tmp && srun_t -N 2 --ntasks-per-node=2 --dp-train=tr --dp-torchelastic --dp-torchelastic $show 2>&1)
-is "$(by_rank <<<"$out")" "$(want 0 2147483647 tr)" \
+is "$(by_rank <<<"$out")" "$(want 0 100 tr)" \
 	"--dp-torchelastic (given twice): TORCHELASTIC_RUN_ID is the run name"
 
-# 4-5. Real torch: is_torchelastic_launched() follows --dp-torchelastic,
+# 5-6. Real torch: is_torchelastic_launched() follows --dp-torchelastic,
 # and env:// still rendezvous without an agent store.
 py=/usr/bin/python3
 if $py -c 'import torch.distributed' 2>/dev/null; then
@@ -84,7 +86,7 @@ else
 	skip "without it torch does not take the step for a torchrun launch" "Debian's python3-torch is not installed"
 fi
 
-# 6-9. A batch job requeued once (RequeueExit=85 in the test cluster):
+# 7-10. A batch job requeued once (RequeueExit=85 in the test cluster):
 # the second run's tasks get TORCHELASTIC_RESTART_COUNT=1.
 cat >"$work/rq.sh" <<EOF
 #!/bin/bash
@@ -105,6 +107,6 @@ is "$state" "JobState=COMPLETED Restarts=1 " "it completed after one requeue" ||
 out=$(cat "$work/rq.out" 2>/dev/null)
 first=$(by_rank <<<"$(grep 'TORCHELASTIC_RESTART_COUNT=0 ' <<<"$out")")
 second=$(by_rank <<<"$(grep 'TORCHELASTIC_RESTART_COUNT=1 ' <<<"$out")")
-is "$first" "$(want 0 2147483647 "")" "first run: TORCHELASTIC_RESTART_COUNT=0 on all 4 tasks" || diag "$out"
-is "$second" "$(want 1 2147483647 "")" "after the requeue: TORCHELASTIC_RESTART_COUNT=1 on all 4 tasks" ||
+is "$first" "$(want 0 100 "")" "first run: TORCHELASTIC_RESTART_COUNT=0 on all 4 tasks" || diag "$out"
+is "$second" "$(want 1 100 "")" "after the requeue: TORCHELASTIC_RESTART_COUNT=1 on all 4 tasks" ||
 	diag "$out"
