@@ -27,7 +27,7 @@
 #include "clock.h"
 #include "ckpt/ckpt_int.h"
 #include "worker/abi.h"
-#include "worker/vote.h"
+#include "worker/internal.h"
 #include "log.h"
 #include "parse.h"
 #include "wire.h"
