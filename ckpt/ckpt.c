@@ -24,13 +24,13 @@
 #include <dptrain/ckpt.h>
 #include <dptrain/dptrain.h>
 
+#include "ckpt_int.h"
 #include "clock.h"
-#include "ckpt/ckpt_int.h"
-#include "worker/abi.h"
-#include "worker/internal.h"
 #include "log.h"
 #include "parse.h"
 #include "wire.h"
+#include "worker/abi.h"
+#include "worker/internal.h"
 
 /* Leftovers of the storage (temporary files, multipart uploads) older
  * than this are removed after a commit: no save takes an hour per file. */
