@@ -25,6 +25,7 @@
 #include <dptrain/dptrain.h>
 
 #include "ckpt_int.h"
+#include "ckpt_priv.h"
 #include "clock.h"
 #include "log.h"
 #include "parse.h"
@@ -36,108 +37,8 @@
  * than this are removed after a commit: no save takes an hour per file. */
 #define GC_AGE_S 3600
 #define DEFAULT_KEEP_LAST 3
-/* The nice value of the background writer thread. */
-#define WRITER_NICE 10
 /* Threads of a load, each with a staging buffer of DPT__CKPT_READ_MAX. */
 #define DPT__CKPT_LOAD_THREADS 3
-
-struct reg {
-	char *name;
-	enum dpt_dtype dtype;
-	enum dpt_ckpt_kind kind;
-	int ndim;
-	uint64_t shape[DPT__CKPT_MAXDIM];
-	struct dpt__box local;
-	void *data;
-	int device; /* the CUDA device of DATA; -1: host memory */
-};
-
-struct dpt_ckpt {
-	struct dpt_ctx *ctx;
-	struct dpt__storage *st;
-	int keep_last;
-	uint64_t keep_every;
-	enum dpt_ckpt_busy busy;
-	uint64_t block;
-	/* dpt_ckpt_step saves every EVERY_STEPS steps (DPTRAIN_CKPT_EVERY
-	 * "Nsteps"; 0: only when the coordinator says SAVE or STOP). */
-	uint64_t every_steps;
-	/* --dp-ckpt-every=auto (DPTRAIN_CKPT_EVERY=auto): rank 0 asks for a
-	 * periodic save (VOTE flag SAVE, which the coordinator passes on to
-	 * every rank in the same VOTE_DONE) once the interval of
-	 * dpt__ckpt_auto_interval has passed since its last save started,
-	 * and only when no save is pending: a save due while the previous
-	 * one is still written would wait for it, a stall of its own.
-	 * MTBF_S: the job's (DPTRAIN_MTBF); MIN_S: the site's floor
-	 * (DPTRAIN_MIN_CKPT_INTERVAL); COST_S: the average cost of the
-	 * committed saves, 0 before the first; LAST_SAVE_NS: when the last
-	 * save started (dpt_ckpt_new before the first); SAVE_STALL_NS: the
-	 * stall of the save in flight, to which its commit is added. */
-	bool auto_every;
-	double mtbf_s, min_s, cost_s;
-	uint64_t last_save_ns, save_stall_ns;
-
-	struct reg *regs;
-	size_t nregs;
-
-	/* The save in flight: from dpt_ckpt_save to dpt_ckpt_wait. */
-	bool pending;
-	int io_rc;
-	/* What this rank logged when IO_RC was set (the writer's thread
-	 * logs it), for dpt_last_error() in the thread that waits. */
-	char io_msg[512];
-	/* The outcome of the last commit that failed: every rank gave the
-	 * step up alike (a rank's shard or rank 0's manifest failed: not a
-	 * broken collective), on FAILED_RANKS ranks, the lowest with
-	 * FAILED_FIRST. COMMITTED: the newest step committed or loaded by
-	 * this object, -1 for none. */
-	bool abandoned;
-	uint32_t failed_ranks;
-	int failed_first;
-	int64_t committed;
-	/* The writer thread, started once and woken for each save: a thread
-	 * created by the save would start at the caller's priority and could
-	 * take its core before the save returns (seen: up to 9 ms). WORK is
-	 * set by the save and cleared by the writer when the shard is
-	 * written or failed; QUIT ends the thread. Under MU. WRITER_PID: the
-	 * process whose thread it is, 0 for none (a child of fork() has
-	 * none). */
-	bool work, quit;
-	pid_t writer_pid;
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	/* Retention after a commit, on rank 0: a thread of its own with a
-	 * storage handle of its own (opened at the first retention, with
-	 * ST's options SO), so that dpt_ckpt_wait returns once the step is
-	 * committed. Deleting a step can take a second (measured: 1.1 s for
-	 * 2 GiB on ext4 mounted with discard) that the other ranks would
-	 * wait for at their next collective. GC_PID: the process whose
-	 * retention thread is running or not yet joined, 0 for none. */
-	struct dpt__storage_opts so;
-	struct dpt__storage *gc_st;
-	pid_t gc_pid;
-	pthread_t gc_thread;
-	int rank, world;
-	struct dpt__manifest frag; /* this rank's part: one file or none */
-	unsigned char *snap;	   /* the snapshot, allocated once, reused */
-	uint64_t snap_cap;
-	bool snap_pinned, snap_pin_tried; /* for device tensors' copies */
-	uint64_t data_len;
-
-	/* The device of the device tensors (one for all), -1 for none; the
-	 * stream their snapshot is copied on. */
-	int device;
-	void *cuda_stream;
-
-	/* Whether rank 0 said that the run starts from step 0. */
-	bool told_fresh;
-	struct dpt__manifest loaded; /* owns what dpt_ckpt_info points to */
-	/* What dpt_ckpt_contents points to. */
-	struct dpt__manifest inspected;
-	struct dpt_ckpt_entry *entries;
-	struct dpt_ckpt_stats stats;
-};
 
 static void opts_default(struct dpt_ckpt_opts *opts)
 {
@@ -330,7 +231,8 @@ static void *retention_main(void *arg)
 {
 	struct dpt_ckpt *ck = arg;
 
-	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE);
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
+			  DPT__CKPT_WRITER_NICE);
 	retain(ck, ck->gc_st);
 	return NULL;
 }
@@ -422,7 +324,7 @@ static int tensor_device(const struct dpt_ckpt *ck,
 
 static int ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
 {
-	struct reg *r, *regs;
+	struct dpt__ckpt_reg *r, *regs;
 	int device = -1, rc;
 
 	if (ck->pending)
@@ -594,7 +496,8 @@ static void *writer_main(void *arg)
 	 * one rank's writer must not slow another rank's snapshot or its
 	 * next steps. A lower priority is always allowed; failure to get it
 	 * changes nothing else. */
-	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE);
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
+			  DPT__CKPT_WRITER_NICE);
 	pthread_mutex_lock(&ck->mu);
 	for (;;) {
 		if (ck->work) {
@@ -659,7 +562,7 @@ static int build_fragment(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	f->rng_len = meta->rng_len;
 	f->user_len = meta->user_len;
 	for (size_t i = 0; i < ck->nregs; i++) {
-		const struct reg *r = &ck->regs[i];
+		const struct dpt__ckpt_reg *r = &ck->regs[i];
 		struct dpt__tensor_desc *t;
 		struct dpt__chunk *c;
 		struct dpt__box box;
@@ -736,7 +639,7 @@ static uint64_t snapshot_size(const struct dpt_ckpt *ck, int world, int rank)
 	uint64_t n = 0;
 
 	for (size_t i = 0; i < ck->nregs; i++) {
-		const struct reg *r = &ck->regs[i];
+		const struct dpt__ckpt_reg *r = &ck->regs[i];
 		struct dpt__box box = r->local;
 
 		if (r->kind == DPT_CKPT_REPLICATED &&
@@ -773,7 +676,7 @@ static int snapshot(struct dpt_ckpt *ck)
 	dpt__cuda_copy_begin(&cc, ck->device, false, ck->cuda_stream, false);
 	if (ck->device >= 0) {
 		for (size_t i = 0, k = 0; i < ck->nregs && !cc.rc; i++) {
-			const struct reg *r = &ck->regs[i];
+			const struct dpt__ckpt_reg *r = &ck->regs[i];
 			const struct dpt__chunk *c = own_chunk(ck, i, &k);
 
 			if (!c || r->device < 0)
@@ -785,7 +688,7 @@ static int snapshot(struct dpt_ckpt *ck)
 	}
 #endif
 	for (size_t i = 0, k = 0; i < ck->nregs; i++) {
-		const struct reg *r = &ck->regs[i];
+		const struct dpt__ckpt_reg *r = &ck->regs[i];
 		const struct dpt__chunk *c = own_chunk(ck, i, &k);
 		void *bufs[2];
 
@@ -920,7 +823,7 @@ static int merge(struct dpt_ckpt *ck, const char *frags, uint64_t stride,
 	m->rng_len = ck->frag.rng_len;
 	m->user_len = ck->frag.user_len;
 	for (size_t i = 0; i < ck->nregs; i++) {
-		const struct reg *r = &ck->regs[i];
+		const struct dpt__ckpt_reg *r = &ck->regs[i];
 		if (!dpt__manifest_add_tensor(m, r->name, r->dtype, r->kind, r->ndim,
 					      r->shape))
 			return rc;
@@ -1500,7 +1403,8 @@ static void shape_text(const uint64_t *shape, int ndim, char *buf, size_t size)
 /* Whether T (NULL: absent) of STEP can fill registered tensor R. A
  * mismatch is not damage: the caller does not try older steps for it. */
 static int check_registered(const struct dpt_ckpt *ck, uint64_t step,
-			    const struct reg *r, const struct dpt__tensor_desc *t)
+			    const struct dpt__ckpt_reg *r,
+			    const struct dpt__tensor_desc *t)
 {
 	char stored[256], wanted[256];
 	bool same;
@@ -1549,7 +1453,7 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	if (!plans)
 		return DPT_ENOMEM;
 	for (size_t i = 0; i < ck->nregs && !rc; i++) {
-		const struct reg *r = &ck->regs[i];
+		const struct dpt__ckpt_reg *r = &ck->regs[i];
 		const struct dpt__tensor_desc *t = dpt__manifest_find(m, r->name);
 
 		rc = check_registered(ck, step, r, t);
