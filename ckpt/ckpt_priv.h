@@ -1,7 +1,7 @@
 /*
  * The checkpoint object of libdptrain (struct dpt_ckpt) and what the files
  * of the checkpoint API share: ckpt/ckpt.c (the object, registration, the
- * periodic decision, the public entry points).
+ * periodic decision, the public entry points), ckpt/load.c.
  * Private to them: libdptckpt and the dptrain tool know ckpt/ckpt_int.h.
  */
 #ifndef DPT_CKPT_CKPT_PRIV_H
@@ -121,5 +121,23 @@ struct dpt_ckpt {
 	struct dpt_ckpt_entry *entries;
 	struct dpt_ckpt_stats stats;
 };
+
+/* ---- In ckpt/ckpt.c. */
+
+/* Waits for the retention thread, if this process started one. */
+void dpt__ckpt_join_retention(struct dpt_ckpt *ck);
+
+/* dpt__vote of every rank's result MINE (alone without a context). */
+int dpt__ckpt_vote(struct dpt_ckpt *ck, int mine, uint32_t *failed, int *first);
+
+/* ---- The load (ckpt/load.c). */
+
+/* dpt_ckpt_load, INFO (may be NULL) of this library's size. */
+int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
+		   struct dpt_ckpt_info *info);
+
+/* dpt_ckpt_inspect, OUT of this library's size. */
+int dpt__ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
+		      struct dpt_ckpt_contents *out);
 
 #endif
