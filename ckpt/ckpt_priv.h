@@ -1,7 +1,7 @@
 /*
  * The checkpoint object of libdptrain (struct dpt_ckpt) and what the files
  * of the checkpoint API share: ckpt/ckpt.c (the object, registration, the
- * periodic decision, the public entry points), ckpt/load.c.
+ * periodic decision, the public entry points), ckpt/commit.c, ckpt/load.c.
  * Private to them: libdptckpt and the dptrain tool know ckpt/ckpt_int.h.
  */
 #ifndef DPT_CKPT_CKPT_PRIV_H
@@ -124,11 +124,22 @@ struct dpt_ckpt {
 
 /* ---- In ckpt/ckpt.c. */
 
+/* Waits until the writer has finished the shard of the save in flight. */
+void dpt__ckpt_join_writer(struct dpt_ckpt *ck);
+
+/* 0 when STEP is committed in ST (has a manifest), DPT_ENOENT when not. */
+int dpt__ckpt_manifest_exists(struct dpt__storage *st, uint64_t step);
+
+/* ---- The commit (ckpt/commit.c). */
+
 /* Waits for the retention thread, if this process started one. */
 void dpt__ckpt_join_retention(struct dpt_ckpt *ck);
 
 /* dpt__vote of every rank's result MINE (alone without a context). */
 int dpt__ckpt_vote(struct dpt_ckpt *ck, int mine, uint32_t *failed, int *first);
+
+/* Commits the periodic save in flight; a step given up is only logged. */
+int dpt__ckpt_settle(struct dpt_ckpt *ck);
 
 /* ---- The load (ckpt/load.c). */
 

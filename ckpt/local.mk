@@ -14,7 +14,8 @@ ckpt_libdptckpt_la_CFLAGS = $(AM_CFLAGS) -fPIC $(JANSSON_CFLAGS) $(XXHASH_CFLAGS
 ckpt_libdptckpt_la_LIBADD = $(JANSSON_LIBS) $(XXHASH_LIBS) -lm
 
 pkginclude_HEADERS += include/dptrain/ckpt.h
-worker_libdptrain_la_SOURCES += ckpt/ckpt.c ckpt/ckpt_priv.h ckpt/load.c
+worker_libdptrain_la_SOURCES += ckpt/ckpt.c ckpt/ckpt_priv.h ckpt/commit.c \
+	ckpt/load.c
 worker_libdptrain_la_LIBADD += ckpt/libdptckpt.la $(JANSSON_LIBS) $(XXHASH_LIBS)
 
 # dptrain: the command-line tool (`dptrain ckpt ls|show|verify|gc URI`).
