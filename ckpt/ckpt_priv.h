@@ -1,7 +1,8 @@
 /*
  * The checkpoint object of libdptrain (struct dpt_ckpt) and what the files
  * of the checkpoint API share: ckpt/ckpt.c (the object, registration, the
- * periodic decision, the public entry points), ckpt/commit.c, ckpt/load.c.
+ * periodic decision, the public entry points), ckpt/save.c, ckpt/commit.c
+ * and ckpt/load.c.
  * Private to them: libdptckpt and the dptrain tool know ckpt/ckpt_int.h.
  */
 #ifndef DPT_CKPT_CKPT_PRIV_H
@@ -122,13 +123,22 @@ struct dpt_ckpt {
 	struct dpt_ckpt_stats stats;
 };
 
-/* ---- In ckpt/ckpt.c. */
+/* ---- The save (ckpt/save.c). */
+
+/* Frees the snapshot buffer, unpinned first when it was pinned. */
+void dpt__ckpt_free_snapshot(struct dpt_ckpt *ck);
 
 /* Waits until the writer has finished the shard of the save in flight. */
 void dpt__ckpt_join_writer(struct dpt_ckpt *ck);
 
+/* Ends the writer thread, if this process started it. */
+void dpt__ckpt_stop_writer(struct dpt_ckpt *ck);
+
 /* 0 when STEP is committed in ST (has a manifest), DPT_ENOENT when not. */
 int dpt__ckpt_manifest_exists(struct dpt__storage *st, uint64_t step);
+
+/* dpt_ckpt_save, META of this library's size: snapshot, then the writer. */
+int dpt__ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta);
 
 /* ---- The commit (ckpt/commit.c). */
 
