@@ -12,7 +12,7 @@
 
 #include <dptrain/error.h>
 
-#include "ckpt/ckpt_int.h"
+#include "ckpt_int.h"
 #include "log.h"
 
 /* The largest pitch of a 2-D copy: cudaDeviceProp.memPitch, 2^31 - 1 on

@@ -12,7 +12,7 @@
 
 #include <math.h>
 
-#include "ckpt/ckpt_int.h"
+#include "ckpt_int.h"
 #include "parse.h"
 
 double dpt__ckpt_auto_interval(double cost_s, double mtbf_s, double min_s)

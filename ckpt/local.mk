@@ -1,7 +1,9 @@
 # Sharded checkpoints (doc/checkpoint-format.md). libdptckpt holds what
 # needs no collectives (manifest codec, planner, shard headers, listing,
 # verification, retention) and is shared by libdptrain and the `dptrain`
-# tool; ckpt/ckpt.c, the public dpt_ckpt_* API, is part of libdptrain.
+# tool. The public dpt_ckpt_* API is part of libdptrain: ckpt/ckpt.c (the
+# object, registration, the entry points), ckpt/save.c, ckpt/commit.c and
+# ckpt/load.c, sharing ckpt/ckpt_priv.h.
 noinst_LTLIBRARIES += ckpt/libdptckpt.la
 ckpt_libdptckpt_la_SOURCES = \
 	ckpt/ckpt_int.h \
@@ -14,7 +16,8 @@ ckpt_libdptckpt_la_CFLAGS = $(AM_CFLAGS) -fPIC $(JANSSON_CFLAGS) $(XXHASH_CFLAGS
 ckpt_libdptckpt_la_LIBADD = $(JANSSON_LIBS) $(XXHASH_LIBS) -lm
 
 pkginclude_HEADERS += include/dptrain/ckpt.h
-worker_libdptrain_la_SOURCES += ckpt/ckpt.c
+worker_libdptrain_la_SOURCES += ckpt/ckpt.c ckpt/ckpt_priv.h ckpt/commit.c \
+	ckpt/load.c ckpt/save.c
 worker_libdptrain_la_LIBADD += ckpt/libdptckpt.la $(JANSSON_LIBS) $(XXHASH_LIBS)
 
 # dptrain: the command-line tool (`dptrain ckpt ls|show|verify|gc URI`).

@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "ckpt/ckpt_int.h"
+#include "ckpt_int.h"
 #include "parse.h"
 
 /*

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/ckpt_int.h"
+#include "ckpt_int.h"
 
 uint64_t dpt__box_volume(const struct dpt__box *b)
 {

@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "ckpt/ckpt_int.h"
+#include "ckpt_int.h"
 
 void dpt__chunk_label(const struct dpt__tensor_desc *t,
 		      const struct dpt__chunk *c, char *buf, size_t size)

@@ -13,7 +13,7 @@
 
 #include <xxhash.h>
 
-#include "ckpt/ckpt_int.h"
+#include "ckpt_int.h"
 #include "log.h"
 
 void dpt__step_dir(uint64_t step, char *buf, size_t size)

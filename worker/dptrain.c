@@ -28,11 +28,11 @@
 #include "comm.h"
 #include "cpu_reduce.h"
 #include "hash.h"
+#include "internal.h"
 #include "log.h"
 #include "net.h"
 #include "nccl.h"
 #include "parse.h"
-#include "vote.h"
 #include "wire.h"
 
 /* How many generations in a row may break while a worker joins before it

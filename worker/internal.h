@@ -1,10 +1,13 @@
 /*
- * A barrier that also counts failures, through the coordinator (VOTE and
- * VOTE_DONE, doc/protocol.md): the checkpoint commit's decision. Internal
- * to libdptrain.
+ * libdptrain's internal API for its other parts (ckpt/): what they need of
+ * the coordinator, reached through the context's connection. A barrier
+ * that also counts failures (VOTE and VOTE_DONE, doc/protocol.md: the
+ * checkpoint commit's decision), a poll for what the coordinator asks of
+ * every rank, and the reports of what the run did. Not installed; the
+ * checkpoint code reaches the coordinator only through these.
  */
-#ifndef DPT_WORKER_VOTE_H
-#define DPT_WORKER_VOTE_H
+#ifndef DPT_WORKER_INTERNAL_H
+#define DPT_WORKER_INTERNAL_H
 
 #include <stdint.h>
 
