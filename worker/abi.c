@@ -11,7 +11,7 @@
 #include <dptrain/dptrain.h>
 
 #include "log.h"
-#include "worker/abi.h"
+#include "abi.h"
 
 static int check(size_t size, size_t min, size_t cur, const char *name)
 {
