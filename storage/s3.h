@@ -187,6 +187,23 @@ int dpt__s3_engine_pending(const struct dpt__s3_engine *e);
 /* Interrupts dpt__s3_engine_step from another thread. */
 void dpt__s3_engine_wakeup(struct dpt__s3_engine *e);
 
+/* What the outcome of an attempt means (dpt__s3_classify). */
+enum dpt__s3_verdict {
+	DPT__S3_DONE,	/* final: success or failure */
+	DPT__S3_RETRY,	/* worth another attempt after a backoff */
+	DPT__S3_RESIGN, /* sign again at once (see query_slash_raw) */
+};
+
+/*
+ * dpt__s3_classify - what the attempt of R that ended with CC (and, when
+ * CURLE_OK, with R's status and body) means: sets *RC (0 or a dpt_error),
+ * appends the explanation for a message to CAUSE, may set r->ambiguous
+ * and r->resigned and change s3->query_slash_raw; returns the verdict.
+ */
+enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3,
+				      struct dpt__s3_req *r, CURLcode cc,
+				      int *rc, struct dpt__buf *cause);
+
 /* Runs one request to its end, retries included. Returns req->rc. */
 int dpt__s3_perform(struct dpt__s3 *s3, struct dpt__s3_req *req);
 /* Runs N requests, at most PARALLEL at a time; after the first failure
