@@ -3,7 +3,8 @@
  *
  * This file opens the backend and holds the operations on whole objects
  * (read, stat, put_if_absent, list, delete, gc); the writer, a multipart
- * upload, is in s3_writer.c, the requests in s3_request.c.
+ * upload, is in s3_writer.c, the requests in s3_request.c and
+ * s3_outcome.c.
  */
 #include "config.h"
 

@@ -2,7 +2,8 @@
  * Internals of the s3 backend shared by s3.c (open and the operations on
  * whole objects), s3_writer.c (the writer, a multipart upload),
  * s3_request.c (signed requests driven by libcurl's multi interface, with
- * retries) and s3_config.c (endpoint, region and credentials).
+ * retries), s3_outcome.c (what an attempt's outcome means) and
+ * s3_config.c (endpoint, region and credentials).
  */
 #ifndef DPT_STORAGE_S3_H
 #define DPT_STORAGE_S3_H
@@ -195,10 +196,11 @@ enum dpt__s3_verdict {
 };
 
 /*
- * dpt__s3_classify - what the attempt of R that ended with CC (and, when
- * CURLE_OK, with R's status and body) means: sets *RC (0 or a dpt_error),
- * appends the explanation for a message to CAUSE, may set r->ambiguous
- * and r->resigned and change s3->query_slash_raw; returns the verdict.
+ * dpt__s3_classify (s3_outcome.c) - what the attempt of R that ended with
+ * CC (and, when CURLE_OK, with R's status and body) means: sets *RC (0 or
+ * a dpt_error), appends the explanation for a message to CAUSE, may set
+ * r->ambiguous and r->resigned and change s3->query_slash_raw; returns
+ * the verdict.
  */
 enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3,
 				      struct dpt__s3_req *r, CURLcode cc,
