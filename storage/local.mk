@@ -5,8 +5,10 @@ noinst_LTLIBRARIES += storage/libdptstorage.la
 storage_libdptstorage_la_SOURCES = \
 	storage/storage.c storage/storage.h storage/backend.h \
 	storage/uri.c storage/uri.h \
-	storage/posix.c \
-	storage/s3.c storage/s3.h storage/s3_request.c storage/s3_config.c \
+	storage/posix.c storage/posix.h storage/posix_writer.c \
+	storage/posix_tree.c \
+	storage/s3.c storage/s3.h storage/s3_writer.c storage/s3_request.c \
+	storage/s3_outcome.c storage/s3_config.c \
 	storage/sigv4.c storage/sigv4.h \
 	storage/xml.c storage/xml.h
 storage_libdptstorage_la_CFLAGS = $(AM_CFLAGS) -fPIC $(CURL_CFLAGS) $(CRYPTO_CFLAGS)

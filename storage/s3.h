@@ -1,6 +1,8 @@
 /*
- * Internals of the s3 backend shared by s3.c (the operations), s3_request.c
- * (signed requests driven by libcurl's multi interface, with retries) and
+ * Internals of the s3 backend shared by s3.c (open and the operations on
+ * whole objects), s3_writer.c (the writer, a multipart upload),
+ * s3_request.c (signed requests driven by libcurl's multi interface, with
+ * retries), s3_outcome.c (what an attempt's outcome means) and
  * s3_config.c (endpoint, region and credentials).
  */
 #ifndef DPT_STORAGE_S3_H
@@ -18,6 +20,9 @@
 #include "sigv4.h"
 
 #define DPT__S3_MULTI_POOL 8
+/* The type of every object: binary. Never a form type, which some servers
+ * (moto) take as a form to decode, storing an empty object. */
+#define DPT__S3_OBJECT_TYPE "application/octet-stream"
 
 /* Where to send requests and how to sign them, resolved once at open. */
 struct dpt__s3_config {
@@ -183,11 +188,70 @@ int dpt__s3_engine_pending(const struct dpt__s3_engine *e);
 /* Interrupts dpt__s3_engine_step from another thread. */
 void dpt__s3_engine_wakeup(struct dpt__s3_engine *e);
 
+/* What the outcome of an attempt means (dpt__s3_classify). */
+enum dpt__s3_verdict {
+	DPT__S3_DONE,	/* final: success or failure */
+	DPT__S3_RETRY,	/* worth another attempt after a backoff */
+	DPT__S3_RESIGN, /* sign again at once (see query_slash_raw) */
+};
+
+/*
+ * dpt__s3_classify (s3_outcome.c) - what the attempt of R that ended with
+ * CC (and, when CURLE_OK, with R's status and body) means: sets *RC (0 or
+ * a dpt_error), appends the explanation for a message to CAUSE, may set
+ * r->ambiguous and r->resigned and change s3->query_slash_raw; returns
+ * the verdict.
+ */
+enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3,
+				      struct dpt__s3_req *r, CURLcode cc,
+				      int *rc, struct dpt__buf *cause);
+
 /* Runs one request to its end, retries included. Returns req->rc. */
 int dpt__s3_perform(struct dpt__s3 *s3, struct dpt__s3_req *req);
 /* Runs N requests, at most PARALLEL at a time; after the first failure
  * the others are stopped. Returns the first failure's rc, or 0. */
 int dpt__s3_perform_all(struct dpt__s3 *s3, struct dpt__s3_req *reqs,
 			size_t n, int parallel);
+
+/* ------------------------------------------------------------ objects */
+
+/* An object's full key and its URI, the two names every request needs. */
+struct dpt__s3_names {
+	char *key; /* prefix included */
+	char *uri; /* "s3://bucket/prefix/key", for messages */
+};
+
+/* Fills *N for KEY (relative to the prefix); released by
+ * dpt__s3_names_release() whatever this returns. */
+int dpt__s3_names_init(const struct dpt__s3 *s3, const char *key,
+		       struct dpt__s3_names *n);
+/* Frees the two strings of *N. */
+void dpt__s3_names_release(struct dpt__s3_names *n);
+/* Initialises R: METHOD on the object N (borrowed); "cannot WHAT" fails. */
+void dpt__s3_req_object(struct dpt__s3_req *r, const char *method,
+			const struct dpt__s3_names *n, const char *what);
+/* Adds a query parameter (VALUE NULL: none) to R; both strings borrowed. */
+void dpt__s3_req_query(struct dpt__s3_req *r, const char *name,
+		       const char *value);
+/* Adds a signed header to R; both strings borrowed. */
+void dpt__s3_req_header(struct dpt__s3_req *r, const char *name,
+			const char *value);
+
+/* ------------------------------------------------------------ writer */
+
+/* The writer's operations (s3_writer.c), for the backend's ops table. */
+
+/* ops->writer_new: a writer of KEY; nothing is sent before the first part. */
+int dpt__s3_writer_new(struct dpt__storage_backend *base, const char *key,
+		       struct dpt__storage_writer **out);
+/* ops->write_at: copies BUF into part buffers, uploads the full parts. */
+int dpt__s3_writer_write_at(struct dpt__storage_writer *wb, const void *buf,
+			    size_t len, uint64_t offset);
+/* ops->finish: completes the upload (or one PUT) and frees the writer. */
+int dpt__s3_writer_finish(struct dpt__storage_writer *wb);
+/* ops->abort: aborts the multipart upload and frees the writer. */
+void dpt__s3_writer_abort(struct dpt__storage_writer *wb);
+/* ops->reserve: fills the backend's pool of part buffers for BYTES. */
+int dpt__s3_reserve(struct dpt__storage_backend *base, uint64_t bytes);
 
 #endif

@@ -18,7 +18,6 @@
 #include "clock.h"
 #include "log.h"
 #include "s3.h"
-#include "xml.h"
 
 #define RESP_MAX (16 * 1024 * 1024)
 #define EMPTY_SHA256                                                           \
@@ -369,268 +368,6 @@ static int start_attempt(struct dpt__s3_engine *e, struct dpt__s3_req *r)
 	return rc == DPT_ETOOBIG ? DPT_EINVAL : rc;
 }
 
-/* ------------------------------------------------------------ outcomes */
-
-enum verdict { DONE, RETRY, RESIGN };
-
-static void xml_field(const struct dpt__buf *resp, const char *name,
-		      struct dpt__buf *out)
-{
-	struct dpt__xml_span doc = {resp->data, resp->len}, err, v;
-	if (!resp->data)
-		return;
-	if (!dpt__xml_find(doc, "Error", &err))
-		err = doc;
-	if (dpt__xml_find(err, name, &v))
-		dpt__xml_text(out, v);
-}
-
-static bool slash_in_query(const struct dpt__s3_req *r)
-{
-	for (size_t i = 0; i < r->nquery; i++)
-		if (r->query[i].value && strchr(r->query[i].value, '/'))
-			return true;
-	return false;
-}
-
-static const char *status_name(long st)
-{
-	switch (st) {
-	case 400:
-		return "(Bad Request)";
-	case 403:
-		return "(Forbidden)";
-	case 404:
-		return "(Not Found)";
-	case 409:
-		return "(Conflict)";
-	case 412:
-		return "(Precondition Failed)";
-	case 416:
-		return "(Range Not Satisfiable)";
-	case 429:
-		return "(Too Many Requests)";
-	case 500:
-		return "(Internal Server Error)";
-	case 502:
-		return "(Bad Gateway)";
-	case 503:
-		return "(Service Unavailable)";
-	case 504:
-		return "(Gateway Timeout)";
-	default:
-		return "";
-	}
-}
-
-static bool curl_transient(CURLcode cc)
-{
-	switch (cc) {
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_OPERATION_TIMEDOUT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_GOT_NOTHING:
-	case CURLE_PARTIAL_FILE:
-	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
-	case CURLE_SSL_CONNECT_ERROR:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * What the outcome of an attempt means: *RC (0 or a dpt_error) and
- * whether to retry; CAUSE receives the explanation for a message.
- */
-static enum verdict classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
-			     CURLcode cc, int *rc, struct dpt__buf *cause)
-{
-	struct dpt__buf code, msg;
-	long st = r->status;
-	enum verdict v = DONE;
-
-	*rc = 0;
-	if (cc != CURLE_OK) {
-		if (r->overflow) {
-			*rc = DPT_ES3;
-			dpt__buf_printf(cause, "the response is larger than "
-					       "expected%s",
-					r->dst ? " (the server ignored the "
-						 "Range header?)" :
-						 "");
-			return DONE;
-		}
-		*rc = cc == CURLE_OPERATION_TIMEDOUT || r->stalled ?
-			      DPT_ETIMEDOUT :
-			      DPT_ES3;
-		if (r->stalled)
-			dpt__buf_printf(cause, "timeout: no byte moved for "
-					       "%ld ms (endpoint %s)",
-					s3->conf.stall_timeout_ms,
-					s3->endpoint_msg);
-		else
-			dpt__buf_printf(cause, "%s (endpoint %s)",
-					r->errbuf[0] ? r->errbuf :
-						       curl_easy_strerror(cc),
-					s3->endpoint_msg);
-		/* Only a refused connection proves the request was not
-		 * acted upon. */
-		if (cc != CURLE_COULDNT_CONNECT &&
-		    cc != CURLE_COULDNT_RESOLVE_HOST)
-			r->ambiguous = true;
-		return curl_transient(cc) || r->stalled ? RETRY : DONE;
-	}
-	dpt__buf_init(&code, 256);
-	dpt__buf_init(&msg, 1024);
-	xml_field(&r->resp, "Code", &code);
-	xml_field(&r->resp, "Message", &msg);
-	if (st >= 200 && st < 300) {
-		if (r->error_in_200 && code.len) {
-			/* CompleteMultipartUpload: 200, then <Error>. */
-			*rc = DPT_ES3;
-			r->ambiguous = true;
-			dpt__buf_printf(cause, "HTTP %ld %s: %s", st, code.data,
-					msg.len ? msg.data : "");
-			v = RETRY;
-			if (strcmp(code.data, "InternalError") != 0 &&
-			    strcmp(code.data, "SlowDown") != 0 &&
-			    strcmp(code.data, "ServiceUnavailable") != 0)
-				v = DONE;
-		}
-		goto out;
-	}
-	/* A HEAD answer has no body: the status's own name then. */
-	dpt__buf_printf(cause, "HTTP %ld %s%s%s", st,
-			code.len ? code.data : status_name(st),
-			msg.len ? ": " : "", msg.len ? msg.data : "");
-	switch (st) {
-	case 403:
-		*rc = DPT_EAUTH;
-		if (strcmp(code.data ? code.data : "", "SignatureDoesNotMatch") ==
-			    0 &&
-		    r->resigned) {
-			/* The other form did not help either: the key is
-			 * wrong, not the canonical query. Go back to what
-			 * SigV4 specifies. */
-			atomic_store(&s3->query_slash_raw, false);
-		} else if (strcmp(code.data ? code.data : "",
-				  "SignatureDoesNotMatch") == 0 &&
-			   slash_in_query(r) &&
-			   !atomic_exchange(&s3->query_slash_raw, true)) {
-			/* Servers disagree on '/' in canonical query values
-			 * (moto wants it unencoded): try the other form
-			 * once, and keep it if it works. */
-			dpt__debug("%s: signing again with '/' unencoded in the "
-				  "canonical query (the server is not AWS)",
-				  s3->endpoint_msg);
-			r->resigned = true;
-			v = RESIGN;
-			break;
-		}
-		if (strcmp(code.data ? code.data : "", "RequestTimeTooSkewed") ==
-		    0)
-			dpt__buf_printf(cause, " (the clock of this host is "
-					       "off: synchronise it)");
-		else
-			dpt__buf_printf(cause,
-					" (bucket '%s' at %s refuses the key "
-					"'%s' from %s: check the key, its "
-					"secret and its permissions)",
-					s3->bucket, s3->endpoint_msg,
-					s3->cfg.access_key,
-					s3->cfg.cred_source);
-		break;
-	case 404:
-		*rc = DPT_ENOENT;
-		if (code.data && strcmp(code.data, "NoSuchBucket") == 0) {
-			dpt__buf_printf(cause,
-					" (bucket '%s' does not exist at %s)",
-					s3->bucket, s3->endpoint_msg);
-		} else if (code.data && strcmp(code.data, "NoSuchUpload") == 0) {
-			/* The upload is gone: aborted by gc, or the server
-			 * lost it. Retrying cannot bring it back. */
-			*rc = DPT_ES3;
-			dpt__buf_printf(cause, " (the multipart upload was "
-					       "aborted or lost by the server)");
-		}
-		break;
-	case 301:
-	case 307:
-		*rc = DPT_ES3;
-		dpt__buf_printf(cause,
-				" (bucket '%s' is not served by %s in region "
-				"%s: set AWS_REGION or DPTRAIN_S3_ENDPOINT)",
-				s3->bucket, s3->endpoint_msg, s3->cfg.region);
-		break;
-	case 412:
-		*rc = DPT_EEXIST;
-		break;
-	case 416:
-		*rc = DPT_ERANGE;
-		break;
-	case 400:
-		*rc = DPT_ES3;
-		if (code.data && (strcmp(code.data, "RequestTimeout") == 0 ||
-				  strcmp(code.data, "OperationAborted") == 0)) {
-			r->ambiguous = true;
-			v = RETRY;
-		} else if (code.data && (strcmp(code.data, "ExpiredToken") == 0 ||
-					 strcmp(code.data, "InvalidToken") ==
-						 0)) {
-			*rc = DPT_EAUTH;
-			dpt__buf_printf(cause,
-					" (the session token %s: renew the "
-					"credentials of %s)",
-					s3->cfg.session_token ?
-						"is refused" :
-						"is missing",
-					s3->cfg.cred_source);
-		} else if (code.data &&
-			   strcmp(code.data, "AuthorizationHeaderMalformed") ==
-				   0) {
-			*rc = DPT_EAUTH;
-			dpt__buf_printf(cause, " (is the region '%s' right? set "
-					       "AWS_REGION)",
-					s3->cfg.region);
-		} else if (code.data &&
-			   strcmp(code.data, "EntityTooSmall") == 0) {
-			*rc = DPT_EINVAL;
-		}
-		break;
-	case 501:
-		/* NotImplemented: an S3-compatible server without this
-		 * request (s3rver has no ListMultipartUploads). Final: a
-		 * retry gets the same answer, only later. */
-		*rc = DPT_ENOTSUP;
-		dpt__buf_printf(cause, " (the server at %s does not implement "
-				       "this request)",
-				s3->endpoint_msg);
-		break;
-	case 409: /* ConditionalRequestConflict: a concurrent write */
-	case 429:
-	case 500:
-	case 502:
-	case 503: /* SlowDown */
-	case 504:
-		*rc = DPT_ES3;
-		r->ambiguous = true;
-		v = RETRY;
-		break;
-	default:
-		*rc = DPT_ES3;
-		if (st >= 500)
-			v = RETRY;
-	}
-out:
-	dpt__buf_release(&code);
-	dpt__buf_release(&msg);
-	return v;
-}
-
 static long backoff_ms(struct dpt__s3_engine *e, int attempt)
 {
 	long d = e->s3->conf.retry_base_ms;
@@ -663,7 +400,7 @@ static void end_attempt(struct dpt__s3_engine *e, struct dpt__s3_req *r,
 			CURLcode cc, struct dpt__s3_req **done)
 {
 	struct dpt__buf cause;
-	enum verdict v;
+	enum dpt__s3_verdict v;
 	int rc;
 
 	stop_running(e, r);
@@ -675,14 +412,14 @@ static void end_attempt(struct dpt__s3_engine *e, struct dpt__s3_req *r,
 		r->content_length = cl;
 	}
 	dpt__buf_init(&cause, 4096);
-	v = classify(e->s3, r, cc, &rc, &cause);
-	if (v == RESIGN) {
+	v = dpt__s3_classify(e->s3, r, cc, &rc, &cause);
+	if (v == DPT__S3_RESIGN) {
 		r->due_ms = dpt__now_ms();
 		r->next = e->waiting;
 		e->waiting = r;
 		goto out;
 	}
-	if (v == RETRY && r->attempts <= e->s3->conf.retries) {
+	if (v == DPT__S3_RETRY && r->attempts <= e->s3->conf.retries) {
 		long wait = backoff_ms(e, r->attempts);
 		dpt__warn("cannot %s '%s' yet, retrying in %ld ms (attempt "
 			  "%d of %d): %s",

@@ -1,6 +1,7 @@
-# Storage tests: cmocka unit tests of the signer, the URI and XML parsers
-# and the posix backend, and integration tests of the s3 backend against a
-# real S3 server (moto, SigV4 enforced), driven through storage_tool.
+# Storage tests: cmocka unit tests of the signer, the URI and XML parsers,
+# the posix backend and the table of S3 outcomes, and integration tests of
+# the s3 backend against a real S3 server (moto, SigV4 enforced), driven
+# through storage_tool.
 STORAGE_TEST_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir) $(CURL_CFLAGS) $(CRYPTO_CFLAGS)
 STORAGE_TEST_LDADD = storage/libdptstorage.la common/libdptcommon.la \
 	$(CURL_LIBS) $(CRYPTO_LIBS)
@@ -11,7 +12,8 @@ STORAGE_UNIT_TESTS = \
 	tests/unit/test_storage_uri \
 	tests/unit/test_storage_xml \
 	tests/unit/test_storage_posix \
-	tests/unit/test_storage_enospc
+	tests/unit/test_storage_enospc \
+	tests/unit/test_storage_s3_classify
 UNIT_TESTS += $(STORAGE_UNIT_TESTS)
 tests_unit_test_storage_sigv4_SOURCES = tests/unit/test_storage_sigv4.c
 tests_unit_test_storage_sigv4_CFLAGS = $(STORAGE_TEST_CFLAGS) $(CMOCKA_CFLAGS)
@@ -28,6 +30,12 @@ tests_unit_test_storage_posix_LDADD = $(STORAGE_TEST_LDADD) $(CMOCKA_LIBS)
 tests_unit_test_storage_enospc_SOURCES = tests/unit/test_storage_enospc.c
 tests_unit_test_storage_enospc_CFLAGS = $(STORAGE_TEST_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_storage_enospc_LDADD = $(STORAGE_TEST_LDADD) $(CMOCKA_LIBS)
+tests_unit_test_storage_s3_classify_SOURCES = \
+	tests/unit/test_storage_s3_classify.c
+tests_unit_test_storage_s3_classify_CFLAGS = \
+	$(STORAGE_TEST_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_storage_s3_classify_LDADD = \
+	$(STORAGE_TEST_LDADD) $(CMOCKA_LIBS)
 endif
 
 # storage_tool drives the storage interface from the integration scripts.
