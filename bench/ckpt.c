@@ -22,6 +22,8 @@
  * (`curl -T`, SigV4 by curl) of one object, and one GET of it to
  * /dev/null. Last line: ckpt_s3 save_ratio=A load_ratio=B
  *
+ * The peers (fio, dd, curl, and XXH3's speed) are bench/ckpt_peers.c's.
+ *
  * The state is what data parallel training with Adam holds: parameters
  * (--replicated, a fraction of the size, fp32, replicated), the rest
  * split in two sharded fp32 tensors (moments m and v, ZeRO-1 style). The
@@ -42,7 +44,6 @@
 #define _GNU_SOURCE /* nftw */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -60,40 +61,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
 #include <dptrain/ckpt.h>
 #include <dptrain/dptrain.h>
 
 #include "bench/bench.h"
+#include "bench/ckpt_peers.h"
 #include "ckpt/ckpt_int.h"
 #include "storage/storage.h"
 
 #ifndef DPT_COORDINATOR_BIN
 #define DPT_COORDINATOR_BIN "coordinator/dptrain-coordinator"
 #endif
-
-#define MIB (1024.0 * 1024.0)
-
-struct config {
-	uint64_t size;
-	int ranks, load_ranks, saves, keep;
-	double replicated;
-	double interval; /* seconds idle after each save */
-	char dir[8192];	 /* the checkpoints' root URI */
-	char work[4000]; /* a local directory: secret, endpoint, dd files */
-	bool buffered;
-	const char *s3;	 /* --s3 URI: save to and load from S3 */
-	size_t part_size;
-	int inflight;
-};
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* The work directory (dd files, the run: gigabytes) and the process that
  * made it: a failed run removes it too. */
@@ -119,7 +97,7 @@ static int remove_work(const char *dir)
 	return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static void die(const char *what)
+_Noreturn void bench_die(const char *what)
 {
 	fprintf(stderr, "bench/ckpt: %s\n", what);
 	if (work_dir && getpid() == work_owner && remove_work(work_dir) == 0)
@@ -135,7 +113,8 @@ struct state {
 	uint64_t moff, mcnt;		/* this rank's box of m and v */
 };
 
-static void state_sizes(const struct config *c, uint64_t *np, uint64_t *nm)
+static void state_sizes(const struct bench_config *c, uint64_t *np,
+			uint64_t *nm)
 {
 	uint64_t elems = c->size / 4;
 
@@ -143,7 +122,7 @@ static void state_sizes(const struct config *c, uint64_t *np, uint64_t *nm)
 	*nm = (elems - *np) / 2;
 }
 
-static int state_register(struct dpt_ckpt *ck, const struct config *c,
+static int state_register(struct dpt_ckpt *ck, const struct bench_config *c,
 			  struct state *s, int rank, int world)
 {
 	int rc = 0;
@@ -155,7 +134,7 @@ static int state_register(struct dpt_ckpt *ck, const struct config *c,
 	s->m = malloc(s->mcnt * 4 + 4);
 	s->v = malloc(s->mcnt * 4 + 4);
 	if (!s->params || !s->m || !s->v)
-		die("out of memory");
+		bench_die("out of memory");
 	/* Touch everything: a state in use is mapped. */
 	for (uint64_t i = 0; i < s->np; i++)
 		s->params[i] = (float)i;
@@ -196,7 +175,7 @@ static void report(int fd, const char *fmt, ...)
 		_exit(3);
 }
 
-static int worker(const struct config *c, const char *endpoint,
+static int worker(const struct bench_config *c, const char *endpoint,
 		  const char *secret, int task, int world, bool load, int fd)
 {
 	struct dpt_init_opts io;
@@ -244,7 +223,7 @@ static int worker(const struct config *c, const char *endpoint,
 		mine += pcnt * 4;
 		warm = malloc(mine + 1);
 		if (!warm || dpt_ckpt_prepare(ck))
-			die("out of memory");
+			bench_die("out of memory");
 		memset(warm, 1, mine + 1);
 		for (int k = 1; k <= c->saves && !rc; k++) {
 			struct dpt_ckpt_stats st;
@@ -259,19 +238,19 @@ static int worker(const struct config *c, const char *endpoint,
 			 * whose neighbours had finished: a copy alone). */
 			for (int rep = 0; rep < 2 && !rc; rep++) {
 				rc = dpt_barrier(ctx);
-				m0 = now_s();
+				m0 = bench_now_s();
 				memcpy(warm, s.params + poff, pcnt * 4);
 				memcpy(warm + pcnt * 4, s.m, s.mcnt * 4);
 				memcpy(warm + pcnt * 4 + s.mcnt * 4, s.v, s.mcnt * 4);
-				m1 = now_s();
+				m1 = bench_now_s();
 				mc = m1 - m0;
 			}
 			rc = rc ? rc : dpt_barrier(ctx);
-			t0 = now_s();
+			t0 = bench_now_s();
 			rc = rc ? rc : dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){.step = (uint64_t)k});
-			t1 = now_s();
+			t1 = bench_now_s();
 			rc = rc ? rc : dpt_ckpt_wait(ck);
-			t2 = now_s();
+			t2 = bench_now_s();
 			dpt_ckpt_stats(ck, &st);
 			if (!rc)
 				report(fd, "save %d %d %.9f %.9f %.9f %" PRIu64 " %.9f\n",
@@ -285,9 +264,9 @@ static int worker(const struct config *c, const char *endpoint,
 		double t0, t1;
 
 		rc = dpt_barrier(ctx);
-		t0 = now_s();
+		t0 = bench_now_s();
 		rc = rc ? rc : dpt_ckpt_load(ck, DPT_CKPT_LATEST, NULL);
-		t1 = now_s();
+		t1 = bench_now_s();
 		dpt_ckpt_stats(ck, &st);
 		for (uint64_t i = 0; !rc && i < s.mcnt; i += 4099)
 			if (s.m[i] != (float)(s.moff + i))
@@ -326,8 +305,8 @@ static pid_t start_coordinator(int world, const char *secret_file,
 }
 
 /* Runs a job of WORLD workers; their report lines land in OUT. */
-static void run_job(const struct config *c, int world, bool load, char *out,
-		    size_t outlen)
+static void run_job(const struct bench_config *c, int world, bool load,
+		    char *out, size_t outlen)
 {
 	char secret[65], secret_file[4200], ep_file[4200], endpoint[256] = "";
 	unsigned char b[32];
@@ -337,14 +316,14 @@ static void run_job(const struct config *c, int world, bool load, char *out,
 	FILE *f;
 
 	if (getrandom(b, sizeof(b), 0) != sizeof(b))
-		die("getrandom failed");
+		bench_die("getrandom failed");
 	for (int i = 0; i < 32; i++)
 		snprintf(secret + 2 * i, 3, "%02x", b[i]);
 	snprintf(secret_file, sizeof(secret_file), "%s/secret", c->work);
 	snprintf(ep_file, sizeof(ep_file), "%s/endpoint", c->work);
 	f = fopen(secret_file, "w");
 	if (!f || fprintf(f, "%s\n", secret) < 0 || fclose(f))
-		die("cannot write the secret file");
+		bench_die("cannot write the secret file");
 	chmod(secret_file, 0600);
 	coord = start_coordinator(world, secret_file, ep_file);
 	for (int i = 0; i < 100 && !endpoint[0]; i++) {
@@ -359,9 +338,9 @@ static void run_job(const struct config *c, int world, bool load, char *out,
 			usleep(50000);
 	}
 	if (!endpoint[0])
-		die("the coordinator did not start");
+		bench_die("the coordinator did not start");
 	if (pipe(fds))
-		die("pipe failed");
+		bench_die("pipe failed");
 	for (int i = 0; i < world; i++) {
 		pids[i] = fork();
 		if (pids[i] == 0) {
@@ -386,315 +365,7 @@ static void run_job(const struct config *c, int world, bool load, char *out,
 	kill(coord, SIGTERM);
 	waitpid(coord, NULL, 0);
 	if (failed)
-		die("a worker failed (its messages are above)");
-}
-
-/* ------------------------------------------------------------ peers */
-
-/* Seconds that COMMAND (run by sh) takes. */
-static double timed_shell(const char *command)
-{
-	double t0 = now_s();
-	if (system(command) != 0) {
-		fprintf(stderr, "bench/ckpt: '%s' failed\n", command);
-		exit(1);
-	}
-	return now_s() - t0;
-}
-
-/* Drops the page cache of every file under PATH (after the fsync of
- * the save, the pages are clean): the load reads from the disk. */
-static void drop_cache(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		char p[8192];
-		struct stat st;
-		int fd;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
-		if (stat(p, &st))
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			drop_cache(p);
-			continue;
-		}
-		fd = open(p, O_RDONLY);
-		if (fd >= 0) {
-			fdatasync(fd);
-			posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-			close(fd);
-		}
-	}
-	closedir(d);
-}
-
-/* Seconds for STREAMS dd processes to write (files DIR/dd.I) or read
- * (parts of DIR/dd.bin) SIZE bytes together, with O_DIRECT. */
-static double parallel_dd(const char *dir, uint64_t size, int streams,
-			  bool reading)
-{
-	uint64_t per = size / (4u << 20) / (uint64_t)streams;
-	char cmd[16384];
-	size_t n = 0;
-
-	n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "(");
-	for (int i = 0; i < streams && n < sizeof(cmd) - 512; i++) {
-		if (reading)
-			n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
-					      "dd if='%s/dd.bin' of=/dev/null bs=4M skip=%" PRIu64
-					      " count=%" PRIu64 " iflag=direct status=none & ",
-					      dir, per * (uint64_t)i, per);
-		else
-			n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
-					      "dd if=/dev/zero of='%s/dd.%d' bs=4M count=%" PRIu64
-					      " oflag=direct conv=fsync status=none & ",
-					      dir, i, per);
-	}
-	snprintf(cmd + n, sizeof(cmd) - n, "wait)");
-	return timed_shell(cmd) * (double)size /
-	       (double)(per * (uint64_t)streams * (4u << 20));
-}
-
-/*
- * Seconds for fio to move SIZE bytes with JOBS jobs (O_DIRECT, 4 MiB
- * blocks, the files DIR/fio.J.0, an fsync at the end of each job): the
- * storage's best with several requests in flight, which dptrain's parallel
- * shard writes can reach and one dd stream cannot. Wall time of the whole
- * run, layout excluded (a read finds the files the write left). -1 when
- * fio is not installed.
- */
-static double fio_seconds(const char *dir, uint64_t size, int jobs,
-			  bool reading)
-{
-	char cmd[8400];
-	FILE *f;
-	double bw = 0;
-	char line[512];
-
-	snprintf(cmd, sizeof(cmd),
-		 "fio --name=fio --directory='%s' --rw=%s --bs=4M --direct=1 "
-		 "--ioengine=psync --size=%" PRIu64 " --numjobs=%d "
-		 "--end_fsync=1 --group_reporting --output-format=json "
-		 "2>/dev/null",
-		 dir, reading ? "read" : "write", size / (uint64_t)jobs, jobs);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	/* "bw_bytes" of the group, in the read or the write section: the
-	 * first non-zero one (the other direction reports 0). */
-	while (fgets(line, sizeof(line), f)) {
-		const char *p = strstr(line, "\"bw_bytes\" : ");
-		double v;
-
-		if (p && sscanf(p + 13, "%lf", &v) == 1 && v > 0 && bw == 0)
-			bw = v;
-	}
-	if (pclose(f) != 0 || bw <= 0)
-		return -1;
-	return (double)size / bw;
-}
-
-/*
- * Seconds for the storage's best write of the size: fio with 1 job and
- * with as many jobs as ranks, the faster (dd when fio is missing: one
- * stream and as many as ranks).
- */
-static double peer_write(const struct config *c, const char *dir,
-			 const char *ddfile)
-{
-	char cmd[8400];
-	double one, many;
-
-	one = fio_seconds(dir, c->size, 1, false);
-	many = one < 0 ? -1 : fio_seconds(dir, c->size, c->ranks, false);
-	if (one > 0 && many > 0) {
-		printf("fio write (direct, 4 MiB, fsync) 1 job %.0f MiB/s, "
-		       "%d jobs %.0f MiB/s\n",
-		       c->size / MIB / one, c->ranks, c->size / MIB / many);
-		/* The load's ceiling reads a file of the size: dd's. */
-		snprintf(cmd, sizeof(cmd),
-			 "dd if=/dev/zero of='%s' bs=64M count=%" PRIu64
-			 " oflag=direct conv=fsync status=none",
-			 ddfile, c->size / (64u << 20));
-		timed_shell(cmd);
-		return many < one ? many : one;
-	}
-	fprintf(stderr, "bench/ckpt: fio not found: the ceiling is dd's "
-			"(install fio)\n");
-	snprintf(cmd, sizeof(cmd),
-		 "dd if=/dev/zero of='%s' bs=64M count=%" PRIu64
-		 " oflag=direct conv=fsync status=none",
-		 ddfile, c->size / (64u << 20));
-	one = timed_shell(cmd);
-	many = parallel_dd(dir, c->size, c->ranks, false);
-	printf("dd write (oflag=direct, fsync) %.0f MiB/s, %d streams %.0f MiB/s\n",
-	       c->size / MIB / one, c->ranks, c->size / MIB / many);
-	return many < one ? many : one;
-}
-
-/* The same for reading, with as many jobs as loading ranks. */
-static double peer_read(const struct config *c, const char *dir,
-			const char *ddfile)
-{
-	char cmd[8400];
-	double one, many;
-
-	one = fio_seconds(dir, c->size, 1, true);
-	many = one < 0 ? -1 : fio_seconds(dir, c->size, c->load_ranks, true);
-	if (one > 0 && many > 0) {
-		printf("fio read (direct, 4 MiB) 1 job %.0f MiB/s, %d jobs "
-		       "%.0f MiB/s\n",
-		       c->size / MIB / one, c->load_ranks, c->size / MIB / many);
-		return many < one ? many : one;
-	}
-	snprintf(cmd, sizeof(cmd),
-		 "dd if='%s' of=/dev/null bs=64M iflag=direct status=none", ddfile);
-	one = timed_shell(cmd);
-	many = parallel_dd(dir, c->size, c->load_ranks, true);
-	printf("dd read (iflag=direct) %.0f MiB/s, %d streams %.0f MiB/s\n",
-	       c->size / MIB / one, c->load_ranks, c->size / MIB / many);
-	return many < one ? many : one;
-}
-
-static double xxh3_gbps(void)
-{
-	size_t n = 256u << 20, block = 1u << 20;
-	unsigned char *buf = malloc(n);
-	double t[5];
-	uint64_t sink = 0;
-
-	if (!buf)
-		die("out of memory");
-	for (size_t i = 0; i < n; i++)
-		buf[i] = (unsigned char)(i * 131);
-	for (int r = 0; r < 5; r++) {
-		double t0 = now_s();
-		for (size_t off = 0; off < n; off += block)
-			sink ^= XXH3_64bits(buf + off, block);
-		t[r] = now_s() - t0;
-	}
-	free(buf);
-	if (sink == 42)
-		printf("(unlikely)\n");
-	return (double)n / bench_median(t, 5) / 1e9;
-}
-
-/* ------------------------------------------------------------ S3 peers */
-
-/* The curl side of --s3: a file of the state's size, PUT as one object and
- * fetched back with one GET, signed by curl (--aws-sigv4). */
-struct s3peer {
-	char url[8192];	 /* the peer object */
-	char conf[4200]; /* curl's options, credentials included (mode 0600) */
-	char file[4200]; /* the bytes */
-};
-
-static const char *env_first(const char *a, const char *b, const char *c)
-{
-	const char *v = getenv(a);
-	if ((!v || !*v) && b)
-		v = getenv(b);
-	if ((!v || !*v) && c)
-		v = getenv(c);
-	return v && *v ? v : NULL;
-}
-
-static void conf_line(FILE *f, const char *name, const char *value)
-{
-	if (strpbrk(value, "\"\\\n"))
-		die("a credential or setting for curl holds a quote, a "
-		    "backslash or a newline");
-	fprintf(f, "%s = \"%s\"\n", name, value);
-}
-
-/* BUCKET and KEY (relative to the bucket) give the peer's URL; the
- * endpoint, region and credentials come from the environment like the s3
- * backend's (path-style with an explicit endpoint unless
- * DPTRAIN_S3_PATH_STYLE=0, virtual-hosted on AWS). */
-static void s3peer_init(struct s3peer *p, const struct config *c,
-			const char *bucket, const char *key)
-{
-	const char *ep = env_first("DPTRAIN_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3",
-				   "AWS_ENDPOINT_URL");
-	const char *region = env_first("AWS_REGION", "AWS_DEFAULT_REGION", NULL);
-	const char *ak = getenv("AWS_ACCESS_KEY_ID");
-	const char *sk = getenv("AWS_SECRET_ACCESS_KEY");
-	const char *token = getenv("AWS_SESSION_TOKEN");
-	const char *ps = getenv("DPTRAIN_S3_PATH_STYLE");
-	char cmd[8400], sig[256];
-	FILE *f;
-	int n;
-
-	if (!ak || !*ak || !sk || !*sk)
-		die("--s3: the curl peer needs AWS_ACCESS_KEY_ID and "
-		    "AWS_SECRET_ACCESS_KEY in the environment");
-	if (!region)
-		region = "us-east-1";
-	if (ep && !(ps && !strcmp(ps, "0"))) {
-		size_t l = strlen(ep);
-		while (l && ep[l - 1] == '/')
-			l--;
-		n = snprintf(p->url, sizeof(p->url), "%.*s/%s/%s", (int)l, ep,
-			     bucket, key);
-	} else if (ep) {
-		const char *host = strstr(ep, "://");
-		if (!host)
-			die("--s3: the endpoint must be http(s)://host[:port]");
-		n = snprintf(p->url, sizeof(p->url), "%.*s%s.%s/%s",
-			     (int)(host + 3 - ep), ep, bucket, host + 3, key);
-	} else {
-		n = snprintf(p->url, sizeof(p->url),
-			     "https://%s.s3.%s.amazonaws.com/%s", bucket, region,
-			     key);
-	}
-	if (n < 0 || (size_t)n >= sizeof(p->url))
-		die("--s3: the URI is too long");
-	snprintf(p->conf, sizeof(p->conf), "%s/curl.conf", c->work);
-	snprintf(p->file, sizeof(p->file), "%s/curl-peer.bin", c->work);
-	f = fopen(p->conf, "w");
-	if (!f)
-		die("cannot write the curl configuration");
-	chmod(p->conf, 0600);
-	snprintf(sig, sizeof(sig), "aws:amz:%s:s3", region);
-	conf_line(f, "aws-sigv4", sig);
-	snprintf(cmd, sizeof(cmd), "%s:%s", ak, sk);
-	conf_line(f, "user", cmd);
-	/* curl 7.88 does not send the payload's hash: it must be given. */
-	conf_line(f, "header", "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	/* curl's own "Expect: 100-continue" stays: curl 7.88 would sign an
-	 * empty Expect header that it then does not send (403). */
-	if (token && *token) {
-		snprintf(cmd, sizeof(cmd), "x-amz-security-token: %s", token);
-		conf_line(f, "header", cmd);
-	}
-	fputs("silent\nshow-error\nfail\n", f);
-	if (fclose(f))
-		die("cannot write the curl configuration");
-	/* The bytes: not zeros, which a server or a proxy could compress. */
-	snprintf(cmd, sizeof(cmd),
-		 "head -c %" PRIu64 " /dev/urandom >'%s'", c->size, p->file);
-	timed_shell(cmd);
-}
-
-/* Seconds for one curl PUT (or GET) of the peer object. */
-static double s3peer_run(const struct s3peer *p, bool put)
-{
-	char cmd[20000];
-
-	if (put)
-		snprintf(cmd, sizeof(cmd), "curl -K '%s' -o /dev/null -T '%s' '%s'",
-			 p->conf, p->file, p->url);
-	else
-		snprintf(cmd, sizeof(cmd), "curl -K '%s' -o /dev/null '%s'",
-			 p->conf, p->url);
-	return timed_shell(cmd);
+		bench_die("a worker failed (its messages are above)");
 }
 
 /* Deletes every object under the S3 root URI (the bench's own prefix). */
@@ -732,7 +403,7 @@ static void usage(void)
 
 /* --s3: the root of this run's checkpoints (a new prefix under URI) in
  * C->dir, and the peer object next to it. */
-static void s3_setup(struct config *c, struct s3peer *peer)
+static void s3_setup(struct bench_config *c, struct bench_s3peer *peer)
 {
 	const char *b = c->s3 + 5, *slash;
 	char bucket[256], prefix[2048], key[4096];
@@ -745,31 +416,35 @@ static void s3_setup(struct config *c, struct s3peer *peer)
 	if (!slash)
 		slash = b + strlen(b);
 	if (slash == b || (size_t)(slash - b) >= sizeof(bucket))
-		die("--s3 needs s3://BUCKET[/PREFIX]");
+		bench_die("--s3 needs s3://BUCKET[/PREFIX]");
 	snprintf(bucket, sizeof(bucket), "%.*s", (int)(slash - b), b);
 	snprintf(prefix, sizeof(prefix), "%s", *slash ? slash + 1 : "");
 	pl = strlen(prefix);
 	while (pl && prefix[pl - 1] == '/')
 		prefix[--pl] = '\0';
 	if (getrandom(r, sizeof(r), 0) != sizeof(r))
-		die("getrandom failed");
+		bench_die("getrandom failed");
 	snprintf(key, sizeof(key), "%s%sbench-%02x%02x%02x%02x", prefix,
 		 pl ? "/" : "", r[0], r[1], r[2], r[3]);
 	snprintf(c->dir, sizeof(c->dir), "s3://%s/%s", bucket, key);
 	strncat(key, "/curl-peer.bin", sizeof(key) - strlen(key) - 1);
-	s3peer_init(peer, c, bucket, key);
+	bench_s3peer_init(peer, c, bucket, key);
 }
 
 int main(int argc, char **argv)
 {
-	struct config c = {.size = 2048ull << 20, .ranks = 4, .load_ranks = 3,
-			   .saves = 9, .keep = 2, .replicated = 0};
+	struct bench_config c = {.size = 2048ull << 20,
+				 .ranks = 4,
+				 .load_ranks = 3,
+				 .saves = 9,
+				 .keep = 2,
+				 .replicated = 0};
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/var/tmp";
 	char cmd[16384], out[65536], ddfile[4200];
 	double save_s[64], stall_r[64], peer_w, peer_r, xx;
 	double load_s = 1e300, t;
 	uint64_t bytes_read = 0, needed = 0;
-	struct s3peer peer;
+	struct bench_s3peer peer;
 	int nsave = 0, loads = 2;
 	char *p;
 
@@ -813,7 +488,7 @@ int main(int argc, char **argv)
 	c.size = c.size / (64u << 20) * (64u << 20); /* whole dd blocks */
 	snprintf(c.work, sizeof(c.work), "%s/dptrain-bench-ckpt.XXXXXX", base);
 	if (!mkdtemp(c.work))
-		die("cannot create the work directory (--dir)");
+		bench_die("cannot create the work directory (--dir)");
 	work_dir = c.work;
 	work_owner = getpid();
 	if (c.s3)
@@ -828,7 +503,7 @@ int main(int argc, char **argv)
 	if (c.s3)
 		printf("# peer: curl %s\n", peer.url);
 
-	xx = xxh3_gbps();
+	xx = bench_xxh3_gbps();
 	printf("xxh3 %.1f GB/s (1 MiB blocks, one thread)\n", xx);
 
 	/* The peers run before and after what they are compared with, and
@@ -836,10 +511,10 @@ int main(int argc, char **argv)
 	 * worse, never better. */
 	snprintf(ddfile, sizeof(ddfile), "%s/dd.bin", c.work);
 	if (c.s3) {
-		peer_w = s3peer_run(&peer, true);
+		peer_w = bench_s3peer_run(&peer, true);
 		printf("curl PUT %.0f MiB/s\n", c.size / MIB / peer_w);
 	} else {
-		peer_w = peer_write(&c, c.work, ddfile);
+		peer_w = bench_peer_write(&c, c.work, ddfile);
 	}
 
 	run_job(&c, c.ranks, false, out, sizeof(out));
@@ -872,15 +547,15 @@ int main(int argc, char **argv)
 	}
 
 	if (c.s3) {
-		t = s3peer_run(&peer, true);
+		t = bench_s3peer_run(&peer, true);
 		printf("curl PUT %.0f MiB/s\n", c.size / MIB / t);
 		peer_w = t < peer_w ? t : peer_w;
-		peer_r = s3peer_run(&peer, false);
+		peer_r = bench_s3peer_run(&peer, false);
 		printf("curl GET %.0f MiB/s\n", c.size / MIB / peer_r);
 	} else {
-		t = peer_write(&c, c.work, ddfile);
+		t = bench_peer_write(&c, c.work, ddfile);
 		peer_w = t < peer_w ? t : peer_w;
-		peer_r = peer_read(&c, c.work, ddfile);
+		peer_r = bench_peer_read(&c, c.work, ddfile);
 	}
 
 	for (int rep = 0; rep < loads; rep++) {
@@ -889,7 +564,7 @@ int main(int argc, char **argv)
 
 		if (!c.s3) {
 			snprintf(cmd, sizeof(cmd), "%s/run", c.work);
-			drop_cache(cmd);
+			bench_drop_cache(cmd);
 		}
 		run_job(&c, c.load_ranks, true, out, sizeof(out));
 		p = out;
@@ -916,10 +591,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (c.s3) {
-		t = s3peer_run(&peer, false);
+		t = bench_s3peer_run(&peer, false);
 		printf("curl GET %.0f MiB/s\n", c.size / MIB / t);
 	} else {
-		t = peer_read(&c, c.work, ddfile);
+		t = bench_peer_read(&c, c.work, ddfile);
 	}
 	peer_r = t < peer_r ? t : peer_r;
 

@@ -41,7 +41,8 @@ endif
 # memcpy in the same run (doc/PERFORMANCE.md, "Checkpoints"); with --s3,
 # to and from S3 against curl (doc/PERFORMANCE.md, "Checkpoints on S3").
 noinst_PROGRAMS += bench/ckpt
-bench_ckpt_SOURCES = bench/ckpt.c bench/bench.h
+bench_ckpt_SOURCES = bench/ckpt.c bench/ckpt_peers.c bench/ckpt_peers.h \
+	bench/bench.h
 bench_ckpt_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) $(JANSSON_CFLAGS) \
 	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"'
 # With --s3 it deletes its objects at the end through ckpt/ and storage/

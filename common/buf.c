@@ -6,7 +6,17 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "buf.h"
+
+/* What every function keeps true, and reserve's arithmetic relies on:
+ * the string and its NUL fit in the allocation (none before the first
+ * append), and the string is within the cap (else max - len wraps). */
+static void check(const struct dpt__buf *b)
+{
+	DPT_ASSERT(b->len <= b->max);
+	DPT_ASSERT(b->cap ? b->data && b->len < b->cap : b->len == 0);
+}
 
 void dpt__buf_init(struct dpt__buf *b, size_t max)
 {
@@ -24,6 +34,7 @@ void dpt__buf_release(struct dpt__buf *b)
 
 void dpt__buf_reset(struct dpt__buf *b)
 {
+	check(b);
 	b->len = 0;
 	if (b->data)
 		b->data[0] = '\0';
@@ -34,6 +45,7 @@ static int reserve(struct dpt__buf *b, size_t n)
 	size_t need, cap;
 	char *p;
 
+	check(b);
 	if (n > b->max - b->len)
 		return DPT_ETOOBIG;
 	need = b->len + n + 1;
@@ -58,6 +70,7 @@ int dpt__buf_append(struct dpt__buf *b, const void *p, size_t n)
 	memcpy(b->data + b->len, p, n);
 	b->len += n;
 	b->data[b->len] = '\0';
+	check(b);
 	return 0;
 }
 
@@ -99,6 +112,7 @@ int dpt__array_room(void *arr_p, size_t n, size_t *cap, size_t size)
 	size_t c;
 	void *v;
 
+	DPT_ASSERT(n <= *cap);
 	if (n < *cap)
 		return 0;
 	c = *cap ? 2 * *cap : 16;

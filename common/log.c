@@ -9,6 +9,7 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "log.h"
 
 static struct {
@@ -117,4 +118,13 @@ const char *dpt_last_error(void)
 void dpt_last_error_clear(void)
 {
 	last_error[0] = '\0';
+}
+
+void dpt__assert_failed(const char *file, int line, const char *func,
+			const char *cond)
+{
+	dpt__error("%s:%d: %s: assertion '%s' failed: a bug in dptrain, "
+		   "please report it",
+		   file, line, func, cond);
+	abort();
 }

@@ -18,6 +18,7 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "buf.h"
 #include "coord_int.h"
 #include "kv.h"
@@ -193,6 +194,10 @@ static enum coord_state on_barrier(struct dpt__coord *c, struct peer *p,
 	if (!p || p->role != ROLE_MEMBER ||
 	    e->msg->generation != c->generation)
 		return c->state;
+	/* A member holds its rank's slot until it leaves or the generation
+	 * ends (dpt__coord_peer_remove, dpt__coord_end_generation): its
+	 * arrival is counted against the members of that generation. */
+	DPT_ASSERT(p->rank < c->world && c->members[p->rank] == p);
 	if (seq != c->barrier_seq + 1 || p->barrier_seq >= seq) {
 		/* A duplicate, or a member that miscounts: counting it would
 		 * release a barrier too early. */
@@ -239,8 +244,10 @@ static enum coord_state on_leave(struct dpt__coord *c, struct peer *p,
 		c->any_left = true;
 		/* The member left, so it cannot count in a barrier any more:
 		 * un-count it if it had arrived. */
-		if (p->barrier_seq == c->barrier_seq + 1)
+		if (p->barrier_seq == c->barrier_seq + 1) {
+			DPT_ASSERT(c->barrier_count > 0);
 			c->barrier_count--;
+		}
 		if (p->join.task_id < c->cfg.world_size)
 			c->tasks[p->join.task_id].state = TASK_GONE;
 		dpt__coord_peer_remove(c, p);
@@ -560,9 +567,15 @@ static const struct transition {
 static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 			  struct peer *p, const struct event_ctx *e)
 {
-	const struct transition *t = &transitions[c->state][ev];
-	enum coord_state before = c->state, next = t->fn(c, p, e);
+	const struct transition *t;
+	enum coord_state before = c->state, next;
 
+	/* Only this function assigns c->state, from handlers that return
+	 * named states; a value out of the table would index past it. */
+	DPT_ASSERT((unsigned)c->state < ST_COUNT && (unsigned)ev < EV_COUNT);
+	t = &transitions[c->state][ev];
+	next = t->fn(c, p, e);
+	DPT_ASSERT((unsigned)next < ST_COUNT);
 	if (t->fn == on_ignore)
 		dpt__debug("%s ignored in %s", event_names[ev],
 			   state_names[before]);

@@ -17,6 +17,7 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "buf.h"
 #include "coord_int.h"
 #include "kv.h"
@@ -139,6 +140,7 @@ void dpt__coord_peer_remove(struct dpt__coord *c, struct peer *p)
 	else if (p->role == ROLE_WAITING)
 		c->n_waiting--;
 	else if (p->rank < c->world && c->members[p->rank] == p) {
+		DPT_ASSERT(c->active > 0);
 		c->members[p->rank] = NULL;
 		c->active--;
 	}
@@ -329,6 +331,9 @@ enum coord_state dpt__coord_form_generation(struct dpt__coord *c, int64_t now)
 			m[i++] = p;
 			caps &= p->join.caps;
 		}
+	/* N_JOINING counts the joining peers of the table (set_role and
+	 * peer_remove keep it): M is filled, none is left uninitialised. */
+	DPT_ASSERT(i == n);
 	if (!caps)
 		return dpt__coord_fail(c, DPT_ECONFIG,
 			    "the workers share no backend: some can run only "

@@ -9,6 +9,7 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "hash.h"
 #include "peers.h"
 
@@ -113,12 +114,20 @@ void dpt__peer_table_remove(struct dpt__peer_table *t,
 	struct dpt__peer_entry **pp =
 		&t->buckets[id_hash(e->id, e->id_len) & (t->nbuckets - 1)];
 
-	while (*pp != e)
+	/* E is in the table (the caller added it and has not removed it):
+	 * its chain leads to it before it ends. */
+	while (*pp != e) {
+		DPT_ASSERT(*pp != NULL);
 		pp = &(*pp)->hash_next;
+	}
 	*pp = e->hash_next;
 	lru_unlink(e);
+	/* An entry's descriptor was given to set_fd, which grew BY_FD past
+	 * it. */
+	DPT_ASSERT(e->fd < 0 || (size_t)e->fd < t->by_fd_len);
 	if (e->fd >= 0 && t->by_fd[e->fd] == e)
 		t->by_fd[e->fd] = NULL;
+	DPT_ASSERT(t->count > 0);
 	t->count--;
 }
 

@@ -3,7 +3,7 @@
 spank_LTLIBRARIES += spank/dptrain.la
 spank_dptrain_la_SOURCES = \
 	spank/plugin.c spank/plugin.h \
-	spank/config.c spank/config.h \
+	spank/settings.c spank/settings.h \
 	spank/srun.c \
 	spank/stepd.c
 spank_dptrain_la_CPPFLAGS = $(AM_CPPFLAGS) \

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "spank/config.h"
+#include "spank/settings.h"
 
 struct dpt__plugin {
 	struct dpt__admin admin;

@@ -8,6 +8,7 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "cpu_reduce.h"
 #include "cpu_ring.h"
 
@@ -130,6 +131,9 @@ static int run(struct dpt__ring *r, struct dpt__cpu_watch *w, int nsend,
 			soff += (size_t)k;
 			moved = 1;
 		}
+		/* The credit rule (cpu_ring.h): past OWN, only bytes already
+		 * received and processed are sent on. */
+		DPT_ASSERT(sent <= own + done);
 		while (done < recv_total) {
 			const struct dpt__ring_piece *p;
 			ssize_t k;
@@ -170,6 +174,9 @@ static int run(struct dpt__ring *r, struct dpt__cpu_watch *w, int nsend,
 					memmove(r->stage, r->stage + whole,
 						staged - whole);
 					staged -= whole;
+					/* At most a split element is kept: the
+					 * next recv has room for the rest. */
+					DPT_ASSERT(staged < es);
 					roff += whole;
 					done += whole;
 				}

@@ -18,6 +18,7 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "cpu_reduce.h"
 #include "cpu_shm.h"
 
@@ -251,6 +252,12 @@ void dpt__shm_fail(struct dpt__shm *s)
  */
 static void publish(struct dpt__shm *s, uint64_t v)
 {
+	/* Only this rank writes its word, one phase after the other: a
+	 * value that is not above the last means that its numbering of the
+	 * chunks slipped, and the other ranks' "reached at least" waits
+	 * would pair phases that are not the same. */
+	DPT_ASSERT(v > atomic_load_explicit(&s->h->rank[s->me].seq,
+					    memory_order_relaxed));
 	atomic_store(&s->h->rank[s->me].seq, v);
 	if (atomic_load(&s->h->waiters))
 		dpt__shm_wake(s);
@@ -418,6 +425,7 @@ static int before_write(struct dpt__shm *s, struct dpt__cpu_watch *w)
 
 static unsigned char *slot(const struct dpt__shm *s, int rank)
 {
+	DPT_ASSERT(rank >= 0 && rank < s->world);
 	return s->data +
 	       ((s->chunk & 1) * (size_t)s->world + (size_t)rank) * s->slot;
 }
@@ -460,6 +468,8 @@ static int reduce_small(struct dpt__shm *s, struct dpt__cpu_watch *w,
 	const int reader = root < 0 || root == s->me;
 	int rc = before_write(s, w);
 
+	/* The whole input fits in one slot (dpt__shm_reduce's choice). */
+	DPT_ASSERT(count * dpt_dtype_size(dtype) <= s->slot);
 	if (rc)
 		return rc;
 	/* The root's own input is read by nobody else. */

@@ -2,287 +2,46 @@
  * libdptrain's worker API: joining generations through the coordinator
  * (worker/agent.c holds the link) and dispatching collectives to the
  * backend of the generation (worker/nccl.c, or worker/comm.h's CPU
- * backend). The worker state machine is doc/protocol.md's.
+ * backend). The worker state machine is doc/protocol.md's. dpt_init's
+ * options and the creation of a context are worker/init.c's.
  */
 #include "config.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <dptrain/dptrain.h>
 
-#include "abi.h"
 #include "agent.h"
 #include "client.h"
 #include "comm.h"
 #include "cpu_reduce.h"
+#include "ctx.h"
 #include "hash.h"
 #include "internal.h"
 #include "log.h"
-#include "net.h"
 #include "nccl.h"
-#include "parse.h"
 #include "wire.h"
 
 /* How many generations in a row may break while a worker joins before it
  * gives up: each break is a peer that died during set-up. */
 #define JOIN_ATTEMPTS 32
-#define ENDPOINT_MAX 512
 #define LEAVE_LINGER_MS 1000
-
-enum worker_state {
-	W_JOINING, /* waiting for a generation and its communicator */
-	W_ACTIVE,  /* collectives run */
-	W_BROKEN,  /* the generation ended or failed: dpt_rejoin */
-	W_LOST,	   /* the link to the coordinator is dead */
-};
-
-struct dpt_ctx {
-	struct dpt__agent *agent;
-	struct dpt__curve_keys keys;
-	char endpoint[ENDPOINT_MAX];
-	char secret_hex[DPT_SECRET_HEX_LEN + 1]; /* for dpt__report */
-	char data_host[DPT_HOST_MAX];
-	char hostname[DPT_WIRE_NAME_MAX + 1];
-	char session_base[40];
-	uint32_t caps;
-	uint32_t node;
-	uint32_t local_hint; /* the node-local task number: picks the GPU */
-	uint32_t task_id;
-	int comm_timeout_ms;
-
-	enum worker_state state;
-	int error; /* W_BROKEN, W_LOST: what calls return */
-	uint32_t generation;
-	int rank, world, local_rank, local_world;
-	uint8_t backend;
-	uint32_t barrier_seq;
-	bool fault_sent;
-
-	/* Shared with the agent's abort hook, under LOCK. */
-	pthread_mutex_t lock;
-	pthread_cond_t verdict; /* on_abort ran: ENDED or LINK_DEAD changed */
-	uint32_t ended;	       /* newest generation the coordinator ended */
-	bool link_dead;	       /* the coordinator is gone or refused us */
-	uint32_t comm_generation; /* the generation of CPU/NCCL */
-	struct dpt__cpu_comm *cpu;
-	struct dpt__nccl_comm *nccl;
-	atomic_int nccl_abort;
-	/* dpt_request_stop, from any thread or a signal handler: a
-	 * lock-free atomic is async-signal-safe (C11 7.14.1.1). */
-	atomic_int stop_requested;
-	bool stop_logged; /* the request was logged when first sent */
-};
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 	       "dpt_request_stop needs a lock-free atomic int");
 
-/* ------------------------------------------------------------ options */
-
-static int env_long(const char *name, long min, long max, long def, long *out)
-{
-	const char *v = getenv(name);
-	int rc;
-
-	*out = def;
-	if (!v || !*v)
-		return 0;
-	rc = dpt__parse_long(v, min, max, out);
-	if (rc)
-		dpt__error("%s='%s' is not a number in [%ld, %ld]", name, v,
-			   min, max);
-	return rc ? DPT_ECONFIG : 0;
-}
-
-/* An option if set (not -1), else the first environment variable set. */
-static int pick_index(int opt, const char *env1, const char *env2, long def,
-		      long *out)
-{
-	long v;
-	int rc;
-
-	if (opt >= 0) {
-		*out = opt;
-		return 0;
-	}
-	rc = env_long(env1, 0, UINT32_MAX - 1, -1, &v);
-	if (!rc && v < 0 && env2)
-		rc = env_long(env2, 0, UINT32_MAX - 1, -1, &v);
-	*out = v < 0 ? def : v;
-	return rc;
-}
-
-/* The local address that routes to the coordinator: what the other ranks
- * can reach us at, without asking the user which interface to use. When
- * none is found, 127.0.0.1, said: only ranks of this node reach it. */
-static void route_address(const char *endpoint, char *out, size_t size)
-{
-	char host[256], *port = NULL;
-	const char *h = strstr(endpoint, "://");
-
-	snprintf(out, size, "127.0.0.1");
-	if (h) {
-		snprintf(host, sizeof(host), "%s", h + 3);
-		port = strrchr(host, ':');
-	}
-	if (port) {
-		size_t n;
-
-		*port++ = '\0';
-		n = strlen(host);
-		if (host[0] == '[' && n >= 2 && host[n - 1] == ']') {
-			host[n - 1] = '\0';
-			memmove(host, host + 1, n - 1);
-		}
-	}
-	if (!port || dpt__route_address(host, port, out, size) != 0)
-		dpt__warn("no address of this host routes to the coordinator "
-			  "'%s': using 127.0.0.1, which only ranks on this "
-			  "node reach (set DPTRAIN_DATA_HOST)",
-			  endpoint);
-}
-
-static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
-		     struct dpt__agent_config *ac)
-{
-	const char *endpoint = dpt__opt_or_env(o->coordinator, "DPTRAIN_COORDINATOR");
-	const char *secret = dpt__opt_or_env(o->secret, "DPTRAIN_SECRET");
-	const char *backend = dpt__opt_or_env(o->backend, "DPTRAIN_BACKEND");
-	const char *data_host = dpt__opt_or_env(o->data_host, "DPTRAIN_DATA_HOST");
-	long node, local, task, connect_ms, timeout_ms, comm_ms;
-	char name[256];
-	int rc;
-
-	if (!endpoint) {
-		dpt__error("DPTRAIN_COORDINATOR is not set: start the program "
-			   "with srun --dp-train");
-		return DPT_ECONFIG;
-	}
-	if (strlen(endpoint) >= sizeof(ctx->endpoint)) {
-		dpt__error("coordinator endpoint too long");
-		return DPT_ECONFIG;
-	}
-	snprintf(ctx->endpoint, sizeof(ctx->endpoint), "%s", endpoint);
-	rc = dpt__wire_derive_keys(secret, &ctx->keys);
-	if (!rc)
-		snprintf(ctx->secret_hex, sizeof(ctx->secret_hex), "%s",
-			 secret);
-	if (rc == DPT_EINVAL) {
-		dpt__error(secret ? "DPTRAIN_SECRET must be 64 hex characters" :
-				    "DPTRAIN_SECRET is not set: start the "
-				    "program with srun --dp-train");
-		return DPT_ECONFIG;
-	}
-	if (rc)
-		return rc;
-
-	if (!backend || !strcmp(backend, "auto")) {
-		ctx->caps = DPT_CAP_CPU;
-		if (dpt__nccl_available())
-			ctx->caps |= DPT_CAP_NCCL;
-	} else if (!strcmp(backend, "cpu")) {
-		ctx->caps = DPT_CAP_CPU;
-	} else if (!strcmp(backend, "nccl")) {
-		if (!dpt__nccl_available()) {
-			dpt__error("backend 'nccl' requested, but this build "
-				   "has no nccl or no gpu is visible");
-			return DPT_ENOTSUP;
-		}
-		ctx->caps = DPT_CAP_NCCL;
-	} else {
-		dpt__error("unknown backend '%s': use auto, nccl or cpu",
-			   backend);
-		return DPT_ECONFIG;
-	}
-
-	rc = pick_index(o->node, "SLURM_NODEID", NULL, 0, &node);
-	if (!rc)
-		rc = pick_index(o->local_rank, "SLURM_LOCALID", "LOCAL_RANK",
-				0, &local);
-	if (!rc)
-		rc = pick_index(o->task_id, "SLURM_PROCID", NULL,
-				DPT_WIRE_NO_TASK, &task);
-	if (!rc)
-		rc = o->connect_timeout_ms > 0 ?
-			     (connect_ms = o->connect_timeout_ms, 0) :
-			     env_long("DPTRAIN_CONNECT_TIMEOUT_MS", 1,
-				      INT32_MAX, 30000, &connect_ms);
-	if (!rc)
-		rc = o->timeout_ms > 0 ?
-			     (timeout_ms = o->timeout_ms, 0) :
-			     env_long("DPTRAIN_TIMEOUT_MS", 20, INT32_MAX,
-				      2000, &timeout_ms);
-	if (!rc)
-		rc = o->comm_timeout_ms > 0 ?
-			     (comm_ms = o->comm_timeout_ms, 0) :
-			     env_long("DPTRAIN_COMM_TIMEOUT_MS", 1, INT32_MAX,
-				      60000, &comm_ms);
-	if (rc)
-		return rc;
-	ctx->node = (uint32_t)node;
-	ctx->local_hint = (uint32_t)local;
-	ctx->task_id = (uint32_t)task;
-	ctx->comm_timeout_ms = (int)comm_ms;
-
-	if (data_host) {
-		struct in6_addr a;
-		if (strlen(data_host) >= sizeof(ctx->data_host) ||
-		    (inet_pton(AF_INET, data_host, &a) != 1 &&
-		     inet_pton(AF_INET6, data_host, &a) != 1)) {
-			dpt__error("DPTRAIN_DATA_HOST '%s' is not a numeric "
-				   "address",
-				   data_host);
-			return DPT_ECONFIG;
-		}
-		snprintf(ctx->data_host, sizeof(ctx->data_host), "%s",
-			 data_host);
-	} else {
-		route_address(ctx->endpoint, ctx->data_host,
-			      sizeof(ctx->data_host));
-	}
-	/* The host name only names us in the coordinator's log: keep the
-	 * characters the protocol allows. */
-	if (gethostname(name, sizeof(name)) != 0)
-		name[0] = '\0';
-	name[sizeof(name) - 1] = '\0';
-	size_t n = 0;
-	for (size_t i = 0; name[i] && n < DPT_WIRE_NAME_MAX; i++) {
-		char ch = name[i];
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' ||
-		    ch == '_')
-			ctx->hostname[n++] = ch;
-	}
-	ctx->hostname[n] = '\0';
-	snprintf(ctx->session_base, sizeof(ctx->session_base), "dpt-%016llx",
-		 (unsigned long long)dpt__fnv1a(
-		     ctx->keys.coord_public, DPT_Z85_KEY_LEN, DPT_FNV1A_INIT));
-
-	*ac = (struct dpt__agent_config){
-		.endpoint = ctx->endpoint,
-		.keys = &ctx->keys,
-		.connect_timeout_ms = (int)connect_ms,
-		.heartbeat_ms = (int)(timeout_ms / 4 > 0 ? timeout_ms / 4 : 1),
-		.timeout_ms = (int)timeout_ms,
-	};
-	return 0;
-}
-
 /* ------------------------------------------------------------ comms */
 
-/* The agent's hook (its thread): a generation ended, or the link died. */
-static void on_abort(void *arg, uint32_t generation, int cause)
+/* The agent's hook (its thread; worker/ctx.h): a generation ended, or the
+ * link died. */
+void dpt__on_abort(void *arg, uint32_t generation, int cause)
 {
 	struct dpt_ctx *ctx = arg;
 
@@ -559,7 +318,7 @@ static bool link_error(int rc)
  * set up (a peer died, the coordinator ended it) is not the caller's
  * problem: report it and join the one after.
  */
-static int join(struct dpt_ctx *ctx)
+int dpt__join(struct dpt_ctx *ctx)
 {
 	int rc = DPT_EGENERATION;
 
@@ -585,62 +344,6 @@ static int join(struct dpt_ctx *ctx)
 }
 
 /* ------------------------------------------------------------ API */
-
-static void init_opts_default(struct dpt_init_opts *o)
-{
-	*o = (struct dpt_init_opts){
-		.coordinator = NULL,
-		.secret = NULL,
-		.backend = NULL,
-		.node = -1,
-		.local_rank = -1,
-		.task_id = -1,
-		.data_host = NULL,
-		.connect_timeout_ms = 0,
-		.timeout_ms = 0,
-		.comm_timeout_ms = 0,
-	};
-}
-
-static int init_ctx(struct dpt_ctx **out, const struct dpt_init_opts *opts)
-{
-	struct dpt_init_opts defaults;
-	struct dpt__agent_config ac;
-	struct dpt_ctx *ctx;
-	int rc;
-
-	if (!out)
-		return DPT_EINVAL;
-	*out = NULL;
-	if (!opts) {
-		init_opts_default(&defaults);
-		opts = &defaults;
-	}
-	ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return DPT_ENOMEM;
-	pthread_mutex_init(&ctx->lock, NULL);
-	pthread_cond_init(&ctx->verdict, NULL);
-	atomic_init(&ctx->nccl_abort, 0);
-	atomic_init(&ctx->stop_requested, 0);
-	ctx->rank = ctx->world = ctx->local_rank = -1;
-	rc = configure(ctx, opts, &ac);
-	if (rc)
-		goto out;
-	ac.abort_fn = on_abort;
-	ac.abort_arg = ctx;
-	rc = dpt__agent_start(&ctx->agent, &ac);
-	if (rc)
-		goto out;
-	rc = join(ctx);
-out:
-	if (rc) {
-		dpt_finalize(&ctx);
-		return rc;
-	}
-	*out = ctx;
-	return 0;
-}
 
 int dpt_rank(const struct dpt_ctx *ctx)
 {
@@ -965,7 +668,7 @@ int dpt_rejoin(struct dpt_ctx *ctx)
 	if (!ctx)
 		return DPT_EINVAL;
 	rc = agent_lost(ctx);
-	return rc ? rc : join(ctx);
+	return rc ? rc : dpt__join(ctx);
 }
 
 int dpt_finalize(struct dpt_ctx **pctx)
@@ -994,34 +697,4 @@ int dpt_finalize(struct dpt_ctx **pctx)
 	free(ctx);
 	*pctx = NULL;
 	return rc;
-}
-
-/* ------------------------------------------------------------ the ABI */
-
-/* The first version of struct dpt_init_opts (<dptrain/dptrain.h>, "the
- * ABI") ends at comm_timeout_ms. */
-#define INIT_OPTS_V1 DPT__SIZE_THROUGH(struct dpt_init_opts, comm_timeout_ms)
-
-int dpt_init_opts_default_sized(struct dpt_init_opts *opts, size_t size)
-{
-	struct dpt_init_opts o;
-
-	init_opts_default(&o);
-	return dpt__struct_out(opts, size, &o, sizeof(o), INIT_OPTS_V1,
-			       "dpt_init_opts");
-}
-
-int dpt_init_sized(struct dpt_ctx **out, const struct dpt_init_opts *opts,
-		   size_t size)
-{
-	struct dpt_init_opts o;
-	int rc;
-
-	if (!out)
-		return DPT_EINVAL;
-	*out = NULL;
-	init_opts_default(&o);
-	rc = dpt__struct_in(&o, sizeof(o), opts, size, INIT_OPTS_V1,
-			    "dpt_init_opts");
-	return rc ? rc : init_ctx(out, opts ? &o : NULL);
 }

@@ -10,7 +10,7 @@ pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h \
 worker_libdptrain_la_SOURCES = \
 	worker/version.c worker/abi.c worker/abi.h \
 	worker/sampler.c worker/sampler_int.h \
-	worker/dptrain.c worker/internal.h \
+	worker/dptrain.c worker/init.c worker/ctx.h worker/internal.h \
 	worker/agent.c worker/agent.h \
 	worker/nccl.c worker/nccl.h
 worker_libdptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)

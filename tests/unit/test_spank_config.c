@@ -12,7 +12,7 @@
 
 #include <dptrain/error.h>
 
-#include "spank/config.h"
+#include "spank/settings.h"
 
 static char last[1024];
 

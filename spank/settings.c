@@ -8,7 +8,7 @@
 
 #include "buf.h"
 #include "parse.h"
-#include "spank/config.h"
+#include "spank/settings.h"
 
 #ifndef DPT_COORDINATOR_PATH
 #define DPT_COORDINATOR_PATH "/usr/bin/dptrain-coordinator"

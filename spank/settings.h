@@ -6,8 +6,8 @@
  * Every context parses the same way: srun and sbatch to fail early with a
  * message the user sees, slurmstepd to export what the tasks need.
  */
-#ifndef DPT_SPANK_CONFIG_H
-#define DPT_SPANK_CONFIG_H
+#ifndef DPT_SPANK_SETTINGS_H
+#define DPT_SPANK_SETTINGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
