@@ -94,15 +94,13 @@ static double parallel_dd(const char *dir, uint64_t size, int streams,
 }
 
 /*
- * Seconds for fio to move SIZE bytes with JOBS jobs (O_DIRECT, 4 MiB
- * blocks, the files DIR/fio.J.0, an fsync at the end of each job): the
- * storage's best with several requests in flight, which dptrain's parallel
- * shard writes can reach and one dd stream cannot. Wall time of the whole
- * run, layout excluded (a read finds the files the write left). -1 when
- * fio is not installed.
+ * Seconds for fio to move SIZE bytes with JOBS jobs of ENGINE (O_DIRECT,
+ * 4 MiB blocks, the files DIR/fio.J.0, an fsync at the end of each job),
+ * from the bandwidth fio reports for the group: layout excluded (a read
+ * finds the files the write left). -1 when fio is not installed.
  */
 static double fio_seconds(const char *dir, uint64_t size, int jobs,
-			  bool reading)
+			  const char *engine, bool reading)
 {
 	char cmd[8400];
 	FILE *f;
@@ -111,10 +109,11 @@ static double fio_seconds(const char *dir, uint64_t size, int jobs,
 
 	snprintf(cmd, sizeof(cmd),
 		 "fio --name=fio --directory='%s' --rw=%s --bs=4M --direct=1 "
-		 "--ioengine=psync --size=%" PRIu64 " --numjobs=%d "
+		 "--ioengine=%s --size=%" PRIu64 " --numjobs=%d "
 		 "--end_fsync=1 --group_reporting --output-format=json "
 		 "2>/dev/null",
-		 dir, reading ? "read" : "write", size / (uint64_t)jobs, jobs);
+		 dir, reading ? "read" : "write", engine,
+		 size / (uint64_t)jobs, jobs);
 	f = popen(cmd, "r");
 	if (!f)
 		return -1;
@@ -133,65 +132,71 @@ static double fio_seconds(const char *dir, uint64_t size, int jobs,
 }
 
 /*
- * Seconds for the storage's best write of the size: fio with 1 job and
- * with as many jobs as ranks, the faster (dd when fio is missing: one
- * stream and as many as ranks).
+ * Seconds for the storage's best write (READING: read) of the size, with
+ * RANKS writers (readers): the fastest of fio with 1 job and with RANKS
+ * jobs, each synchronous (psync) and with 16 requests in flight per job
+ * (libaio): what the storage does at its best, which dptrain's parallel
+ * shard writes and reads can reach and one dd stream cannot. Without fio,
+ * dd: one stream and RANKS streams. A write also leaves DDFILE, of the
+ * size, for dd's read.
  */
-double bench_peer_write(const struct bench_config *c, const char *dir,
-			const char *ddfile)
+static double peer(const struct bench_config *c, const char *dir,
+		   const char *ddfile, int ranks, bool reading)
 {
+	static const char *const engines[] = {"psync", "libaio --iodepth=16"};
+	const char *what = reading ? "read" : "write";
 	char cmd[8400];
-	double one, many;
+	double best = -1, one, many;
 
-	one = fio_seconds(dir, c->size, 1, false);
-	many = one < 0 ? -1 : fio_seconds(dir, c->size, c->ranks, false);
-	if (one > 0 && many > 0) {
-		printf("fio write (direct, 4 MiB, fsync) 1 job %.0f MiB/s, "
-		       "%d jobs %.0f MiB/s\n",
-		       c->size / MIB / one, c->ranks, c->size / MIB / many);
-		/* The load's ceiling reads a file of the size: dd's. */
+	for (size_t e = 0; e < sizeof(engines) / sizeof(*engines); e++) {
+		one = fio_seconds(dir, c->size, 1, engines[e], reading);
+		many = one < 0 ? -1 :
+				 fio_seconds(dir, c->size, ranks, engines[e], reading);
+		if (one < 0 || many < 0)
+			break;
+		printf("fio %s (direct, 4 MiB, %s) 1 job %.0f MiB/s, %d jobs "
+		       "%.0f MiB/s\n",
+		       what, engines[e], c->size / MIB / one, ranks,
+		       c->size / MIB / many);
+		if (best < 0 || one < best)
+			best = one;
+		if (many < best)
+			best = many;
+	}
+	if (best > 0 && reading)
+		return best;
+	if (best < 0)
+		fprintf(stderr, "bench/ckpt: fio not found: the ceiling is "
+				"dd's (install fio)\n");
+	if (reading)
+		snprintf(cmd, sizeof(cmd),
+			 "dd if='%s' of=/dev/null bs=64M iflag=direct "
+			 "status=none",
+			 ddfile);
+	else
 		snprintf(cmd, sizeof(cmd),
 			 "dd if=/dev/zero of='%s' bs=64M count=%" PRIu64
 			 " oflag=direct conv=fsync status=none",
 			 ddfile, c->size / (64u << 20));
-		timed_shell(cmd);
-		return many < one ? many : one;
-	}
-	fprintf(stderr, "bench/ckpt: fio not found: the ceiling is dd's "
-			"(install fio)\n");
-	snprintf(cmd, sizeof(cmd),
-		 "dd if=/dev/zero of='%s' bs=64M count=%" PRIu64
-		 " oflag=direct conv=fsync status=none",
-		 ddfile, c->size / (64u << 20));
 	one = timed_shell(cmd);
-	many = parallel_dd(dir, c->size, c->ranks, false);
-	printf("dd write (oflag=direct, fsync) %.0f MiB/s, %d streams %.0f MiB/s\n",
-	       c->size / MIB / one, c->ranks, c->size / MIB / many);
+	if (best > 0) /* the write of fio's run: DDFILE is there now */
+		return best;
+	many = parallel_dd(dir, c->size, ranks, reading);
+	printf("dd %s (direct) %.0f MiB/s, %d streams %.0f MiB/s\n", what,
+	       c->size / MIB / one, ranks, c->size / MIB / many);
 	return many < one ? many : one;
 }
 
-/* The same for reading, with as many jobs as loading ranks. */
+double bench_peer_write(const struct bench_config *c, const char *dir,
+			const char *ddfile)
+{
+	return peer(c, dir, ddfile, c->ranks, false);
+}
+
 double bench_peer_read(const struct bench_config *c, const char *dir,
 		       const char *ddfile)
 {
-	char cmd[8400];
-	double one, many;
-
-	one = fio_seconds(dir, c->size, 1, true);
-	many = one < 0 ? -1 : fio_seconds(dir, c->size, c->load_ranks, true);
-	if (one > 0 && many > 0) {
-		printf("fio read (direct, 4 MiB) 1 job %.0f MiB/s, %d jobs "
-		       "%.0f MiB/s\n",
-		       c->size / MIB / one, c->load_ranks, c->size / MIB / many);
-		return many < one ? many : one;
-	}
-	snprintf(cmd, sizeof(cmd),
-		 "dd if='%s' of=/dev/null bs=64M iflag=direct status=none", ddfile);
-	one = timed_shell(cmd);
-	many = parallel_dd(dir, c->size, c->load_ranks, true);
-	printf("dd read (iflag=direct) %.0f MiB/s, %d streams %.0f MiB/s\n",
-	       c->size / MIB / one, c->load_ranks, c->size / MIB / many);
-	return many < one ? many : one;
+	return peer(c, dir, ddfile, c->load_ranks, true);
 }
 
 double bench_xxh3_gbps(void)
