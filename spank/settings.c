@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,125 +194,172 @@ static const char *uri_problem(const char *uri)
 	"minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS, or a number with s, m, h " \
 	"or d"
 
-int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
-		   const char *src, dpt__report_fn report)
+/* How an admin key's value is read. */
+enum key_kind {
+	K_BOOL,	    /* yes or no */
+	K_ABSPATH,  /* an absolute path */
+	K_STRING,   /* any string that fits */
+	K_URI,	    /* a checkpoint URI (before substitution) */
+	K_ROOTS,    /* a comma-separated list of such URIs */
+	K_EVERY,    /* auto, a duration or Nsteps */
+	K_DURATION, /* a duration of at least MIN seconds */
+	K_LONG,	    /* a number from MIN to MAX */
+	K_BACKEND,  /* auto, nccl or cpu */
+	K_GPU_BIND, /* none or rank */
+};
+
+/*
+ * Every admin key of dptrain.conf(5) and plugstack.conf, once: its kind,
+ * its field in struct dpt__admin, its bounds, and what a bad value is told
+ * to be instead.
+ */
+/* clang-format off */
+#define ADMIN_KEYS(X)                                                         \
+	X("enabled", K_BOOL, enabled, 0, 0, "yes or no")                      \
+	X("config", K_ABSPATH, config_path, 0, 0, "an absolute path")         \
+	X("coordinator", K_ABSPATH, coordinator, 0, 0, "an absolute path")    \
+	X("bind", K_STRING, bind_addr, 0, 0, "an address")                    \
+	X("ckpt_root", K_URI, def_ckpt_root, 0, 0, "a checkpoint URI")        \
+	X("allowed_roots", K_ROOTS, allowed_roots, 0, 0,                      \
+	  "checkpoint URIs, comma-separated")                                 \
+	X("ckpt_every", K_EVERY, def_every, 0, 0,                             \
+	  "auto, a duration or Nsteps")                                       \
+	X("min_ckpt_interval", K_DURATION, min_ckpt_interval, 0, 0,           \
+	  "a duration (" DURATION_FORMS ")")                                  \
+	X("mtbf", K_DURATION, node_mtbf, 1, 0,                                \
+	  "one node's mean time between failures, a duration ("               \
+	  DURATION_FORMS ")")                                                 \
+	X("keep", K_LONG, def_keep, 1, 1000000,                               \
+	  "a number from 1 to 1000000")                                       \
+	X("max_keep", K_LONG, max_keep, 1, 1000000,                           \
+	  "a number from 1 to 1000000")                                       \
+	X("grace", K_DURATION, def_grace, 0, 0,                               \
+	  "a duration (" DURATION_FORMS ")")                                  \
+	X("min_grace", K_DURATION, min_grace, 0, 0,                           \
+	  "a duration (" DURATION_FORMS ")")                                  \
+	X("max_grace", K_DURATION, max_grace, 0, 0,                           \
+	  "a duration (" DURATION_FORMS ")")                                  \
+	X("allow_requeue_off", K_BOOL, allow_requeue_off, 0, 0, "yes or no")  \
+	X("allow_requeue", K_BOOL, allow_requeue, 0, 0, "yes or no")          \
+	X("max_requeues", K_LONG, max_requeues, 0, DPT_MAX_REQUEUES_MAX,      \
+	  "a number from 0 to 65535")                                         \
+	X("heartbeat_ms", K_LONG, heartbeat_ms, 10, 600000,                   \
+	  "milliseconds from 10 to 600000")                                   \
+	X("timeout_ms", K_LONG, timeout_ms, 10, 600000,                       \
+	  "milliseconds from 10 to 600000")                                   \
+	X("backend", K_BACKEND, def_backend, 0, 0, "auto, nccl or cpu")       \
+	X("gpu_bind", K_GPU_BIND, def_gpu_bind, 0, 0, "none or rank")         \
+	X("private", K_BOOL, def_private, 0, 0, "yes or no")
+/* clang-format on */
+
+static const struct admin_key {
+	const char *key;
+	enum key_kind kind;
+	size_t offset, size;
+	long min, max;
+	const char *expected;
+} admin_keys[] = {
+#define X(key, kind, field, min, max, expected)                               \
+	{key,                                                                 \
+	 kind,                                                                \
+	 offsetof(struct dpt__admin, field),                                  \
+	 sizeof(((struct dpt__admin *)0)->field),                             \
+	 min,                                                                 \
+	 max,                                                                 \
+	 expected},
+	ADMIN_KEYS(X)
+#undef X
+};
+
+/* VALUE into the field of A that K describes; 0, or DPT_ECONFIG with
+ * *WHY set (or after REPORT for what copy_str says itself). */
+static int set_key(struct dpt__admin *a, const struct admin_key *k,
+		   const char *value, const char **why, dpt__report_fn report)
 {
+	void *field = (char *)a + k->offset;
 	long n;
-	bool b;
-	const char *why;
 
-#define BAD(...)                                                               \
-	do {                                                                   \
-		report("dptrain: %s: " __VA_ARGS__);                           \
-		return DPT_ECONFIG;                                            \
-	} while (0)
-
-	if (strcmp(key, "enabled") == 0) {
-		if (dpt__parse_bool(value, &b))
-			BAD("enabled='%s': expected yes or no", src, value);
-		a->enabled = b;
-	} else if (strcmp(key, "config") == 0) {
+	*why = NULL;
+	switch (k->kind) {
+	case K_BOOL:
+		return dpt__parse_bool(value, field) ? DPT_ECONFIG : 0;
+	case K_ABSPATH:
 		if (value[0] != '/')
-			BAD("config='%s': expected an absolute path", src,
-			    value);
-		if (copy_str(a->config_path, sizeof(a->config_path), value,
-			     "config", report))
 			return DPT_ECONFIG;
-	} else if (strcmp(key, "coordinator") == 0) {
-		if (value[0] != '/')
-			BAD("coordinator='%s': expected an absolute path", src,
-			    value);
-		if (copy_str(a->coordinator, sizeof(a->coordinator), value,
-			     "coordinator", report))
+		/* fall through */
+	case K_STRING:
+		return copy_str(field, k->size, value, k->key, report) ?
+			       DPT_ECONFIG :
+			       0;
+	case K_URI:
+		if ((*why = uri_problem(value)))
 			return DPT_ECONFIG;
-	} else if (strcmp(key, "bind") == 0) {
-		if (copy_str(a->bind_addr, sizeof(a->bind_addr), value, "bind",
-			     report))
-			return DPT_ECONFIG;
-	} else if (strcmp(key, "ckpt_root") == 0) {
-		if ((why = uri_problem(value)))
-			BAD("ckpt_root='%s': %s", src, value, why);
-		if (copy_str(a->def_ckpt_root, sizeof(a->def_ckpt_root), value,
-			     "ckpt_root", report))
-			return DPT_ECONFIG;
-	} else if (strcmp(key, "allowed_roots") == 0) {
+		return copy_str(field, k->size, value, k->key, report) ?
+			       DPT_ECONFIG :
+			       0;
+	case K_ROOTS: {
 		char list[DPT_CFG_STR * 2], *save = NULL, *tok;
-		if (copy_str(list, sizeof(list), value, "allowed_roots",
-			     report))
+
+		if (copy_str(list, sizeof(list), value, k->key, report))
 			return DPT_ECONFIG;
 		a->n_allowed_roots = 0;
 		for (tok = strtok_r(list, ",", &save); tok;
 		     tok = strtok_r(NULL, ",", &save)) {
-			if ((why = uri_problem(tok)))
-				BAD("allowed_roots: '%s': %s", src, tok, why);
-			if (a->n_allowed_roots == DPT_CFG_ROOTS)
-				BAD("allowed_roots: more than %d roots", src,
-				    DPT_CFG_ROOTS);
+			if ((*why = uri_problem(tok)))
+				return DPT_ECONFIG;
+			if (a->n_allowed_roots == DPT_CFG_ROOTS) {
+				*why = "more than 16 roots";
+				return DPT_ECONFIG;
+			}
 			if (copy_str(a->allowed_roots[a->n_allowed_roots++],
-				     DPT_CFG_STR, tok, "allowed_roots", report))
+				     DPT_CFG_STR, tok, k->key, report))
 				return DPT_ECONFIG;
 		}
-	} else if (strcmp(key, "ckpt_every") == 0) {
-		if (parse_every(value, &a->def_every))
-			BAD("ckpt_every='%s': expected auto, a duration or "
-			    "Nsteps",
-			    src, value);
-	} else if (strcmp(key, "min_ckpt_interval") == 0) {
-		if (dpt__parse_duration(value, &a->min_ckpt_interval))
-			BAD("min_ckpt_interval='%s': expected a duration "
-			    "(" DURATION_FORMS ")",
-			    src, value);
-	} else if (strcmp(key, "mtbf") == 0) {
-		if (dpt__parse_duration(value, &a->node_mtbf) || a->node_mtbf <= 0)
-			BAD("mtbf='%s': expected one node's mean time between "
-			    "failures, a duration (" DURATION_FORMS ")",
-			    src, value);
-	} else if (strcmp(key, "keep") == 0 || strcmp(key, "max_keep") == 0) {
-		if (dpt__parse_long(value, 1, 1000000, &n))
-			BAD("%s='%s': expected a number from 1 to 1000000", src,
-			    key, value);
-		*(key[0] == 'k' ? &a->def_keep : &a->max_keep) = n;
-	} else if (strcmp(key, "grace") == 0 || strcmp(key, "min_grace") == 0 ||
-		   strcmp(key, "max_grace") == 0) {
-		if (dpt__parse_duration(value, &n))
-			BAD("%s='%s': expected a duration (" DURATION_FORMS ")",
-			    src, key, value);
-		*(key[0] == 'g'	  ? &a->def_grace :
-		  key[1] == 'i' ? &a->min_grace :
-				  &a->max_grace) = n;
-	} else if (strcmp(key, "allow_requeue_off") == 0 ||
-		   strcmp(key, "allow_requeue") == 0) {
-		if (dpt__parse_bool(value, &b))
-			BAD("%s='%s': expected yes or no", src, key, value);
-		*(strcmp(key, "allow_requeue") == 0 ? &a->allow_requeue :
-						       &a->allow_requeue_off) = b;
-	} else if (strcmp(key, "max_requeues") == 0) {
-		if (dpt__parse_long(value, 0, DPT_MAX_REQUEUES_MAX, &n))
-			BAD("max_requeues='%s': expected a number from 0 to %d",
-			    src, value, DPT_MAX_REQUEUES_MAX);
-		a->max_requeues = n;
-	} else if (strcmp(key, "heartbeat_ms") == 0 ||
-		   strcmp(key, "timeout_ms") == 0) {
-		if (dpt__parse_long(value, 10, 600000, &n))
-			BAD("%s='%s': expected milliseconds from 10 to 600000",
-			    src, key, value);
-		*(key[0] == 'h' ? &a->heartbeat_ms : &a->timeout_ms) = n;
-	} else if (strcmp(key, "backend") == 0) {
-		if (!valid_backend(value))
-			BAD("backend='%s': expected auto, nccl or cpu", src,
-			    value);
-		snprintf(a->def_backend, sizeof(a->def_backend), "%s", value);
-	} else if (strcmp(key, "gpu_bind") == 0) {
-		if (parse_gpu_bind(value, &a->def_gpu_bind))
-			BAD("gpu_bind='%s': expected none or rank", src, value);
-	} else if (strcmp(key, "private") == 0) {
-		if (dpt__parse_bool(value, &a->def_private))
-			BAD("private='%s': expected yes or no", src, value);
-	} else {
-		BAD("unknown key '%s' (see dptrain.conf(5))", src, key);
+		return 0;
 	}
-	return 0;
-#undef BAD
+	case K_EVERY:
+		return parse_every(value, field) ? DPT_ECONFIG : 0;
+	case K_DURATION:
+		if (dpt__parse_duration(value, &n) || n < k->min)
+			return DPT_ECONFIG;
+		*(long *)field = n;
+		return 0;
+	case K_LONG:
+		if (dpt__parse_long(value, k->min, k->max, &n))
+			return DPT_ECONFIG;
+		*(long *)field = n;
+		return 0;
+	case K_BACKEND:
+		if (!valid_backend(value))
+			return DPT_ECONFIG;
+		snprintf(field, k->size, "%s", value);
+		return 0;
+	case K_GPU_BIND:
+		return parse_gpu_bind(value, field) ? DPT_ECONFIG : 0;
+	}
+	return DPT_ECONFIG;
+}
+
+int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
+		   const char *src, dpt__report_fn report)
+{
+	for (size_t i = 0; i < sizeof(admin_keys) / sizeof(*admin_keys); i++) {
+		const struct admin_key *k = &admin_keys[i];
+		const char *why;
+
+		if (strcmp(key, k->key) != 0)
+			continue;
+		if (set_key(a, k, value, &why, report) == 0)
+			return 0;
+		if (why)
+			report("dptrain: %s: %s='%s': %s", src, key, value, why);
+		else
+			report("dptrain: %s: %s='%s': expected %s", src, key,
+			       value, k->expected);
+		return DPT_ECONFIG;
+	}
+	report("dptrain: %s: unknown key '%s' (see dptrain.conf(5))", src, key);
+	return DPT_ECONFIG;
 }
 
 struct file_ctx {

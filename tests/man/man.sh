@@ -3,7 +3,11 @@
 # from man and groff, and none sends its reader to a file of the source
 # tree (doc/*.md, tests/, contrib/, worker/ ...), which an installed
 # system does not have. Installed paths (/usr/share/doc/dptrain/...) are
-# fine; everything they name must be installed too.
+# fine; everything they name must be installed too. And the pages agree
+# with the code's option tables: every admin key (spank/settings.c) is in
+# dptrain.conf(5), every --dp-* option (spank/plugin.c) in dptrain(8), and
+# every coordinator option (coordinator/options.c) in
+# dptrain-coordinator(1).
 . "$top_srcdir/tests/lib.sh"
 require_prog man groff
 
@@ -12,7 +16,7 @@ for p in "$top_srcdir"/doc/man/*.[0-9]; do
 	pages+=("$p")
 done
 [ ${#pages[@]} -gt 0 ] || bail_out "no manual page under $top_srcdir/doc/man"
-plan $((2 * ${#pages[@]}))
+plan $((2 * ${#pages[@]} + 3))
 
 # A path of the source tree: a top-level directory of the tree followed by
 # "/", or a Markdown file. Escaped dashes and dots of roff (\- \&.) are
@@ -26,3 +30,26 @@ for p in "${pages[@]}"; do
 	hits=$(sed -e 's/\\-/-/g' -e 's/\\&//g' -e 's/\\f[BIRP]//g' "$p" | grep -nE "$tree_path")
 	is "$hits" "" "$name names no file of the source tree"
 done
+
+# missing PAGE NAME...: the names PAGE does not mention as written there
+# (roff escapes its dashes: \-).
+missing() {
+	local page=$1 text n out=
+	shift
+	text=$(sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' "$top_srcdir/doc/man/$page")
+	for n in "$@"; do
+		grep -qF -- "$n" <<<"$text" || out="$out $n"
+	done
+	echo "${out# }"
+}
+mapfile -t keys < <(grep -oE '^\s*X\("[a-z_]+", K_' "$top_srcdir/spank/settings.c" | cut -d'"' -f2)
+mapfile -t opts < <(grep -oE '^\s*X\([A-Z_]+, "[a-z-]+"' "$top_srcdir/spank/plugin.c" | cut -d'"' -f2)
+mapfile -t copts < <(grep -oE '^\s*X\([A-Z_]+, "[a-z-]+", "[A-Z_]+"' "$top_srcdir/coordinator/options.c" | cut -d'"' -f2)
+[ ${#keys[@]} -gt 20 ] && [ ${#opts[@]} -gt 10 ] && [ ${#copts[@]} -gt 15 ] ||
+	bail_out "cannot read the option tables (${#keys[@]} keys, ${#opts[@]} options, ${#copts[@]} coordinator options)"
+is "$(missing dptrain.conf.5 "${keys[@]/%/=}")" "" \
+	"dptrain.conf(5) documents all ${#keys[@]} admin keys"
+is "$(missing dptrain.8 "${opts[@]/#/--dp-}")" "" \
+	"dptrain(8) documents all ${#opts[@]} --dp-* options"
+is "$(missing dptrain-coordinator.1 "${copts[@]/#/--}")" "" \
+	"dptrain-coordinator(1) documents all ${#copts[@]} options"
