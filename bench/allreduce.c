@@ -336,7 +336,7 @@ static const char *default_mpi(void)
 	slash = strrchr(path, '/');
 	if (!slash)
 		return NULL;
-	strcpy(slash + 1, "allreduce_mpi");
+	memcpy(slash + 1, "allreduce_mpi", sizeof("allreduce_mpi"));
 	return access(path, X_OK) == 0 ? path : NULL;
 }
 

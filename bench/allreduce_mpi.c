@@ -35,8 +35,8 @@ int main(int argc, char **argv)
 	lo = strtoull(argv[1], NULL, 10);
 	hi = strtoull(argv[2], NULL, 10);
 	factor = strtoull(argv[3], NULL, 10);
-	warmup = atoi(argv[4]);
-	iters = atoi(argv[5]);
+	warmup = (int)strtol(argv[4], NULL, 10);
+	iters = (int)strtol(argv[5], NULL, 10);
 	if (lo < 4 || hi < lo || factor < 2 || warmup < 0 || iters < 1)
 		goto out;
 	send = malloc(hi);

@@ -1,11 +1,14 @@
 /*
- * What bench/allreduce.c and bench/allreduce_mpi.c must do alike, so that
- * their figures compare: the iteration counts and the median.
+ * What the benchmarks must do alike: the iteration counts and the median,
+ * so that bench/allreduce.c's and bench/allreduce_mpi.c's figures compare,
+ * and the reading of numeric arguments.
  */
 #ifndef DPT_BENCH_BENCH_H
 #define DPT_BENCH_BENCH_H
 
+#include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Timed iterations for one size: ITERS, fewer for large sizes (about
@@ -31,6 +34,21 @@ static inline double bench_median(double *t, int n)
 {
 	qsort(t, (size_t)n, sizeof(*t), bench_cmp_double);
 	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* Argument S of option OPT as a number, or exit 2 saying why. */
+static inline double bench_arg(const char *opt, const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end) {
+		fprintf(stderr, "%s: '%s' is not a number\n", opt, s);
+		exit(2);
+	}
+	return v;
 }
 
 #endif

@@ -427,7 +427,8 @@ static void s3_setup(struct bench_config *c, struct bench_s3peer *peer)
 	snprintf(key, sizeof(key), "%s%sbench-%02x%02x%02x%02x", prefix,
 		 pl ? "/" : "", r[0], r[1], r[2], r[3]);
 	snprintf(c->dir, sizeof(c->dir), "s3://%s/%s", bucket, key);
-	strncat(key, "/curl-peer.bin", sizeof(key) - strlen(key) - 1);
+	if (strlen(key) + sizeof("/curl-peer.bin") <= sizeof(key))
+		memcpy(key + strlen(key), "/curl-peer.bin", sizeof("/curl-peer.bin"));
 	bench_s3peer_init(peer, c, bucket, key);
 }
 
@@ -453,19 +454,19 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--size") && v)
 			c.size = strtoull(argv[++i], NULL, 10) << 20;
 		else if (!strcmp(argv[i], "--ranks") && v)
-			c.ranks = atoi(argv[++i]);
+			c.ranks = (int)bench_arg(argv[i++], v);
 		else if (!strcmp(argv[i], "--load-ranks") && v)
-			c.load_ranks = atoi(argv[++i]);
+			c.load_ranks = (int)bench_arg(argv[i++], v);
 		else if (!strcmp(argv[i], "--saves") && v)
-			c.saves = atoi(argv[++i]);
+			c.saves = (int)bench_arg(argv[i++], v);
 		else if (!strcmp(argv[i], "--keep") && v)
-			c.keep = atoi(argv[++i]);
+			c.keep = (int)bench_arg(argv[i++], v);
 		else if (!strcmp(argv[i], "--interval") && v)
-			c.interval = atof(argv[++i]);
+			c.interval = bench_arg(argv[i++], v);
 		else if (!strcmp(argv[i], "--loads") && v)
-			loads = atoi(argv[++i]);
+			loads = (int)bench_arg(argv[i++], v);
 		else if (!strcmp(argv[i], "--replicated") && v)
-			c.replicated = atof(argv[++i]);
+			c.replicated = bench_arg(argv[i++], v);
 		else if (!strcmp(argv[i], "--dir") && v)
 			base = argv[++i];
 		else if (!strcmp(argv[i], "--buffered"))
@@ -475,7 +476,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--part-size") && v)
 			c.part_size = (size_t)strtoull(argv[++i], NULL, 10) << 20;
 		else if (!strcmp(argv[i], "--inflight") && v)
-			c.inflight = atoi(argv[++i]);
+			c.inflight = (int)bench_arg(argv[i++], v);
 		else
 			usage();
 	}

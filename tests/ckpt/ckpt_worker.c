@@ -306,7 +306,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--solo"))
 			solo = true;
 		else if (!strcmp(argv[i], "--hang-rank") && i + 1 < argc)
-			hang_rank = atoi(argv[++i]);
+			hang_rank = (int)strtol(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--refuse"))
 			refuse = true;
 		else if (!strcmp(argv[i], "--reregister"))
@@ -328,7 +328,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--block") && i + 1 < argc)
 			opts.block_size = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--keep-last") && i + 1 < argc)
-			opts.keep_last = atoi(argv[++i]);
+			opts.keep_last = (int)strtol(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--keep-every") && i + 1 < argc)
 			opts.keep_every = strtoull(argv[++i], NULL, 10);
 		else {
@@ -359,7 +359,7 @@ int main(int argc, char **argv)
 		int ndev = 0;
 
 		if (cuda_check(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount") ||
-		    cuda_check(cudaSetDevice(local ? atoi(local) % ndev : 0),
+		    cuda_check(cudaSetDevice(local ? (int)strtol(local, NULL, 10) % ndev : 0),
 			       "cudaSetDevice")) {
 			status = 1;
 			goto out;

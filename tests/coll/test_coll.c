@@ -627,7 +627,7 @@ int main(void)
 		snprintf(session, sizeof(session), "test-coll-%ld-%zu",
 			 (long)getpid(), k);
 		if (getenv("TEST_COLL_ONLY") &&
-		    atoi(getenv("TEST_COLL_ONLY")) != (int)k)
+		    (int)strtol(getenv("TEST_COLL_ONLY"), NULL, 10) != (int)k)
 			continue;
 		if (harness_spawn(cfg->world, cfg->nodes, session, rank_main,
 				  &a, pids)) {

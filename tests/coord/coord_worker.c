@@ -670,7 +670,7 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 6 && argc <= 8 && !strcmp(argv[1], "nccl-id"))
 		return cmd_nccl_id(argv[2], argv[3], argv[4], argv[5],
-				   argc >= 7 ? atoi(argv[6]) : 1,
+				   argc >= 7 ? (int)strtol(argv[6], NULL, 10) : 1,
 				   argc == 8 && !strcmp(argv[7], "reuse"));
 	if (argc == 4 && !strcmp(argv[1], "garbage"))
 		return cmd_garbage(argv[2], argv[3]);

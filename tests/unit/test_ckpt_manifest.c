@@ -130,8 +130,8 @@ static int decode_edited(const char *from, const char *to, char *err,
 	assert_non_null(p);
 	edited = malloc(len + strlen(to) + 1);
 	memcpy(edited, json, (size_t)(p - json));
-	strcpy(edited + (p - json), to);
-	strcat(edited, p + strlen(from));
+	snprintf(edited + (p - json), len + strlen(to) + 1 - (size_t)(p - json),
+		 "%s%s", to, p + strlen(from));
 	rc = dpt__manifest_decode(edited, strlen(edited), &d, err, errlen);
 	if (rc == 0)
 		rc = dpt__manifest_check(&d, false, err, errlen);

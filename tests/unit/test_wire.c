@@ -51,8 +51,8 @@ static struct dpt__msg join_msg(void)
 	m.u.join.pid = 4242;
 	m.u.join.caps = DPT_CAP_CPU | DPT_CAP_NCCL;
 	m.u.join.addr.port = 40001;
-	strcpy(m.u.join.addr.host, "10.1.2.3");
-	strcpy(m.u.join.name, "node-07.cluster");
+	snprintf(m.u.join.addr.host, sizeof(m.u.join.addr.host), "%s", "10.1.2.3");
+	snprintf(m.u.join.name, sizeof(m.u.join.name), "%s", "node-07.cluster");
 	return m;
 }
 
@@ -97,7 +97,7 @@ static void every_message_roundtrips(void **state)
 	dpt__msg_init(&in, DPT_MSG_GEN_END, 4);
 	in.u.text.code = DPT_END_PEER_LOST;
 	in.u.text.lost_rank = 3;
-	strcpy(in.u.text.text, "rank 3 (node-2, pid 17) missed heartbeats");
+	snprintf(in.u.text.text, sizeof(in.u.text.text), "%s", "rank 3 (node-2, pid 17) missed heartbeats");
 	roundtrip(&in, &out);
 	assert_int_equal(out.u.text.code, DPT_END_PEER_LOST);
 	assert_int_equal(out.u.text.lost_rank, 3);
@@ -105,7 +105,7 @@ static void every_message_roundtrips(void **state)
 
 	dpt__msg_init(&in, DPT_MSG_ERROR, 0);
 	in.u.text.code = DPT_EVERSION;
-	strcpy(in.u.text.text, "protocol version 2 is not supported");
+	snprintf(in.u.text.text, sizeof(in.u.text.text), "%s", "protocol version 2 is not supported");
 	roundtrip(&in, &out);
 	assert_int_equal(out.u.text.code, DPT_EVERSION);
 	assert_string_equal(out.u.text.text, in.u.text.text);
@@ -242,7 +242,7 @@ static void truncated_and_extended_are_rejected(void **state)
 	msgs[1].roster = peers;
 	dpt__msg_init(&msgs[2], DPT_MSG_ERROR, 1);
 	msgs[2].u.text.code = DPT_EBUSY;
-	strcpy(msgs[2].u.text.text, "full");
+	snprintf(msgs[2].u.text.text, sizeof(msgs[2].u.text.text), "%s", "full");
 
 	for (int k = 0; k < 3; k++) {
 		size_t len;
@@ -352,7 +352,7 @@ static void field_rules(void **state)
 	assert_int_equal(dpt__wire_size(&m), 0);
 	m.u.join.caps = DPT_CAP_NCCL;
 	assert_true(dpt__wire_size(&m) > 0);
-	strcpy(m.u.join.addr.host, "host.example"); /* not numeric */
+	snprintf(m.u.join.addr.host, sizeof(m.u.join.addr.host), "%s", "host.example"); /* not numeric */
 	assert_int_equal(dpt__wire_size(&m), 0);
 
 	dpt__msg_init(&m, DPT_MSG_WELCOME, 1);
@@ -383,7 +383,7 @@ static void field_rules(void **state)
 	m.u.text.code = 3; /* codes are negative */
 	assert_int_equal(dpt__wire_size(&m), 0);
 	m.u.text.code = DPT_EINVAL;
-	strcpy(m.u.text.text, "ok");
+	snprintf(m.u.text.text, sizeof(m.u.text.text), "%s", "ok");
 	patched_is_rejected(&m, 21, 0x07); /* a bell in the text */
 	memset(m.u.text.text, 'a', DPT_WIRE_TEXT_MAX + 1);
 	assert_int_equal(dpt__wire_size(&m), 0); /* not NUL-terminated */
@@ -497,8 +497,8 @@ static struct dpt__msg kv_msg(enum dpt__msg_type type, const char *key,
 	dpt__msg_init(&m, type, 0);
 	m.seq = 77;
 	m.u.kv.wait_ms = wait_ms;
-	strcpy(m.u.kv.key, key);
-	strcpy(m.u.kv.value, value);
+	snprintf(m.u.kv.key, sizeof(m.u.kv.key), "%s", key);
+	snprintf(m.u.kv.value, sizeof(m.u.kv.value), "%s", value);
 	return m;
 }
 
