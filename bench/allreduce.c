@@ -71,7 +71,7 @@ struct job {
 static double *slot_of(struct job *j, int rank, int size)
 {
 	return j->sh->t + ((size_t)rank * (size_t)j->nsizes + (size_t)size) *
-			      (size_t)j->maxn;
+				  (size_t)j->maxn;
 }
 
 static int rank_main(struct dpt__cpu_comm *c, int rank, void *arg)
@@ -132,8 +132,8 @@ static int run_dptrain(const struct options *o, int world, int nsizes,
 {
 	int maxn = o->warmup + o->iters;
 	size_t bytes = sizeof(struct shared) + sizeof(double) * (size_t)world *
-						   (size_t)nsizes *
-						   (size_t)maxn;
+						       (size_t)nsizes *
+						       (size_t)maxn;
 	struct job j = {.o = o, .world = world, .nsizes = nsizes, .maxn = maxn};
 	uint32_t nodes[MAX_RANKS];
 	pid_t pids[MAX_RANKS];
@@ -343,16 +343,16 @@ static const char *default_mpi(void)
 int main(int argc, char **argv)
 {
 	struct options o = {
-	    .ranks = {4, 2},
-	    .nranks = 2,
-	    .lo = 1024,
-	    .hi = (size_t)256 << 20,
-	    .factor = 4,
-	    .warmup = 3,
-	    .iters = 20,
-	    .rounds = 3,
-	    .bind = 1,
-	    .mpi = default_mpi(),
+		.ranks = {4, 2},
+		.nranks = 2,
+		.lo = 1024,
+		.hi = (size_t)256 << 20,
+		.factor = 4,
+		.warmup = 3,
+		.iters = 20,
+		.rounds = 3,
+		.bind = 1,
+		.mpi = default_mpi(),
 	};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	char summary[256] = "", summary2[256] = "";
@@ -446,9 +446,8 @@ int main(int argc, char **argv)
 		 * the median over rounds then discards. */
 		for (int r = 0; r < o.rounds; r++) {
 			if (run_dptrain(&ok, world, nsizes, dt)) {
-				fprintf(
-				    stderr,
-				    "allreduce: the dptrain ranks failed\n");
+				fprintf(stderr, "allreduce: the dptrain ranks "
+						"failed\n");
 				return 1;
 			}
 			run_mpi(&o, world, nsizes, mt);

@@ -109,8 +109,8 @@ _Noreturn void bench_die(const char *what)
 
 struct state {
 	float *params, *m, *v;
-	uint64_t np, nm;		/* elements: params, each moment */
-	uint64_t moff, mcnt;		/* this rank's box of m and v */
+	uint64_t np, nm;     /* elements: params, each moment */
+	uint64_t moff, mcnt; /* this rank's box of m and v */
 };
 
 static void state_sizes(const struct bench_config *c, uint64_t *np,
@@ -142,26 +142,40 @@ static int state_register(struct dpt_ckpt *ck, const struct bench_config *c,
 		s->m[i] = s->v[i] = (float)(s->moff + i);
 	if (s->np)
 		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
-			.name = "params", .dtype = DPT_FLOAT32,
-			.kind = DPT_CKPT_REPLICATED, .ndim = 1,
-			.shape = &s->np, .data = s->params});
+						   .name = "params",
+						   .dtype = DPT_FLOAT32,
+						   .kind = DPT_CKPT_REPLICATED,
+						   .ndim = 1,
+						   .shape = &s->np,
+						   .data = s->params});
 	if (!rc)
-		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
-			.name = "adam.m", .dtype = DPT_FLOAT32,
-			.kind = DPT_CKPT_SHARDED, .ndim = 1, .shape = &s->nm,
-			.offset = &s->moff, .count = &s->mcnt, .data = s->m});
+		rc = dpt_ckpt_register(
+			ck, &(struct dpt_ckpt_tensor){.name = "adam.m",
+						      .dtype = DPT_FLOAT32,
+						      .kind = DPT_CKPT_SHARDED,
+						      .ndim = 1,
+						      .shape = &s->nm,
+						      .offset = &s->moff,
+						      .count = &s->mcnt,
+						      .data = s->m});
 	if (!rc)
-		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
-			.name = "adam.v", .dtype = DPT_FLOAT32,
-			.kind = DPT_CKPT_SHARDED, .ndim = 1, .shape = &s->nm,
-			.offset = &s->moff, .count = &s->mcnt, .data = s->v});
+		rc = dpt_ckpt_register(
+			ck, &(struct dpt_ckpt_tensor){.name = "adam.v",
+						      .dtype = DPT_FLOAT32,
+						      .kind = DPT_CKPT_SHARDED,
+						      .ndim = 1,
+						      .shape = &s->nm,
+						      .offset = &s->moff,
+						      .count = &s->mcnt,
+						      .data = s->v});
 	return rc;
 }
 
 /* ------------------------------------------------------------ workers */
 
 /* What a worker reports, one line on the results pipe. */
-static void report(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(int fd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static void report(int fd, const char *fmt, ...)
 {
 	char line[512];
@@ -218,7 +232,8 @@ static int worker(const struct bench_config *c, const char *endpoint,
 
 		if (s.np) {
 			poff = s.np * (uint64_t)rank / (uint64_t)world;
-			pcnt = s.np * (uint64_t)(rank + 1) / (uint64_t)world - poff;
+			pcnt = s.np * (uint64_t)(rank + 1) / (uint64_t)world -
+			       poff;
 		}
 		mine += pcnt * 4;
 		warm = malloc(mine + 1);
@@ -241,20 +256,27 @@ static int worker(const struct bench_config *c, const char *endpoint,
 				m0 = bench_now_s();
 				memcpy(warm, s.params + poff, pcnt * 4);
 				memcpy(warm + pcnt * 4, s.m, s.mcnt * 4);
-				memcpy(warm + pcnt * 4 + s.mcnt * 4, s.v, s.mcnt * 4);
+				memcpy(warm + pcnt * 4 + s.mcnt * 4, s.v,
+				       s.mcnt * 4);
 				m1 = bench_now_s();
 				mc = m1 - m0;
 			}
 			rc = rc ? rc : dpt_barrier(ctx);
 			t0 = bench_now_s();
-			rc = rc ? rc : dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){.step = (uint64_t)k});
+			rc = rc ? rc
+				: dpt_ckpt_save(ck,
+						&(struct dpt_ckpt_meta){
+							.step = (uint64_t)k});
 			t1 = bench_now_s();
 			rc = rc ? rc : dpt_ckpt_wait(ck);
 			t2 = bench_now_s();
 			dpt_ckpt_stats(ck, &st);
 			if (!rc)
-				report(fd, "save %d %d %.9f %.9f %.9f %" PRIu64 " %.9f\n",
-				       k, rank, t0, t1, t2, st.bytes_written, mc);
+				report(fd,
+				       "save %d %d %.9f %.9f %.9f %" PRIu64
+				       " %.9f\n",
+				       k, rank, t0, t1, t2, st.bytes_written,
+				       mc);
 			if (c->interval > 0)
 				usleep((useconds_t)(c->interval * 1e6));
 		}
@@ -272,8 +294,9 @@ static int worker(const struct bench_config *c, const char *endpoint,
 			if (s.m[i] != (float)(s.moff + i))
 				rc = DPT_ECORRUPT;
 		if (!rc)
-			report(fd, "load %d %.9f %.9f %" PRIu64 " %" PRIu64 "\n", rank,
-			       t0, t1, st.bytes_read, st.bytes_needed);
+			report(fd,
+			       "load %d %.9f %.9f %" PRIu64 " %" PRIu64 "\n",
+			       rank, t0, t1, st.bytes_read, st.bytes_needed);
 	}
 	dpt_ckpt_destroy(&ck);
 	dpt_finalize(&ctx);
@@ -294,11 +317,13 @@ static pid_t start_coordinator(int world, const char *secret_file,
 	if (pid == 0) {
 		int null = open("/dev/null", O_WRONLY);
 		if (null >= 0)
-			dup2(null, 1); /* it prints its endpoint: we read the file */
-		execl(DPT_COORDINATOR_BIN, DPT_COORDINATOR_BIN, "--world-size", w,
-		      "--bind", "tcp://127.0.0.1:*", "--advertise", "127.0.0.1",
-		      "--secret-file", secret_file, "--endpoint-file", ep_file,
-		      "--timeout-ms", "30000", "--log-level", "warn", (char *)NULL);
+			dup2(null,
+			     1); /* it prints its endpoint: we read the file */
+		execl(DPT_COORDINATOR_BIN, DPT_COORDINATOR_BIN, "--world-size",
+		      w, "--bind", "tcp://127.0.0.1:*", "--advertise",
+		      "127.0.0.1", "--secret-file", secret_file,
+		      "--endpoint-file", ep_file, "--timeout-ms", "30000",
+		      "--log-level", "warn", (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -345,7 +370,8 @@ static void run_job(const struct bench_config *c, int world, bool load,
 		pids[i] = fork();
 		if (pids[i] == 0) {
 			close(fds[0]);
-			_exit(worker(c, endpoint, secret, i, world, load, fds[1]));
+			_exit(worker(c, endpoint, secret, i, world, load,
+				     fds[1]));
 		}
 	}
 	close(fds[1]);
@@ -377,8 +403,10 @@ static void s3_remove_all(const char *uri)
 	if (!rc)
 		rc = dpt__ckpt_delete_prefix(st, "");
 	if (rc)
-		fprintf(stderr, "bench/ckpt: cannot delete the objects under "
-				"%s (%s)\n", uri, dpt_strerror(rc));
+		fprintf(stderr,
+			"bench/ckpt: cannot delete the objects under "
+			"%s (%s)\n",
+			uri, dpt_strerror(rc));
 	dpt__storage_destroy(&st);
 }
 
@@ -394,7 +422,8 @@ static void usage(void)
 	      "[--inflight N]]\n"
 	      "--size: at least 64 (rounded down to a multiple of 64); ranks, "
 	      "load ranks, saves: 1 to 64 (default: 4, 3, 9);\nloads: at least "
-	      "1 (default 2); keep (retention's keep_last): at least 1 (default "
+	      "1 (default 2); keep (retention's keep_last): at least 1 "
+	      "(default "
 	      "2);\ninterval: idle seconds after each save, 0 to 3600 (default "
 	      "0); replicated fraction: 0 to below 1\n",
 	      stderr);
@@ -428,7 +457,8 @@ static void s3_setup(struct bench_config *c, struct bench_s3peer *peer)
 		 pl ? "/" : "", r[0], r[1], r[2], r[3]);
 	snprintf(c->dir, sizeof(c->dir), "s3://%s/%s", bucket, key);
 	if (strlen(key) + sizeof("/curl-peer.bin") <= sizeof(key))
-		memcpy(key + strlen(key), "/curl-peer.bin", sizeof("/curl-peer.bin"));
+		memcpy(key + strlen(key), "/curl-peer.bin",
+		       sizeof("/curl-peer.bin"));
 	bench_s3peer_init(peer, c, bucket, key);
 }
 
@@ -474,7 +504,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--s3") && v)
 			c.s3 = argv[++i];
 		else if (!strcmp(argv[i], "--part-size") && v)
-			c.part_size = (size_t)strtoull(argv[++i], NULL, 10) << 20;
+			c.part_size = (size_t)strtoull(argv[++i], NULL, 10)
+				      << 20;
 		else if (!strcmp(argv[i], "--inflight") && v)
 			c.inflight = (int)bench_arg(argv[i++], v);
 		else
@@ -482,9 +513,9 @@ int main(int argc, char **argv)
 	}
 	if (c.size < (64u << 20) || c.ranks < 1 || c.ranks > 64 ||
 	    c.load_ranks < 1 || c.load_ranks > 64 || c.saves < 1 ||
-	    c.saves > 64 || c.keep < 1 || !(c.interval >= 0 && c.interval <= 3600) ||
-	    loads < 1 || c.replicated < 0 || c.replicated >= 1 ||
-	    c.inflight < 0)
+	    c.saves > 64 || c.keep < 1 ||
+	    !(c.interval >= 0 && c.interval <= 3600) || loads < 1 ||
+	    c.replicated < 0 || c.replicated >= 1 || c.inflight < 0)
 		usage();
 	c.size = c.size / (64u << 20) * (64u << 20); /* whole dd blocks */
 	snprintf(c.work, sizeof(c.work), "%s/dptrain-bench-ckpt.XXXXXX", base);
@@ -500,7 +531,8 @@ int main(int argc, char **argv)
 	printf("# %" PRIu64 " MiB state (%.0f%% replicated), %d ranks save, %d "
 	       "load, %d saves (keeping %d, %.1f s idle after each), in %s%s\n",
 	       c.size >> 20, c.replicated * 100, c.ranks, c.load_ranks, c.saves,
-	       c.keep, c.interval, c.dir, c.buffered ? ", buffered writes" : "");
+	       c.keep, c.interval, c.dir,
+	       c.buffered ? ", buffered writes" : "");
 	if (c.s3)
 		printf("# peer: curl %s\n", peer.url);
 
@@ -529,8 +561,9 @@ int main(int argc, char **argv)
 			int step, rank;
 			double a, b, e, mc;
 			uint64_t bytes;
-			if (sscanf(p, "save %d %d %lf %lf %lf %" SCNu64 " %lf", &step,
-				   &rank, &a, &b, &e, &bytes, &mc) == 7 &&
+			if (sscanf(p, "save %d %d %lf %lf %lf %" SCNu64 " %lf",
+				   &step, &rank, &a, &b, &e, &bytes,
+				   &mc) == 7 &&
 			    step == k) {
 				t0 = a < t0 ? a : t0;
 				t2 = e > t2 ? e : t2;
@@ -539,7 +572,8 @@ int main(int argc, char **argv)
 			}
 			p++;
 		}
-		printf("save %d: %.3f s, %.0f MiB/s; stall %.1f ms, memcpy %.1f ms "
+		printf("save %d: %.3f s, %.0f MiB/s; stall %.1f ms, memcpy "
+		       "%.1f ms "
 		       "(slowest ranks)\n",
 		       k, t2 - t0, c.size / MIB / (t2 - t0), stall * 1e3,
 		       copy * 1e3);
@@ -573,8 +607,8 @@ int main(int argc, char **argv)
 			int rank;
 			double a, b;
 			uint64_t r, n;
-			if (sscanf(p, "load %d %lf %lf %" SCNu64 " %" SCNu64, &rank,
-				   &a, &b, &r, &n) == 5) {
+			if (sscanf(p, "load %d %lf %lf %" SCNu64 " %" SCNu64,
+				   &rank, &a, &b, &r, &n) == 5) {
 				t0 = a < t0 ? a : t0;
 				t1 = b > t1 ? b : t1;
 				r_all += r;

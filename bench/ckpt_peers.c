@@ -79,14 +79,18 @@ static double parallel_dd(const char *dir, uint64_t size, int streams,
 	for (int i = 0; i < streams && n < sizeof(cmd) - 512; i++) {
 		if (reading)
 			n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
-					      "dd if='%s/dd.bin' of=/dev/null bs=4M skip=%" PRIu64
-					      " count=%" PRIu64 " iflag=direct status=none & ",
+					      "dd if='%s/dd.bin' of=/dev/null "
+					      "bs=4M skip=%" PRIu64
+					      " count=%" PRIu64
+					      " iflag=direct status=none & ",
 					      dir, per * (uint64_t)i, per);
 		else
-			n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
-					      "dd if=/dev/zero of='%s/dd.%d' bs=4M count=%" PRIu64
-					      " oflag=direct conv=fsync status=none & ",
-					      dir, i, per);
+			n += (size_t)snprintf(
+				cmd + n, sizeof(cmd) - n,
+				"dd if=/dev/zero of='%s/dd.%d' bs=4M "
+				"count=%" PRIu64
+				" oflag=direct conv=fsync status=none & ",
+				dir, i, per);
 	}
 	snprintf(cmd + n, sizeof(cmd) - n, "wait)");
 	return timed_shell(cmd) * (double)size /
@@ -112,8 +116,8 @@ static double fio_seconds(const char *dir, uint64_t size, int jobs,
 		 "--ioengine=%s --size=%" PRIu64 " --numjobs=%d "
 		 "--end_fsync=1 --group_reporting --output-format=json "
 		 "2>/dev/null",
-		 dir, reading ? "read" : "write", engine,
-		 size / (uint64_t)jobs, jobs);
+		 dir, reading ? "read" : "write", engine, size / (uint64_t)jobs,
+		 jobs);
 	f = popen(cmd, "r");
 	if (!f)
 		return -1;
@@ -150,8 +154,9 @@ static double peer(const struct bench_config *c, const char *dir,
 
 	for (size_t e = 0; e < sizeof(engines) / sizeof(*engines); e++) {
 		one = fio_seconds(dir, c->size, 1, engines[e], reading);
-		many = one < 0 ? -1 :
-				 fio_seconds(dir, c->size, ranks, engines[e], reading);
+		many = one < 0 ? -1
+			       : fio_seconds(dir, c->size, ranks, engines[e],
+					     reading);
 		if (one < 0 || many < 0)
 			break;
 		printf("fio %s (direct, 4 MiB, %s) 1 job %.0f MiB/s, %d jobs "
@@ -224,7 +229,6 @@ double bench_xxh3_gbps(void)
 
 /* ------------------------------------------------------------ S3 peers */
 
-
 static const char *env_first(const char *a, const char *b, const char *c)
 {
 	const char *v = getenv(a);
@@ -252,7 +256,8 @@ void bench_s3peer_init(struct bench_s3peer *p, const struct bench_config *c,
 {
 	const char *ep = env_first("DPTRAIN_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3",
 				   "AWS_ENDPOINT_URL");
-	const char *region = env_first("AWS_REGION", "AWS_DEFAULT_REGION", NULL);
+	const char *region =
+		env_first("AWS_REGION", "AWS_DEFAULT_REGION", NULL);
 	const char *ak = getenv("AWS_ACCESS_KEY_ID");
 	const char *sk = getenv("AWS_SECRET_ACCESS_KEY");
 	const char *token = getenv("AWS_SESSION_TOKEN");
@@ -275,14 +280,14 @@ void bench_s3peer_init(struct bench_s3peer *p, const struct bench_config *c,
 	} else if (ep) {
 		const char *host = strstr(ep, "://");
 		if (!host)
-			bench_die(
-			    "--s3: the endpoint must be http(s)://host[:port]");
+			bench_die("--s3: the endpoint must be "
+				  "http(s)://host[:port]");
 		n = snprintf(p->url, sizeof(p->url), "%.*s%s.%s/%s",
 			     (int)(host + 3 - ep), ep, bucket, host + 3, key);
 	} else {
 		n = snprintf(p->url, sizeof(p->url),
-			     "https://%s.s3.%s.amazonaws.com/%s", bucket, region,
-			     key);
+			     "https://%s.s3.%s.amazonaws.com/%s", bucket,
+			     region, key);
 	}
 	if (n < 0 || (size_t)n >= sizeof(p->url))
 		bench_die("--s3: the URI is too long");
@@ -308,8 +313,8 @@ void bench_s3peer_init(struct bench_s3peer *p, const struct bench_config *c,
 	if (fclose(f))
 		bench_die("cannot write the curl configuration");
 	/* The bytes: not zeros, which a server or a proxy could compress. */
-	snprintf(cmd, sizeof(cmd),
-		 "head -c %" PRIu64 " /dev/urandom >'%s'", c->size, p->file);
+	snprintf(cmd, sizeof(cmd), "head -c %" PRIu64 " /dev/urandom >'%s'",
+		 c->size, p->file);
 	timed_shell(cmd);
 }
 
@@ -319,8 +324,9 @@ double bench_s3peer_run(const struct bench_s3peer *p, bool put)
 	char cmd[20000];
 
 	if (put)
-		snprintf(cmd, sizeof(cmd), "curl -K '%s' -o /dev/null -T '%s' '%s'",
-			 p->conf, p->file, p->url);
+		snprintf(cmd, sizeof(cmd),
+			 "curl -K '%s' -o /dev/null -T '%s' '%s'", p->conf,
+			 p->file, p->url);
 	else
 		snprintf(cmd, sizeof(cmd), "curl -K '%s' -o /dev/null '%s'",
 			 p->conf, p->url);

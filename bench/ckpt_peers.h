@@ -22,7 +22,7 @@ struct bench_config {
 	char dir[8192];	 /* the checkpoints' root URI */
 	char work[4000]; /* a local directory: secret, endpoint, dd files */
 	bool buffered;
-	const char *s3;	 /* --s3 URI: save to and load from S3 */
+	const char *s3; /* --s3 URI: save to and load from S3 */
 	size_t part_size;
 	int inflight;
 };

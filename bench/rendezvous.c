@@ -167,8 +167,7 @@ static int coordinator_start(struct coordinator *c, const char *bin,
 }
 
 /* Wait for the coordinator to exit; its status and CPU seconds. */
-static int coordinator_wait(struct coordinator *c, int timeout_ms,
-			    double *cpu)
+static int coordinator_wait(struct coordinator *c, int timeout_ms, double *cpu)
 {
 	int64_t deadline = now_ns() + (int64_t)timeout_ms * 1000000;
 	struct rusage ru;
@@ -362,7 +361,8 @@ static int swarm_run(struct swarm *sw, const char *endpoint,
 	}
 	/* DPT_BENCH_TRACE=1: progress on stderr, to see where time goes. */
 	if (getenv("DPT_BENCH_TRACE"))
-		fprintf(stderr, "%.3f s: %d sockets made\n", seconds_since(t0), n);
+		fprintf(stderr, "%.3f s: %d sockets made\n", seconds_since(t0),
+			n);
 	while (sw->done < n && !sw->failed && seconds_since(t0) < timeout_s) {
 		swarm_serve(sw, n, 20, &next_hb);
 		if (getenv("DPT_BENCH_TRACE")) {
@@ -371,7 +371,8 @@ static int swarm_run(struct swarm *sw, const char *endpoint,
 				int wel = 0;
 				for (int i = 0; i < n; i++)
 					wel += sw->w[i].welcomed;
-				fprintf(stderr, "%.3f s: %d welcomed, %d done\n",
+				fprintf(stderr,
+					"%.3f s: %d welcomed, %d done\n",
 					seconds_since(t0), wel, sw->done);
 				last = now_ns();
 			}
@@ -443,7 +444,8 @@ static double peer_tcpstore(int n, int timeout_s, char *why, size_t why_len)
 	if (!script)
 		script = DPT_TCPSTORE_SCRIPT;
 	snprintf(why, why_len, "failed");
-	if (access(script, R_OK) != 0 || access("/usr/bin/python3", X_OK) != 0) {
+	if (access(script, R_OK) != 0 ||
+	    access("/usr/bin/python3", X_OK) != 0) {
 		snprintf(why, why_len, "no-python3-or-script");
 		return -1;
 	}
@@ -542,8 +544,8 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 		last_cpu = median(cpu, runs);
 		last_n = n;
 		peer = peer_timeout ? peer_tcpstore(n, peer_timeout, why,
-						    sizeof(why)) :
-				      -1;
+						    sizeof(why))
+				    : -1;
 		if (!peer_timeout)
 			peer_s[0] = '\0';
 		else if (peer >= 0)
@@ -571,8 +573,8 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 /* One real worker: report joins and errors as "<event> <gen> <ns>" lines
  * on OUT. BARRIERS_ONLY leaves detection to the coordinator;
  * otherwise the allreduce's data plane sees the dead peer first. */
-static void failover_worker(const char *endpoint, const char *secret,
-			    int index, bool barriers_only, int out)
+static void failover_worker(const char *endpoint, const char *secret, int index,
+			    bool barriers_only, int out)
 {
 	struct dpt_init_opts o;
 	struct dpt_ctx *ctx = NULL;
@@ -593,8 +595,8 @@ static void failover_worker(const char *endpoint, const char *secret,
 		       dpt_generation(ctx), (long long)now_ns(), (int)getpid());
 	(void)!write(out, line, (size_t)len);
 	for (;;) {
-		rc = barriers_only ? 0 :
-				     dpt_allreduce(ctx, grad, grad, 256,
+		rc = barriers_only ? 0
+				   : dpt_allreduce(ctx, grad, grad, 256,
 						   DPT_FLOAT32, DPT_SUM);
 		if (!rc)
 			rc = dpt_barrier(ctx);
@@ -695,7 +697,8 @@ static int bench_failover(const char *bin, int n, int runs)
 				return 1;
 			}
 		last = median(told, runs);
-		printf("failover workers=%d loop=%s survivors_told_seconds=%.3f "
+		printf("failover workers=%d loop=%s "
+		       "survivors_told_seconds=%.3f "
 		       "next_generation_seconds=%.3f runs=%d (median)\n",
 		       n, modes[m], last, median(formed, runs), runs);
 		fflush(stdout);
@@ -744,7 +747,8 @@ int main(int argc, char **argv)
 			for (const char *p = optarg; *p && nsizes < 16;) {
 				const char *end = strchr(p, ',');
 				char tok[16];
-				size_t len = end ? (size_t)(end - p) : strlen(p);
+				size_t len =
+					end ? (size_t)(end - p) : strlen(p);
 				if (len >= sizeof(tok)) {
 					fprintf(stderr, "bad worker count\n");
 					return 2;
@@ -796,8 +800,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (access(bin, X_OK) != 0) {
-		fprintf(stderr, "cannot run the coordinator '%s': build it, "
-				"or pass --coordinator\n",
+		fprintf(stderr,
+			"cannot run the coordinator '%s': build it, "
+			"or pass --coordinator\n",
 			bin);
 		return 2;
 	}

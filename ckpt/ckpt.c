@@ -96,7 +96,8 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 			   run);
 		return DPT_EINVAL;
 	}
-	if (opts->keep_last < 0 || (opts->block_size && opts->block_size < 4096)) {
+	if (opts->keep_last < 0 ||
+	    (opts->block_size && opts->block_size < 4096)) {
 		dpt__error("checkpoint options: keep_last must be >= 0 and "
 			   "block_size >= 4096");
 		return DPT_EINVAL;
@@ -140,7 +141,8 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	if (private_from_env(&private_run))
 		return DPT_ECONFIG;
 	n = snprintf(full, sizeof(full), "%s%s%s", uri,
-		     run && uri[strlen(uri) - 1] != '/' ? "/" : "", run ? run : "");
+		     run && uri[strlen(uri) - 1] != '/' ? "/" : "",
+		     run ? run : "");
 	if (n < 0 || (size_t)n >= sizeof(full)) {
 		dpt__error("checkpoint URI '%s' is too long", uri);
 		return DPT_EINVAL;
@@ -162,12 +164,14 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	ck->last_save_ns = dpt__now_ns();
 	ck->keep_every = opts->keep_every;
 	ck->busy = opts->busy;
-	ck->block = opts->block_size ? opts->block_size : DPT__CKPT_DEFAULT_BLOCK;
+	ck->block =
+		opts->block_size ? opts->block_size : DPT__CKPT_DEFAULT_BLOCK;
 	dpt__storage_opts_init(&so);
 	so.part_size = opts->part_size;
 	so.max_inflight = opts->max_inflight;
 	buffered = getenv("DPTRAIN_CKPT_BUFFERED");
-	so.direct_io = !(opts->buffered_io || (buffered && strcmp(buffered, "1") == 0));
+	so.direct_io = !(opts->buffered_io ||
+			 (buffered && strcmp(buffered, "1") == 0));
 	so.private_mode = private_run;
 	ck->so = so;
 	rc = dpt__storage_open(full, &so, &ck->st);
@@ -257,9 +261,10 @@ static int ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
 	if (t->kind == DPT_CKPT_REPLICATED && t->offset) {
 		for (int d = 0; d < t->ndim; d++)
 			if (t->offset[d] != 0 || t->count[d] != t->shape[d]) {
-				dpt__error("checkpoint tensor '%s' is replicated: "
-					   "its box must be the whole tensor",
-					   t->name);
+				dpt__error(
+					"checkpoint tensor '%s' is replicated: "
+					"its box must be the whole tensor",
+					t->name);
 				return DPT_EINVAL;
 			}
 	}
@@ -293,9 +298,10 @@ static int ckpt_register(struct dpt_ckpt *ck, const struct dpt_ckpt_tensor *t)
 		r->local.len[d] = t->count ? t->count[d] : t->shape[d];
 		if (r->local.off[d] > r->shape[d] ||
 		    r->local.len[d] > r->shape[d] - r->local.off[d]) {
-			dpt__error("checkpoint tensor '%s': its box lies outside "
-				   "its shape in dimension %d",
-				   t->name, d);
+			dpt__error(
+				"checkpoint tensor '%s': its box lies outside "
+				"its shape in dimension %d",
+				t->name, d);
 			free(r->name);
 			return DPT_EINVAL;
 		}
@@ -334,7 +340,8 @@ int dpt_ckpt_clear(struct dpt_ckpt *ck)
 static bool auto_save_due(struct dpt_ckpt *ck)
 {
 	double since = (double)(dpt__now_ns() - ck->last_save_ns) / 1e9;
-	double every = dpt__ckpt_auto_interval(ck->cost_s, ck->mtbf_s, ck->min_s);
+	double every =
+		dpt__ckpt_auto_interval(ck->cost_s, ck->mtbf_s, ck->min_s);
 
 	if (since < every)
 		return false;
@@ -469,8 +476,8 @@ int dpt_ckpt_new_sized(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		return DPT_EINVAL;
 	*out = NULL;
 	opts_default(&o);
-	rc =
-	    dpt__struct_in(&o, sizeof(o), opts, size, OPTS_V1, "dpt_ckpt_opts");
+	rc = dpt__struct_in(&o, sizeof(o), opts, size, OPTS_V1,
+			    "dpt_ckpt_opts");
 	return rc ? rc : ckpt_new(out, ctx, opts ? &o : NULL);
 }
 
@@ -495,8 +502,8 @@ int dpt_ckpt_save_sized(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 
 	if (!ck || !meta)
 		return DPT_EINVAL;
-	rc =
-	    dpt__struct_in(&m, sizeof(m), meta, size, META_V1, "dpt_ckpt_meta");
+	rc = dpt__struct_in(&m, sizeof(m), meta, size, META_V1,
+			    "dpt_ckpt_meta");
 	return rc ? rc : dpt__ckpt_save(ck, &m);
 }
 
@@ -506,8 +513,8 @@ int dpt_ckpt_step_sized(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 	struct dpt_ckpt_meta m = {0};
 	int rc;
 
-	rc =
-	    dpt__struct_in(&m, sizeof(m), meta, size, META_V1, "dpt_ckpt_meta");
+	rc = dpt__struct_in(&m, sizeof(m), meta, size, META_V1,
+			    "dpt_ckpt_meta");
 	if (rc) {
 		if (saved)
 			*saved = 0;

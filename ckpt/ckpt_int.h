@@ -19,10 +19,10 @@
 #include "buf.h"
 #include "storage/storage.h"
 
-#define DPT__CKPT_FORMAT "dptrain-ckpt"
-#define DPT__CKPT_VERSION 1
-#define DPT__CKPT_MAXDIM DPT_CKPT_MAX_DIMS
-#define DPT__CKPT_HEADER_ALIGN 4096
+#define DPT__CKPT_FORMAT	"dptrain-ckpt"
+#define DPT__CKPT_VERSION	1
+#define DPT__CKPT_MAXDIM	DPT_CKPT_MAX_DIMS
+#define DPT__CKPT_HEADER_ALIGN	4096
 #define DPT__CKPT_DEFAULT_BLOCK (1u << 20)
 /* The largest read (and staging buffer) of a load. */
 #define DPT__CKPT_READ_MAX (32u << 20)
@@ -116,12 +116,10 @@ void dpt__manifest_release(struct dpt__manifest *m);
 
 /* Appends a tensor (name copied, no chunks) and returns it, or NULL on
  * allocation failure. */
-struct dpt__tensor_desc *dpt__manifest_add_tensor(struct dpt__manifest *m,
-						  const char *name,
-						  enum dpt_dtype dtype,
-						  enum dpt_ckpt_kind kind,
-						  int ndim,
-						  const uint64_t *shape);
+struct dpt__tensor_desc *
+dpt__manifest_add_tensor(struct dpt__manifest *m, const char *name,
+			 enum dpt_dtype dtype, enum dpt_ckpt_kind kind,
+			 int ndim, const uint64_t *shape);
 /* Appends a chunk to T (checksums not set) and returns it, or NULL. */
 struct dpt__chunk *dpt__tensor_add_chunk(struct dpt__tensor_desc *t);
 /* The tensor named NAME, or NULL. */
@@ -243,8 +241,8 @@ void dpt__plan_release(struct dpt__plan *plan);
  * then adds *DATA_START to those begin offsets.
  * Returns 0 or DPT_ENOMEM.
  */
-int dpt__shard_header(const struct dpt__manifest *m, uint32_t file,
-		      char **out, uint64_t *data_start);
+int dpt__shard_header(const struct dpt__manifest *m, uint32_t file, char **out,
+		      uint64_t *data_start);
 
 /* ------------------------------------------------------------ run storage */
 
@@ -333,9 +331,8 @@ int dpt__ckpt_delete_prefix(struct dpt__storage *s, const char *prefix);
  * writers (dpt__storage_recycle) rather than deleted.
  * *DELETED (may be NULL) counts the steps removed.
  */
-int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
-		     uint64_t keep_every, long gc_age_s, bool recycle,
-		     size_t *deleted);
+int dpt__ckpt_retain(struct dpt__storage *s, int keep_last, uint64_t keep_every,
+		     long gc_age_s, bool recycle, size_t *deleted);
 
 /* XXH3_64bits of each BLOCK-byte block of BUF (LEN bytes) into OUT. */
 void dpt__ckpt_checksum(const void *buf, uint64_t len, uint64_t block,
@@ -386,7 +383,8 @@ struct dpt__cuda_copy {
 void dpt__cuda_copy_begin(struct dpt__cuda_copy *c, int device, bool to_device,
 			  void *stream, bool own_stream);
 /* The next runs copy from SRC to DST (one of them device memory). */
-void dpt__cuda_copy_target(struct dpt__cuda_copy *c, void *dst, const void *src);
+void dpt__cuda_copy_target(struct dpt__cuda_copy *c, void *dst,
+			   const void *src);
 /* Queues the copy of run R (a dpt__run_fn; CTX is the copy). Returns 0 or
  * C's error. */
 int dpt__cuda_copy_run(void *ctx, const struct dpt__run *r);

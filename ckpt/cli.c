@@ -26,34 +26,34 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"ls", "", "URI",
-     "List the runs under URI, a root of runs (or one run), and their\n"
-     "committed, uncommitted and damaged (quarantined by a load) steps.\n"},
-    {"show", "--step ", "URI [--step N]",
-     "Print the manifest of the newest committed step of the run URI\n"
-     "(ROOT/RUN): its files, tensors and meta.\n"
-     "  --step N   that step instead\n"},
-    {"verify", "--step ", "URI [--step N]",
-     "Read every chunk of every committed step of the run URI and check\n"
-     "its checksums; exit status 1 names the damage.\n"
-     "  --step N   that step only\n"},
-    {"gc", "--keep-last --keep-every --age ",
-     "URI [--keep-last K] [--keep-every N] [--age SECONDS]",
-     "Delete from the run URI its damaged steps, its uncommitted steps\n"
-     "older than the newest commit and the leftovers of crashed writers.\n"
-     "  --keep-last K     also delete the committed steps beyond the K\n"
-     "                    newest (K >= 1; without it every committed step\n"
-     "                    stays)\n"
-     "  --keep-every N    with --keep-last: steps that are multiples of N\n"
-     "                    stay\n"
-     "  --age SECONDS     leftovers younger than this stay (default 3600:\n"
-     "                    a writer may still be at work)\n"},
+	{"ls", "", "URI",
+	 "List the runs under URI, a root of runs (or one run), and their\n"
+	 "committed, uncommitted and damaged (quarantined by a load) steps.\n"},
+	{"show", "--step ", "URI [--step N]",
+	 "Print the manifest of the newest committed step of the run URI\n"
+	 "(ROOT/RUN): its files, tensors and meta.\n"
+	 "  --step N   that step instead\n"},
+	{"verify", "--step ", "URI [--step N]",
+	 "Read every chunk of every committed step of the run URI and check\n"
+	 "its checksums; exit status 1 names the damage.\n"
+	 "  --step N   that step only\n"},
+	{"gc", "--keep-last --keep-every --age ",
+	 "URI [--keep-last K] [--keep-every N] [--age SECONDS]",
+	 "Delete from the run URI its damaged steps, its uncommitted steps\n"
+	 "older than the newest commit and the leftovers of crashed writers.\n"
+	 "  --keep-last K     also delete the committed steps beyond the K\n"
+	 "                    newest (K >= 1; without it every committed step\n"
+	 "                    stays)\n"
+	 "  --keep-every N    with --keep-last: steps that are multiples of N\n"
+	 "                    stay\n"
+	 "  --age SECONDS     leftovers younger than this stay (default 3600:\n"
+	 "                    a writer may still be at work)\n"},
 };
 
 static const char uri_help[] =
-    "URI is file:///path (an existing directory) or s3://bucket/prefix;\n"
-    "S3 settings come from the AWS environment variables and\n"
-    "DPTRAIN_S3_ENDPOINT (doc/storage.md).\n";
+	"URI is file:///path (an existing directory) or s3://bucket/prefix;\n"
+	"S3 settings come from the AWS environment variables and\n"
+	"DPTRAIN_S3_ENDPOINT (doc/storage.md).\n";
 
 static void usage(FILE *f)
 {
@@ -132,8 +132,10 @@ static int ls_one(void *ctx_p, const char *key, uint64_t size)
 		if (last->step == step &&
 		    strlen(last->run) == (size_t)(p - key) &&
 		    strncmp(last->run, key, (size_t)(p - key)) == 0) {
-			last->committed |= strcmp(end + 1, DPT__CKPT_MANIFEST) == 0;
-			last->damaged |= strcmp(end + 1, DPT__CKPT_DAMAGED) == 0;
+			last->committed |=
+				strcmp(end + 1, DPT__CKPT_MANIFEST) == 0;
+			last->damaged |=
+				strcmp(end + 1, DPT__CKPT_DAMAGED) == 0;
 			return 0;
 		}
 	}
@@ -161,8 +163,9 @@ static int cmd_ls(struct dpt__storage *s)
 			printf("%-24.*s %12" PRIu64 "  %s\n",
 			       n ? (int)n - 1 : 1, n ? ctx.v[i].run : ".",
 			       ctx.v[i].step,
-			       ctx.v[i].committed ? "committed" :
-			       ctx.v[i].damaged ? "damaged" : "uncommitted");
+			       ctx.v[i].committed ? "committed"
+			       : ctx.v[i].damaged ? "damaged"
+						  : "uncommitted");
 		}
 		/* An empty listing is also what a mistyped root gives. */
 		if (ctx.n == 0)
@@ -236,10 +239,12 @@ static int cmd_show(struct dpt__storage *s, uint64_t step)
 
 		for (size_t j = 0; j < t->nchunks; j++)
 			bytes += t->chunks[j].length;
-		printf("  %-32s %-10s %-10s ", t->name, dpt__dtype_name(t->dtype),
+		printf("  %-32s %-10s %-10s ", t->name,
+		       dpt__dtype_name(t->dtype),
 		       t->kind == DPT_CKPT_SHARDED ? "sharded" : "replicated");
 		print_dims(t->shape, t->ndim);
-		printf("  %zu chunk(s), %" PRIu64 " bytes\n", t->nchunks, bytes);
+		printf("  %zu chunk(s), %" PRIu64 " bytes\n", t->nchunks,
+		       bytes);
 	}
 	printf("total:         %" PRIu64 " bytes in %zu file(s)\n", total,
 	       m.nfiles);
@@ -264,7 +269,8 @@ static int cmd_verify(struct dpt__storage *s, uint64_t step, bool all)
 		steps = l.committed;
 		n = l.ncommitted;
 		if (n == 0) {
-			dpt__error("no committed step in '%s'", dpt__storage_uri(s));
+			dpt__error("no committed step in '%s'",
+				   dpt__storage_uri(s));
 			first = DPT_ENOENT;
 		}
 	}
@@ -276,7 +282,8 @@ static int cmd_verify(struct dpt__storage *s, uint64_t step, bool all)
 		if (rc && why[0]) {
 			/* Refused before any chunk was read: no chunk count,
 			 * and the cause rather than a checksum mismatch. */
-			printf("step %" PRIu64 ": DAMAGED: %s\n", steps[i], why);
+			printf("step %" PRIu64 ": DAMAGED: %s\n", steps[i],
+			       why);
 			damaged++;
 			if (!first)
 				first = rc;
@@ -303,7 +310,8 @@ static int parse_u64(const char *opt, const char *v, uint64_t *out)
 	long x;
 
 	if (!v || dpt__parse_long(v, 0, LONG_MAX, &x)) {
-		fprintf(stderr, "dptrain: %s needs a non-negative number\n", opt);
+		fprintf(stderr, "dptrain: %s needs a non-negative number\n",
+			opt);
 		return -1;
 	}
 	*out = (uint64_t)x;

@@ -41,8 +41,8 @@ void dpt__ckpt_join_retention(struct dpt_ckpt *ck)
 
 static void retain(struct dpt_ckpt *ck, struct dpt__storage *st)
 {
-	if (dpt__ckpt_retain(st, ck->keep_last, ck->keep_every, GC_AGE_S,
-			     true, NULL))
+	if (dpt__ckpt_retain(st, ck->keep_last, ck->keep_every, GC_AGE_S, true,
+			     NULL))
 		dpt__warn("retention in '%s' failed (see above): the new step "
 			  "is committed all the same",
 			  dpt__storage_uri(st));
@@ -112,8 +112,8 @@ static int merge(struct dpt_ckpt *ck, const char *frags, uint64_t stride,
 	m->user_len = ck->frag.user_len;
 	for (size_t i = 0; i < ck->nregs; i++) {
 		const struct dpt__ckpt_reg *r = &ck->regs[i];
-		if (!dpt__manifest_add_tensor(m, r->name, r->dtype, r->kind, r->ndim,
-					      r->shape))
+		if (!dpt__manifest_add_tensor(m, r->name, r->dtype, r->kind,
+					      r->ndim, r->shape))
 			return rc;
 	}
 	for (int rank = 0; rank < ck->world; rank++) {
@@ -130,8 +130,8 @@ static int merge(struct dpt_ckpt *ck, const char *frags, uint64_t stride,
 			return rc;
 		}
 		if (f.nfiles) {
-			struct dpt__shard_file *files =
-				realloc(m->files, (m->nfiles + 1) * sizeof(*files));
+			struct dpt__shard_file *files = realloc(
+				m->files, (m->nfiles + 1) * sizeof(*files));
 			if (!files) {
 				dpt__manifest_release(&f);
 				return DPT_ENOMEM;
@@ -142,14 +142,16 @@ static int merge(struct dpt_ckpt *ck, const char *frags, uint64_t stride,
 		}
 		for (size_t i = 0; i < f.ntensors; i++) {
 			struct dpt__tensor_desc *ft = &f.tensors[i];
-			struct dpt__tensor_desc *t = dpt__manifest_find(m, ft->name);
+			struct dpt__tensor_desc *t =
+				dpt__manifest_find(m, ft->name);
 			bool same = t && t->dtype == ft->dtype &&
 				    t->ndim == ft->ndim && t->kind == ft->kind;
 
 			for (int d = 0; same && d < t->ndim; d++)
 				same = t->shape[d] == ft->shape[d];
 			if (!same) {
-				dpt__error("step %" PRIu64 ": rank %d registered "
+				dpt__error("step %" PRIu64
+					   ": rank %d registered "
 					   "tensor '%s' unlike rank 0 (name, "
 					   "dtype, kind or shape): every rank "
 					   "registers the same tensors",
@@ -215,8 +217,8 @@ static int commit(struct dpt_ckpt *ck)
 	if (len)
 		memcpy(all + (uint64_t)ck->rank * stride, mine, len);
 	if (ck->ctx && stride) {
-		rc = dpt_allgather(ck->ctx, all + (uint64_t)ck->rank * stride, all,
-				   stride, DPT_UINT8);
+		rc = dpt_allgather(ck->ctx, all + (uint64_t)ck->rank * stride,
+				   all, stride, DPT_UINT8);
 		if (rc)
 			goto out;
 	}
@@ -226,8 +228,10 @@ static int commit(struct dpt_ckpt *ck)
 			result = dpt__manifest_encode(&m, &json, &jlen);
 		if (!result) {
 			dpt__step_dir(m.step, dir, sizeof(dir));
-			snprintf(key, sizeof(key), "%s/%s", dir, DPT__CKPT_MANIFEST);
-			result = dpt__storage_put_if_absent(ck->st, key, json, jlen);
+			snprintf(key, sizeof(key), "%s/%s", dir,
+				 DPT__CKPT_MANIFEST);
+			result = dpt__storage_put_if_absent(ck->st, key, json,
+							    jlen);
 			if (result == DPT_EEXIST)
 				dpt__error("step %" PRIu64 " was committed by "
 					   "someone else meanwhile in '%s'",
@@ -361,12 +365,13 @@ static int finish_save(struct dpt_ckpt *ck, bool periodic)
 	 * over, with a write (what the copy does; it left the stall lower
 	 * than a read in the benchmark). Only what the buffer holds: a save
 	 * that could not allocate it is pending all the same. */
-	retouch(ck->snap, ck->data_len < ck->snap_cap ? ck->data_len :
-							ck->snap_cap);
+	retouch(ck->snap,
+		ck->data_len < ck->snap_cap ? ck->data_len : ck->snap_cap);
 	if (!rc)
 		ck->cost_s = dpt__ckpt_cost_update(
 			ck->cost_s,
-			(double)(ck->save_stall_ns + (dpt__now_ns() - t0)) / 1e9);
+			(double)(ck->save_stall_ns + (dpt__now_ns() - t0)) /
+				1e9);
 	return rc;
 }
 
@@ -407,8 +412,10 @@ int dpt__ckpt_settle(struct dpt_ckpt *ck)
 	if (ck->io_msg[0] && (ck->io_rc || ck->failed_ranks == 1))
 		snprintf(cause, sizeof(cause), "%s", ck->io_msg);
 	else
-		snprintf(cause, sizeof(cause), "%s (the failing rank's log says "
-			 "why)", dpt_strerror(ck->failed_first));
+		snprintf(cause, sizeof(cause),
+			 "%s (the failing rank's log says "
+			 "why)",
+			 dpt_strerror(ck->failed_first));
 	dpt__warn("checkpoint of step %" PRIu64 " failed%s: %s; %s is intact; "
 		  "training goes on and the next save is tried at the next "
 		  "interval",

@@ -30,7 +30,9 @@ int dpt__cuda_device_of(const char *name, const void *ptr, int *device)
 		dpt__error("checkpoint tensor '%s' is in device memory, but no "
 			   "cuda device is usable here: %s (run where a GPU is "
 			   "visible, or register a host copy)",
-			   name, e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+			   name,
+			   e != cudaSuccess ? cudaGetErrorString(e)
+					    : "no device");
 		return DPT_ECUDA;
 	}
 	if (!ptr) {
@@ -39,7 +41,8 @@ int dpt__cuda_device_of(const char *name, const void *ptr, int *device)
 		e = cudaPointerGetAttributes(&a, ptr);
 		if (e == cudaSuccess && a.type != cudaMemoryTypeDevice &&
 		    a.type != cudaMemoryTypeManaged) {
-			dpt__error("checkpoint tensor '%s' is registered as device "
+			dpt__error("checkpoint tensor '%s' is registered as "
+				   "device "
 				   "memory, but cuda says %p is host memory: "
 				   "register it with .memory = DPT_CKPT_HOST",
 				   name, ptr);
@@ -90,8 +93,10 @@ static int fail(struct dpt__cuda_copy *c, const char *what, cudaError_t e)
 void dpt__cuda_copy_begin(struct dpt__cuda_copy *c, int device, bool to_device,
 			  void *stream, bool own_stream)
 {
-	*c = (struct dpt__cuda_copy){.device = device, .to_device = to_device,
-				     .stream = stream, .own_stream = own_stream};
+	*c = (struct dpt__cuda_copy){.device = device,
+				     .to_device = to_device,
+				     .stream = stream,
+				     .own_stream = own_stream};
 }
 
 /* The first copy: the device becomes current (the legacy default stream
@@ -140,14 +145,18 @@ static int flush(struct dpt__cuda_copy *c)
 						 : cudaMemcpyDeviceToHost,
 				    (cudaStream_t)c->stream);
 	else
-		e = cudaMemcpy2DAsync(c->dst + a->dst, a->dpitch, c->src + a->src,
-				      a->spitch, a->len, a->count,
+		e = cudaMemcpy2DAsync(c->dst + a->dst, a->dpitch,
+				      c->src + a->src, a->spitch, a->len,
+				      a->count,
 				      c->to_device ? cudaMemcpyHostToDevice
 						   : cudaMemcpyDeviceToHost,
 				      (cudaStream_t)c->stream);
 	c->acc.count = 0;
 	if (e != cudaSuccess)
-		return fail(c, a->count == 1 ? "cudaMemcpyAsync" : "cudaMemcpy2DAsync", e);
+		return fail(c,
+			    a->count == 1 ? "cudaMemcpyAsync"
+					  : "cudaMemcpy2DAsync",
+			    e);
 	return 0;
 }
 
@@ -170,7 +179,8 @@ int dpt__cuda_copy_run(void *ctx, const struct dpt__run *r)
 		return 0;
 	if (flush(c))
 		return c->rc;
-	(void)dpt__run2d_add(&c->acc, r, MAX_PITCH); /* an empty one takes any */
+	(void)dpt__run2d_add(&c->acc, r,
+			     MAX_PITCH); /* an empty one takes any */
 	return 0;
 }
 

@@ -74,7 +74,9 @@ static int plan_pieces(struct loader *l, const struct dpt__tensor_desc *t,
 		uint64_t b1 = (pr[i].run.src + pr[i].run.len - 1) / bs + 1;
 
 		while (i + 1 < n && pr[i + 1].run.src / bs <= b1) {
-			uint64_t e = (pr[i + 1].run.src + pr[i + 1].run.len - 1) / bs + 1;
+			uint64_t e = (pr[i + 1].run.src + pr[i + 1].run.len -
+				      1) / bs +
+				     1;
 			if (e > b1)
 				b1 = e;
 			i++;
@@ -83,11 +85,16 @@ static int plan_pieces(struct loader *l, const struct dpt__tensor_desc *t,
 		for (uint64_t p = b0; p < b1; p += per_read) {
 			uint64_t q = p + per_read < b1 ? p + per_read : b1;
 			uint64_t lo = p * bs, hi = q * bs;
-			struct piece pc = {.t = t, .c = c, .b0 = p, .b1 = q,
-					   .dst = dst, .device = device};
+			struct piece pc = {.t = t,
+					   .c = c,
+					   .b0 = p,
+					   .b1 = q,
+					   .dst = dst,
+					   .device = device};
 			size_t k;
 
-			while (sweep < n && pr[sweep].run.src + pr[sweep].run.len <= lo)
+			while (sweep < n &&
+			       pr[sweep].run.src + pr[sweep].run.len <= lo)
 				sweep++;
 			for (k = sweep; k < n && pr[k].run.src < hi; k++)
 				;
@@ -105,7 +112,8 @@ static void *load_main(void *arg)
 {
 	struct loader *l = arg;
 	const uint64_t bs = l->m->block_size;
-	uint64_t per_read = DPT__CKPT_READ_MAX / bs ? DPT__CKPT_READ_MAX / bs : 1;
+	uint64_t per_read =
+		DPT__CKPT_READ_MAX / bs ? DPT__CKPT_READ_MAX / bs : 1;
 	char *staging = NULL;
 	size_t i;
 	int rc = 0, zero = 0;
@@ -132,7 +140,8 @@ static void *load_main(void *arg)
 	       atomic_load(&l->error) == 0) {
 		const struct piece *p = &l->pieces[i];
 		uint64_t lo = p->b0 * bs;
-		uint64_t hi = p->b1 * bs < p->c->length ? p->b1 * bs : p->c->length;
+		uint64_t hi =
+			p->b1 * bs < p->c->length ? p->b1 * bs : p->c->length;
 
 		rc = dpt__ckpt_read_blocks(l->ck->st, l->m, p->t, p->c, p->b0,
 					   p->b1, staging);
@@ -146,7 +155,8 @@ static void *load_main(void *arg)
 		for (size_t k = 0; k < p->nruns && !rc; k++) {
 			const struct dpt__run *r = &p->runs[k].run;
 			uint64_t a = r->src > lo ? r->src : lo;
-			uint64_t b = r->src + r->len < hi ? r->src + r->len : hi;
+			uint64_t b =
+				r->src + r->len < hi ? r->src + r->len : hi;
 			struct dpt__run part = {.src = a - lo,
 						.dst = r->dst + (a - r->src),
 						.len = b - a};
@@ -200,10 +210,11 @@ static int check_registered(const struct dpt_ckpt *ck, uint64_t step,
 	bool same;
 
 	if (!t) {
-		dpt__error("step %" PRIu64 " of '%s' has no tensor '%s': the "
-			   "registered tensors are not the checkpoint's (was the "
-			   "run name used by another program?)",
-			   step, dpt__storage_uri(ck->st), r->name);
+		dpt__error(
+			"step %" PRIu64 " of '%s' has no tensor '%s': the "
+			"registered tensors are not the checkpoint's (was the "
+			"run name used by another program?)",
+			step, dpt__storage_uri(ck->st), r->name);
 		return DPT_EMISMATCH;
 	}
 	same = t->dtype == r->dtype && t->ndim == r->ndim;
@@ -216,12 +227,13 @@ static int check_registered(const struct dpt_ckpt *ck, uint64_t step,
 	dpt__error("step %" PRIu64 " of '%s': tensor '%s' is stored as %s %s, "
 		   "registered as %s %s",
 		   step, dpt__storage_uri(ck->st), r->name,
-		   dpt__dtype_name(t->dtype), stored,
-		   dpt__dtype_name(r->dtype), wanted);
+		   dpt__dtype_name(t->dtype), stored, dpt__dtype_name(r->dtype),
+		   wanted);
 	return DPT_EMISMATCH;
 }
 
-static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m)
+static int load_step(struct dpt_ckpt *ck, uint64_t step,
+		     struct dpt__manifest *m)
 {
 	struct dpt__plan *plans = NULL;
 	struct loader l = {.ck = ck, .m = m};
@@ -232,7 +244,8 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	rc = dpt__ckpt_read_manifest(ck->st, step, m);
 	if (rc) {
 		if (rc == DPT_ENOENT)
-			dpt__error("step %" PRIu64 ": manifest of '%s' vanished",
+			dpt__error("step %" PRIu64
+				   ": manifest of '%s' vanished",
 				   step, dpt__storage_uri(ck->st));
 		return rc;
 	}
@@ -244,7 +257,8 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 		return DPT_ENOMEM;
 	for (size_t i = 0; i < ck->nregs && !rc; i++) {
 		const struct dpt__ckpt_reg *r = &ck->regs[i];
-		const struct dpt__tensor_desc *t = dpt__manifest_find(m, r->name);
+		const struct dpt__tensor_desc *t =
+			dpt__manifest_find(m, r->name);
 
 		rc = check_registered(ck, step, r, t);
 		if (rc)
@@ -252,10 +266,11 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 		rc = dpt__plan_tensor(t, &r->local, &plans[i]);
 		for (size_t a = 0, b; !rc && a < plans[i].n; a = b) {
 			const struct dpt__plan_run *pr = plans[i].runs;
-			for (b = a; b < plans[i].n && pr[b].chunk == pr[a].chunk; b++)
+			for (b = a;
+			     b < plans[i].n && pr[b].chunk == pr[a].chunk; b++)
 				ck->stats.bytes_needed += pr[b].run.len;
-			rc = plan_pieces(&l, t, &pr[a], b - a, r->data, r->device,
-					 per_read);
+			rc = plan_pieces(&l, t, &pr[a], b - a, r->data,
+					 r->device, per_read);
 		}
 	}
 	t1 = dpt__now_ns();
@@ -263,8 +278,8 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	 * the reads of one overlap the checksums and copies of another, and
 	 * every piece writes bytes of the tensors that no other piece
 	 * writes. */
-	for (; !rc && nthreads < DPT__CKPT_LOAD_THREADS &&
-	       (size_t)nthreads < l.n;
+	for (;
+	     !rc && nthreads < DPT__CKPT_LOAD_THREADS && (size_t)nthreads < l.n;
 	     nthreads++)
 		if (pthread_create(&threads[nthreads], NULL, load_main, &l)) {
 			dpt__error("cannot start a checkpoint reader thread");
@@ -278,7 +293,8 @@ static int load_step(struct dpt_ckpt *ck, uint64_t step, struct dpt__manifest *m
 	ck->stats.bytes_read += atomic_load(&l.bytes_read);
 	dpt__debug("step %" PRIu64 ": manifest and plan %.3f s, %zu pieces "
 		   "(%" PRIu64 " bytes) read and verified in %.3f s",
-		   step, (t1 - t0) / 1e9, l.n, (uint64_t)atomic_load(&l.bytes_read),
+		   step, (t1 - t0) / 1e9, l.n,
+		   (uint64_t)atomic_load(&l.bytes_read),
 		   (dpt__now_ns() - t1) / 1e9);
 	for (size_t i = 0; i < ck->nregs; i++)
 		dpt__plan_release(&plans[i]);
@@ -308,7 +324,8 @@ static void listing_failed(const struct dpt_ckpt *ck, int rank, int err)
 			   "credentials (see above): %s",
 			   dpt__storage_uri(ck->st), AUTH_HINT);
 		if (cause[0]) {
-			snprintf(both, sizeof(both), "%s: %s", cause, AUTH_HINT);
+			snprintf(both, sizeof(both), "%s: %s", cause,
+				 AUTH_HINT);
 			dpt__set_last_error(both);
 		}
 	} else if (rank != 0)
@@ -333,20 +350,22 @@ static void note_fresh(struct dpt_ckpt *ck)
 	ck->told_fresh = true;
 	dpt__report(ck->ctx, DPT_KV_RESUMED, "none");
 	if (run && run[1])
-		dpt__info("no checkpoint at '%s': starting run '%s' from step 0",
-			  uri, run + 1);
+		dpt__info(
+			"no checkpoint at '%s': starting run '%s' from step 0",
+			uri, run + 1);
 	else
 		dpt__info("no checkpoint at '%s': starting from step 0", uri);
 }
 
 /*
  * The steps of DAMAGED (N of them, newer than the step just loaded; FOUND
- * were found, the same number on every rank) stop counting as committed, so that the run saves those step numbers again
- * when it gets there (doc/checkpoint-format.md, "Damaged steps"). Rank 0
- * quarantines, once, only after an older step loaded on every rank: the
- * last good step is never touched. Every rank waits for it, so that no
- * save can start before. A step that cannot be quarantined stays
- * committed (logged): the load itself succeeded.
+ * were found, the same number on every rank) stop counting as committed, so
+ * that the run saves those step numbers again when it gets there
+ * (doc/checkpoint-format.md, "Damaged steps"). Rank 0 quarantines, once, only
+ * after an older step loaded on every rank: the last good step is never
+ * touched. Every rank waits for it, so that no save can start before. A step
+ * that cannot be quarantined stays committed (logged): the load itself
+ * succeeded.
  */
 static int quarantine(struct dpt_ckpt *ck, const uint64_t *damaged, size_t n,
 		      size_t found)
@@ -392,26 +411,32 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 		uint32_t failed;
 
 		if (rank == 0) {
-			pick[0] = next > 0 && !pick[1] ? (int64_t)l.committed[--next] : -1;
+			pick[0] = next > 0 && !pick[1]
+					  ? (int64_t)l.committed[--next]
+					  : -1;
 		}
 		if (ck->ctx) {
-			rc = dpt_broadcast(ck->ctx, pick, sizeof(pick), DPT_UINT8, 0);
+			rc = dpt_broadcast(ck->ctx, pick, sizeof(pick),
+					   DPT_UINT8, 0);
 			if (rc)
 				break;
 		}
 		if (pick[0] < 0) {
-			rc = first ? first : pick[1] ? (int)pick[1] : DPT_ENOENT;
+			rc = first     ? first
+			     : pick[1] ? (int)pick[1]
+				       : DPT_ENOENT;
 			/* A run's first start has nothing to load: not an
 			 * error of the storage, the caller decides. */
-			if (!first && !pick[1] && rank == 0 && l.ncommitted == 0)
+			if (!first && !pick[1] && rank == 0 &&
+			    l.ncommitted == 0)
 				note_fresh(ck);
 			else if (!first && !pick[1] && rank == 0) {
-				dpt__info("no committed step at or below %" PRIu64
-					  " in '%s'",
-					  step, dpt__storage_uri(ck->st));
+				dpt__info(
+					"no committed step at or below %" PRIu64
+					" in '%s'",
+					step, dpt__storage_uri(ck->st));
 				dpt__report(ck->ctx, DPT_KV_RESUMED, "none");
-			}
-			else if (pick[1])
+			} else if (pick[1])
 				listing_failed(ck, rank, (int)pick[1]);
 			else if (first)
 				dpt__error("no usable committed step in '%s'",
@@ -438,11 +463,14 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 			 * say what to fix, do not call the steps unusable. */
 			if (failed && agreed == DPT_EAUTH) {
 				if (rank == 0)
-					dpt__error("cannot read step %" PRId64
-						   " of '%s': the storage refused "
-						   "the credentials (see above): %s",
-						   pick[0], dpt__storage_uri(ck->st),
-						   AUTH_HINT);
+					dpt__error(
+						"cannot read step %" PRId64
+						" of '%s': the storage refused "
+						"the credentials (see above): "
+						"%s",
+						pick[0],
+						dpt__storage_uri(ck->st),
+						AUTH_HINT);
 				rc = DPT_EAUTH;
 				break;
 			}
@@ -464,11 +492,14 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 			if (rank == 0) {
 				char s[24];
 
-				dpt__info("loaded step %" PRIu64 " (written by %u "
+				dpt__info("loaded step %" PRIu64
+					  " (written by %u "
 					  "ranks) from '%s'",
-					  ck->loaded.step, ck->loaded.world_size,
+					  ck->loaded.step,
+					  ck->loaded.world_size,
 					  dpt__storage_uri(ck->st));
-				snprintf(s, sizeof(s), "%" PRIu64, ck->loaded.step);
+				snprintf(s, sizeof(s), "%" PRIu64,
+					 ck->loaded.step);
 				dpt__report(ck->ctx, DPT_KV_RESUMED, s);
 			}
 			rc = 0;
@@ -477,7 +508,8 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 		if (!first)
 			first = rc ? rc : DPT_ECORRUPT;
 		if (rank == 0)
-			dpt__warn("step %" PRId64 " is unusable on %" PRIu32 " rank(s) (see "
+			dpt__warn("step %" PRId64 " is unusable on %" PRIu32
+				  " rank(s) (see "
 				  "above): trying the previous committed step",
 				  pick[0], failed);
 		/* Damage is what every failed rank verified: a checksum,
@@ -576,7 +608,8 @@ int dpt__ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
 		}
 	}
 	if (ck->ctx) {
-		rc = dpt_broadcast(ck->ctx, json, (size_t)head[0], DPT_UINT8, 0);
+		rc = dpt_broadcast(ck->ctx, json, (size_t)head[0], DPT_UINT8,
+				   0);
 		if (rc)
 			goto out;
 	}

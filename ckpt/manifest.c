@@ -102,12 +102,10 @@ static void *grow(void *arr_p, size_t *n, size_t size)
 	return p + (*n)++ * size;
 }
 
-struct dpt__tensor_desc *dpt__manifest_add_tensor(struct dpt__manifest *m,
-						  const char *name,
-						  enum dpt_dtype dtype,
-						  enum dpt_ckpt_kind kind,
-						  int ndim,
-						  const uint64_t *shape)
+struct dpt__tensor_desc *
+dpt__manifest_add_tensor(struct dpt__manifest *m, const char *name,
+			 enum dpt_dtype dtype, enum dpt_ckpt_kind kind,
+			 int ndim, const uint64_t *shape)
 {
 	char *copy = strdup(name);
 	struct dpt__tensor_desc *t;
@@ -189,9 +187,9 @@ static json_t *encode_chunk(const struct dpt__chunk *c, int ndim)
 		return NULL;
 	return json_pack("{s:o, s:o, s:I, s:I, s:I, s:o}", "offset",
 			 u64_array(c->box.off, ndim), "shape",
-			 u64_array(c->box.len, ndim), "file", (json_int_t)c->file,
-			 "begin", (json_int_t)c->begin, "length",
-			 (json_int_t)c->length, "xxh3", sums);
+			 u64_array(c->box.len, ndim), "file",
+			 (json_int_t)c->file, "begin", (json_int_t)c->begin,
+			 "length", (json_int_t)c->length, "xxh3", sums);
 }
 
 static json_t *encode_tensor(const struct dpt__tensor_desc *t)
@@ -199,8 +197,8 @@ static json_t *encode_tensor(const struct dpt__tensor_desc *t)
 	json_t *chunks = json_array();
 
 	for (size_t i = 0; chunks && i < t->nchunks; i++)
-		if (json_array_append_new(chunks,
-					  encode_chunk(&t->chunks[i], t->ndim))) {
+		if (json_array_append_new(
+			    chunks, encode_chunk(&t->chunks[i], t->ndim))) {
 			json_decref(chunks);
 			chunks = NULL;
 		}
@@ -221,10 +219,11 @@ int dpt__manifest_encode(const struct dpt__manifest *m, char **out, size_t *len)
 	*out = NULL;
 	for (size_t i = 0; files && i < m->nfiles; i++)
 		if (json_array_append_new(
-			    files, json_pack("{s:s, s:I, s:I}", "name",
-					     m->files[i].name, "rank",
-					     (json_int_t)m->files[i].rank, "size",
-					     (json_int_t)m->files[i].size)))
+			    files,
+			    json_pack("{s:s, s:I, s:I}", "name",
+				      m->files[i].name, "rank",
+				      (json_int_t)m->files[i].rank, "size",
+				      (json_int_t)m->files[i].size)))
 			goto out;
 	for (size_t i = 0; tensors && i < m->ntensors; i++)
 		if (json_array_append_new(tensors,
@@ -232,17 +231,16 @@ int dpt__manifest_encode(const struct dpt__manifest *m, char **out, size_t *len)
 			goto out;
 	if (!files || !tensors)
 		goto out;
-	root = json_pack("{s:s, s:i, s:I, s:I, s:I, s:o, s:o, s:{s:s, s:I}, "
-			 "s:O, s:O}",
-			 "format", DPT__CKPT_FORMAT, "version", m->version,
-			 "step", (json_int_t)m->step, "world_size",
-			 (json_int_t)m->world_size, "sample_cursor",
-			 (json_int_t)m->sample_cursor, "rng",
-			 hex_string(m->rng, m->rng_len), "user",
-			 hex_string(m->user, m->user_len), "checksum",
-			 "algorithm", "xxh3-64", "block_size",
-			 (json_int_t)m->block_size, "files", files, "tensors",
-			 tensors);
+	root = json_pack(
+		"{s:s, s:i, s:I, s:I, s:I, s:o, s:o, s:{s:s, s:I}, "
+		"s:O, s:O}",
+		"format", DPT__CKPT_FORMAT, "version", m->version, "step",
+		(json_int_t)m->step, "world_size", (json_int_t)m->world_size,
+		"sample_cursor", (json_int_t)m->sample_cursor, "rng",
+		hex_string(m->rng, m->rng_len), "user",
+		hex_string(m->user, m->user_len), "checksum", "algorithm",
+		"xxh3-64", "block_size", (json_int_t)m->block_size, "files",
+		files, "tensors", tensors);
 	if (!root)
 		goto out;
 	*out = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
@@ -276,8 +274,8 @@ static int get_u64(json_t *obj, const char *key, uint64_t *out, char *err,
 	json_t *v = json_object_get(obj, key);
 
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return bad(err, errlen, "field '%s' is not a non-negative integer",
-			   key);
+		return bad(err, errlen,
+			   "field '%s' is not a non-negative integer", key);
 	*out = (uint64_t)json_integer_value(v);
 	return 0;
 }
@@ -290,12 +288,14 @@ static int get_dims(json_t *obj, const char *key, int want, uint64_t *out,
 
 	if (!json_is_array(a) || json_array_size(a) > DPT__CKPT_MAXDIM ||
 	    (want >= 0 && (int)json_array_size(a) != want))
-		return bad(err, errlen, "field '%s' is not an array of %s dimensions",
-			   key, want >= 0 ? "the tensor's" : "at most 8");
+		return bad(err, errlen,
+			   "field '%s' is not an array of %s dimensions", key,
+			   want >= 0 ? "the tensor's" : "at most 8");
 	json_array_foreach(a, i, v)
 	{
 		if (!json_is_integer(v) || json_integer_value(v) < 0)
-			return bad(err, errlen, "field '%s' holds a bad extent", key);
+			return bad(err, errlen, "field '%s' holds a bad extent",
+				   key);
 		out[i] = (uint64_t)json_integer_value(v);
 	}
 	if (ndim)
@@ -315,10 +315,11 @@ static int get_blob(json_t *obj, const char *key, unsigned char **out,
 	if (!*out)
 		return DPT_ENOMEM;
 	for (size_t i = 0; i < n / 2; i++) {
-		int hi = dpt__hex_value(s[2 * i]), lo = dpt__hex_value(s[2 * i + 1]);
+		int hi = dpt__hex_value(s[2 * i]),
+		    lo = dpt__hex_value(s[2 * i + 1]);
 		if (hi < 0 || lo < 0)
-			return bad(err, errlen, "field '%s' is not a hex string",
-				   key);
+			return bad(err, errlen,
+				   "field '%s' is not a hex string", key);
 		(*out)[i] = (unsigned char)(hi << 4 | lo);
 	}
 	*len = n / 2;
@@ -337,11 +338,13 @@ static int decode_chunk(json_t *j, struct dpt__tensor_desc *t, char *err,
 	if (!c)
 		return DPT_ENOMEM;
 	if (!json_is_object(j))
-		return bad(err, errlen, "a chunk of '%s' is not an object", t->name);
+		return bad(err, errlen, "a chunk of '%s' is not an object",
+			   t->name);
 	c->box.ndim = t->ndim;
 	rc = get_dims(j, "offset", t->ndim, c->box.off, NULL, err, errlen);
 	if (!rc)
-		rc = get_dims(j, "shape", t->ndim, c->box.len, NULL, err, errlen);
+		rc = get_dims(j, "shape", t->ndim, c->box.len, NULL, err,
+			      errlen);
 	if (!rc)
 		rc = get_u64(j, "file", &file, err, errlen);
 	if (!rc)
@@ -368,13 +371,17 @@ static int decode_chunk(json_t *j, struct dpt__tensor_desc *t, char *err,
 		uint64_t x = 0;
 
 		if (!s || strlen(s) != 16)
-			return bad(err, errlen, "a checksum of '%s' is not 16 hex "
-				   "digits", t->name);
+			return bad(err, errlen,
+				   "a checksum of '%s' is not 16 hex "
+				   "digits",
+				   t->name);
 		for (int k = 0; k < 16; k++) {
 			int d = dpt__hex_value(s[k]);
 			if (d < 0)
-				return bad(err, errlen, "a checksum of '%s' is "
-					   "not hex", t->name);
+				return bad(err, errlen,
+					   "a checksum of '%s' is "
+					   "not hex",
+					   t->name);
 			x = x << 4 | (uint64_t)d;
 		}
 		c->xxh3[i] = x;
@@ -396,20 +403,22 @@ static int decode_tensor(json_t *j, struct dpt__manifest *m, char *err,
 	size_t i;
 
 	if (!name || !dtype || !kind || !json_is_array(chunks))
-		return bad(err, errlen, "a tensor lacks name, dtype, kind or "
+		return bad(err, errlen,
+			   "a tensor lacks name, dtype, kind or "
 			   "chunks");
 	if (dpt__dtype_parse(dtype, &dt))
-		return bad(err, errlen, "tensor '%s' has unknown dtype '%s'", name,
-			   dtype);
+		return bad(err, errlen, "tensor '%s' has unknown dtype '%s'",
+			   name, dtype);
 	if (strcmp(kind, "sharded") && strcmp(kind, "replicated"))
-		return bad(err, errlen, "tensor '%s' has unknown kind '%s'", name,
-			   kind);
+		return bad(err, errlen, "tensor '%s' has unknown kind '%s'",
+			   name, kind);
 	rc = get_dims(j, "shape", -1, shape, &ndim, err, errlen);
 	if (rc)
 		return rc;
 	t = dpt__manifest_add_tensor(m, name, dt,
-				     strcmp(kind, "sharded") ? DPT_CKPT_REPLICATED :
-							       DPT_CKPT_SHARDED,
+				     strcmp(kind, "sharded")
+					     ? DPT_CKPT_REPLICATED
+					     : DPT_CKPT_SHARDED,
 				     ndim, shape);
 	if (!t)
 		return DPT_ENOMEM;
@@ -461,11 +470,13 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 	if (!rc)
 		rc = get_u64(root, "world_size", &world, err, errlen);
 	if (!rc)
-		rc = get_u64(root, "sample_cursor", &m->sample_cursor, err, errlen);
+		rc = get_u64(root, "sample_cursor", &m->sample_cursor, err,
+			     errlen);
 	if (!rc)
 		rc = get_blob(root, "rng", &m->rng, &m->rng_len, err, errlen);
 	if (!rc)
-		rc = get_blob(root, "user", &m->user, &m->user_len, err, errlen);
+		rc = get_blob(root, "user", &m->user, &m->user_len, err,
+			      errlen);
 	if (rc)
 		goto out;
 	if (world == 0 || world > INT32_MAX) {
@@ -496,8 +507,10 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 	}
 	json_array_foreach(files, i, v)
 	{
-		struct dpt__shard_file *f = grow(&m->files, &m->nfiles, sizeof(*f));
-		const char *name = json_string_value(json_object_get(v, "name"));
+		struct dpt__shard_file *f =
+			grow(&m->files, &m->nfiles, sizeof(*f));
+		const char *name =
+			json_string_value(json_object_get(v, "name"));
 		uint64_t rank;
 
 		if (!f) {
@@ -511,8 +524,8 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 		/* A shard is a file of the step's directory, and its name a
 		 * key of the storage: no '/', no "..". */
 		if (dpt__storage_key_check(name, false) || strchr(name, '/')) {
-			rc = bad(err, errlen, "file %zu has a bad name '%.200s'",
-				 i, name);
+			rc = bad(err, errlen,
+				 "file %zu has a bad name '%.200s'", i, name);
 			goto out;
 		}
 		f->name = strdup(name);
@@ -549,7 +562,8 @@ int dpt__manifest_check(const struct dpt__manifest *m, bool partial, char *err,
 
 		for (size_t k = 0; k < i; k++)
 			if (strcmp(m->tensors[k].name, t->name) == 0)
-				return bad(err, errlen, "tensor '%s' appears twice",
+				return bad(err, errlen,
+					   "tensor '%s' appears twice",
 					   t->name);
 		for (int d = 0; d < t->ndim; d++)
 			whole.len[d] = t->shape[d];
@@ -563,35 +577,41 @@ int dpt__manifest_check(const struct dpt__manifest *m, bool partial, char *err,
 			for (int d = 0; d < t->ndim; d++)
 				if (c->box.off[d] > t->shape[d] ||
 				    c->box.len[d] > t->shape[d] - c->box.off[d])
-					return bad(err, errlen,
-						   "chunk '%s' lies outside its "
-						   "tensor",
-						   label);
-			if (vol == 0 || c->length / esz != vol || c->length % esz)
+					return bad(
+						err, errlen,
+						"chunk '%s' lies outside its "
+						"tensor",
+						label);
+			if (vol == 0 || c->length / esz != vol ||
+			    c->length % esz)
 				return bad(err, errlen,
 					   "chunk '%s' has length %" PRIu64
-					   ", its box holds %" PRIu64 " elements",
+					   ", its box holds %" PRIu64
+					   " elements",
 					   label, c->length, vol);
-			if (c->nblocks != (c->length + m->block_size - 1) /
-						  m->block_size)
+			if (c->nblocks !=
+			    (c->length + m->block_size - 1) / m->block_size)
 				return bad(err, errlen,
-					   "chunk '%s' has %zu checksums for %" PRIu64
-					   " bytes",
+					   "chunk '%s' has %zu checksums for "
+					   "%" PRIu64 " bytes",
 					   label, c->nblocks, c->length);
 			if (c->file >= m->nfiles)
-				return bad(err, errlen, "chunk '%s' names file %u of %zu",
+				return bad(err, errlen,
+					   "chunk '%s' names file %u of %zu",
 					   label, c->file, m->nfiles);
 			if (!partial &&
 			    (c->begin > m->files[c->file].size ||
 			     c->length > m->files[c->file].size - c->begin))
-				return bad(err, errlen,
-					   "chunk '%s' lies past the end of '%s'",
-					   label, m->files[c->file].name);
+				return bad(
+					err, errlen,
+					"chunk '%s' lies past the end of '%s'",
+					label, m->files[c->file].name);
 			for (size_t k = 0; k < j; k++)
-				if (dpt__box_intersect(&c->box, &t->chunks[k].box,
-						       &x))
+				if (dpt__box_intersect(&c->box,
+						       &t->chunks[k].box, &x))
 					return bad(err, errlen,
-						   "chunks of '%s' overlap", t->name);
+						   "chunks of '%s' overlap",
+						   t->name);
 			covered += vol;
 		}
 		if (!partial && covered != dpt__box_volume(&whole))

@@ -61,7 +61,8 @@ bool dpt__box_split(int ndim, const uint64_t *shape, int world, int rank,
 		}
 	n = shape[dim];
 	out->off[dim] = n * (uint64_t)rank / (uint64_t)world;
-	out->len[dim] = n * (uint64_t)(rank + 1) / (uint64_t)world - out->off[dim];
+	out->len[dim] =
+		n * (uint64_t)(rank + 1) / (uint64_t)world - out->off[dim];
 	return out->len[dim] > 0;
 }
 
@@ -124,17 +125,21 @@ bool dpt__run2d_add(struct dpt__run2d *acc, const struct dpt__run *r,
 		    uint64_t max_pitch)
 {
 	if (acc->count == 0) {
-		*acc = (struct dpt__run2d){.src = r->src, .dst = r->dst,
-					   .len = r->len, .count = 1};
+		*acc = (struct dpt__run2d){.src = r->src,
+					   .dst = r->dst,
+					   .len = r->len,
+					   .count = 1};
 		return true;
 	}
 	if (acc->count == 1) {
-		if (r->src == acc->src + acc->len && r->dst == acc->dst + acc->len) {
+		if (r->src == acc->src + acc->len &&
+		    r->dst == acc->dst + acc->len) {
 			acc->len += r->len;
 			return true;
 		}
 		if (r->len != acc->len || r->src < acc->src + acc->len ||
-		    r->dst < acc->dst + acc->len || r->src - acc->src > max_pitch ||
+		    r->dst < acc->dst + acc->len ||
+		    r->src - acc->src > max_pitch ||
 		    r->dst - acc->dst > max_pitch)
 			return false;
 		acc->spitch = r->src - acc->src;
@@ -142,7 +147,8 @@ bool dpt__run2d_add(struct dpt__run2d *acc, const struct dpt__run *r,
 		acc->count = 2;
 		return true;
 	}
-	if (r->len != acc->len || r->src != acc->src + acc->count * acc->spitch ||
+	if (r->len != acc->len ||
+	    r->src != acc->src + acc->count * acc->spitch ||
 	    r->dst != acc->dst + acc->count * acc->dpitch)
 		return false;
 	acc->count++;
@@ -192,7 +198,8 @@ int dpt__plan_tensor(const struct dpt__tensor_desc *t,
 			return DPT_EINVAL;
 	for (size_t j = 0; j < t->nchunks; j++) {
 		ctx.chunk = j;
-		rc = dpt__box_runs(&t->chunks[j].box, local, esz, plan_add, &ctx);
+		rc = dpt__box_runs(&t->chunks[j].box, local, esz, plan_add,
+				   &ctx);
 		if (rc)
 			return rc;
 	}

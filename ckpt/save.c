@@ -60,7 +60,8 @@ void dpt__ckpt_stop_writer(struct dpt_ckpt *ck)
 static int copy_run(void *ctx, const struct dpt__run *r)
 {
 	void **bufs = ctx; /* {src, dst} */
-	memcpy((char *)bufs[1] + r->dst, (const char *)bufs[0] + r->src, r->len);
+	memcpy((char *)bufs[1] + r->dst, (const char *)bufs[0] + r->src,
+	       r->len);
 	return 0;
 }
 
@@ -99,8 +100,8 @@ static int write_shard(struct dpt_ckpt *ck)
 		goto out; /* this rank writes nothing */
 	for (size_t i = 0; i < f->ntensors; i++) {
 		struct dpt__chunk *c = &f->tensors[i].chunks[0];
-		dpt__ckpt_checksum(ck->snap + c->begin, c->length, f->block_size,
-				   c->xxh3);
+		dpt__ckpt_checksum(ck->snap + c->begin, c->length,
+				   f->block_size, c->xxh3);
 	}
 	t1 = dpt__now_ns();
 	rc = dpt__shard_header(f, 0, &hdr, &data_start);
@@ -212,8 +213,8 @@ static int build_fragment(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 		struct dpt__box box;
 
 		if (r->kind == DPT_CKPT_REPLICATED) {
-			if (!dpt__box_split(r->ndim, r->shape, ck->world, ck->rank,
-					    &box))
+			if (!dpt__box_split(r->ndim, r->shape, ck->world,
+					    ck->rank, &box))
 				continue;
 		} else {
 			box = r->local;
@@ -270,8 +271,9 @@ static int ensure_snapshot(struct dpt_ckpt *ck, uint64_t size)
 	 * time too: once per buffer, tried once. */
 	if (ck->device >= 0 && ck->snap && !ck->snap_pin_tried) {
 		ck->snap_pin_tried = true;
-		ck->snap_pinned = dpt__cuda_pin(ck->snap, ck->snap_cap,
-						"checkpoint snapshot buffer") == 0;
+		ck->snap_pinned =
+			dpt__cuda_pin(ck->snap, ck->snap_cap,
+				      "checkpoint snapshot buffer") == 0;
 	}
 #endif
 	return 0;
@@ -325,8 +327,10 @@ static int snapshot(struct dpt_ckpt *ck)
 
 			if (!c || r->device < 0)
 				continue;
-			dpt__cuda_copy_target(&cc, ck->snap + c->begin, r->data);
-			dpt__box_runs(&r->local, &c->box, dpt_dtype_size(r->dtype),
+			dpt__cuda_copy_target(&cc, ck->snap + c->begin,
+					      r->data);
+			dpt__box_runs(&r->local, &c->box,
+				      dpt_dtype_size(r->dtype),
 				      dpt__cuda_copy_run, &cc);
 		}
 	}
@@ -421,7 +425,8 @@ int dpt__ckpt_save(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta)
 	return 0;
 failed:
 	if (rc == DPT_ENOMEM)
-		dpt__error("step %" PRIu64 ": out of memory for the snapshot of "
+		dpt__error("step %" PRIu64
+			   ": out of memory for the snapshot of "
 			   "this rank's %" PRIu64 " bytes",
 			   meta->step, ck->data_len);
 	ck->io_rc = rc;

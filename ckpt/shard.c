@@ -47,7 +47,8 @@ static json_t *entry(const struct dpt__tensor_desc *t,
 	json_t *shape = json_array();
 
 	for (int d = 0; shape && d < ndim; d++) {
-		json_int_t len = d < t->ndim ? (json_int_t)c->box.len[d] : parts;
+		json_int_t len =
+			d < t->ndim ? (json_int_t)c->box.len[d] : parts;
 		if (json_array_append_new(shape, json_integer(len))) {
 			json_decref(shape);
 			shape = NULL;
@@ -61,8 +62,8 @@ static json_t *entry(const struct dpt__tensor_desc *t,
 			 (json_int_t)(c->begin + c->length));
 }
 
-int dpt__shard_header(const struct dpt__manifest *m, uint32_t file,
-		      char **out, uint64_t *data_start)
+int dpt__shard_header(const struct dpt__manifest *m, uint32_t file, char **out,
+		      uint64_t *data_start)
 {
 	json_t *root = json_object();
 	char step[24], rank[16], world[16], label[512];
@@ -87,7 +88,8 @@ int dpt__shard_header(const struct dpt__manifest *m, uint32_t file,
 		for (size_t j = 0; j < t->nchunks; j++) {
 			if (t->chunks[j].file != file)
 				continue;
-			dpt__chunk_label(t, &t->chunks[j], label, sizeof(label));
+			dpt__chunk_label(t, &t->chunks[j], label,
+					 sizeof(label));
 			if (json_object_set_new(root, label,
 						entry(t, &t->chunks[j])))
 				goto out;

@@ -33,7 +33,8 @@ void dpt__ckpt_checksum(const void *buf, uint64_t len, uint64_t block,
 	const unsigned char *p = buf;
 
 	for (uint64_t off = 0, b = 0; off < len; off += block, b++)
-		out[b] = XXH3_64bits(p + off, len - off < block ? len - off : block);
+		out[b] = XXH3_64bits(p + off,
+				     len - off < block ? len - off : block);
 }
 
 /* ------------------------------------------------------------ listing */
@@ -46,7 +47,8 @@ struct u64_set {
 static int set_add(struct u64_set *s, uint64_t x)
 {
 	if (s->n > 0 && s->v[s->n - 1] == x)
-		return 0; /* keys come in order: a step's objects are together */
+		return 0; /* keys come in order: a step's objects are together
+			   */
 	if (dpt__array_room(&s->v, s->n, &s->cap, sizeof(*s->v)))
 		return DPT_ENOMEM;
 	s->v[s->n++] = x;
@@ -189,8 +191,10 @@ static int read_manifest(struct dpt__storage *s, uint64_t step,
 			   "manifest",
 			   dpt__storage_uri(s), key, size);
 		if (why)
-			snprintf(why, whylen, "manifest is %" PRIu64 " bytes: "
-				 "not a manifest", size);
+			snprintf(why, whylen,
+				 "manifest is %" PRIu64 " bytes: "
+				 "not a manifest",
+				 size);
 		return DPT_ECORRUPT;
 	}
 	buf = malloc(size + 1);
@@ -251,7 +255,8 @@ int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
 		return rc;
 	}
 	if (rc == DPT_ERANGE) {
-		dpt__error("step %" PRIu64 ": shard '%s/%s' is shorter than its "
+		dpt__error("step %" PRIu64
+			   ": shard '%s/%s' is shorter than its "
 			   "manifest says (chunk '%s')",
 			   m->step, dpt__storage_uri(s), key, label);
 		return DPT_ECORRUPT;
@@ -269,8 +274,8 @@ int dpt__ckpt_read_blocks(struct dpt__storage *s, const struct dpt__manifest *m,
 
 		if (XXH3_64bits((char *)buf + off, len) != c->xxh3[b]) {
 			dpt__error("step %" PRIu64 ": shard '%s/%s' chunk '%s' "
-				   "block %" PRIu64 " (bytes %" PRIu64 "..%" PRIu64
-				   "): checksum mismatch",
+				   "block %" PRIu64 " (bytes %" PRIu64
+				   "..%" PRIu64 "): checksum mismatch",
 				   m->step, dpt__storage_uri(s), key, label, b,
 				   c->begin + b * bs, c->begin + b * bs + len);
 			return DPT_ECORRUPT;
@@ -315,7 +320,8 @@ int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad,
 			dpt__error("step %" PRIu64 ": shard '%s/%s' is missing",
 				   step, dpt__storage_uri(s), key);
 		else if (!rc && size != m.files[f].size)
-			dpt__error("step %" PRIu64 ": shard '%s/%s' has %" PRIu64
+			dpt__error("step %" PRIu64
+				   ": shard '%s/%s' has %" PRIu64
 				   " bytes, its manifest says %" PRIu64,
 				   step, dpt__storage_uri(s), key, size,
 				   m.files[f].size);
@@ -334,9 +340,11 @@ int dpt__ckpt_verify(struct dpt__storage *s, uint64_t step, size_t *bad,
 				continue;
 			}
 			for (uint64_t b = 0; b < c->nblocks; b += per_read) {
-				uint64_t e = b + per_read < c->nblocks ?
-						     b + per_read : c->nblocks;
-				rc = dpt__ckpt_read_blocks(s, &m, t, c, b, e, buf);
+				uint64_t e = b + per_read < c->nblocks
+						     ? b + per_read
+						     : c->nblocks;
+				rc = dpt__ckpt_read_blocks(s, &m, t, c, b, e,
+							   buf);
 				if (rc) {
 					nbad++;
 					if (!first)
@@ -506,9 +514,8 @@ out:
 	return rc;
 }
 
-int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
-		     uint64_t keep_every, long gc_age_s, bool recycle,
-		     size_t *deleted)
+int dpt__ckpt_retain(struct dpt__storage *s, int keep_last, uint64_t keep_every,
+		     long gc_age_s, bool recycle, size_t *deleted)
 {
 	struct dpt__step_list l;
 	size_t n = 0;
@@ -523,7 +530,8 @@ int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
 	if (rc)
 		return rc;
 	if (l.ncommitted == 0)
-		goto damaged; /* nothing committed: only the damaged are garbage */
+		goto damaged; /* nothing committed: only the damaged are garbage
+			       */
 	newest = l.committed[l.ncommitted - 1];
 	for (size_t i = 0; i + (size_t)keep_last < l.ncommitted; i++) {
 		uint64_t st = l.committed[i];
@@ -546,7 +554,8 @@ int dpt__ckpt_retain(struct dpt__storage *s, int keep_last,
 		if (rc && !first)
 			first = rc;
 		if (!rc) {
-			dpt__info("gc: deleted uncommitted step %" PRIu64 " of '%s'",
+			dpt__info("gc: deleted uncommitted step %" PRIu64
+				  " of '%s'",
 				  st, dpt__storage_uri(s));
 			n++;
 		}
@@ -570,7 +579,8 @@ damaged:
 			continue;
 		if (!bsearch(&l.damaged[i], l.committed, l.ncommitted,
 			     sizeof(*l.committed), cmp_u64)) {
-			dpt__info("gc: deleted damaged step %" PRIu64 " of '%s'",
+			dpt__info("gc: deleted damaged step %" PRIu64
+				  " of '%s'",
 				  l.damaged[i], dpt__storage_uri(s));
 			n++;
 		}

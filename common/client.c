@@ -123,8 +123,8 @@ int dpt__client_report_exit(const char *endpoint, const char *secret_hex,
 	return request(endpoint, secret_hex, &m, timeout_ms, &reply);
 }
 
-static int kv_msg(struct dpt__msg *m, enum dpt__msg_type type,
-		  const char *key, const char *value)
+static int kv_msg(struct dpt__msg *m, enum dpt__msg_type type, const char *key,
+		  const char *value)
 {
 	size_t klen = key ? strlen(key) : 0, vlen = value ? strlen(value) : 0;
 
@@ -157,8 +157,8 @@ int dpt__client_kv_get(const char *endpoint, const char *secret_hex,
 		return rc ? rc : DPT_EINVAL;
 	/* The coordinator answers a little before our own deadline, so that
 	 * a timeout is its clear ERROR rather than our silence. */
-	m.u.kv.wait_ms = timeout_ms > 500 ? (uint32_t)timeout_ms - 250 :
-					    (uint32_t)timeout_ms;
+	m.u.kv.wait_ms = timeout_ms > 500 ? (uint32_t)timeout_ms - 250
+					  : (uint32_t)timeout_ms;
 	if (m.u.kv.wait_ms > DPT_KV_WAIT_MAX)
 		m.u.kv.wait_ms = DPT_KV_WAIT_MAX;
 	rc = request(endpoint, secret_hex, &m, timeout_ms, &reply);

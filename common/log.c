@@ -92,8 +92,10 @@ void dpt__vlog(enum dpt__log_level level, const char *fmt, va_list ap)
 	localtime_r(&tv.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
 	fprintf(stderr, "%s.%03ld %s: %s%s\n", stamp, (long)tv.tv_usec / 1000,
-		logger.ident, level == DPT_LOG_ERROR ? "error: " :
-			      level == DPT_LOG_WARN ? "warning: " : "",
+		logger.ident,
+		level == DPT_LOG_ERROR	? "error: "
+		: level == DPT_LOG_WARN ? "warning: "
+					: "",
 		msg);
 }
 

@@ -41,8 +41,8 @@ void dpt__vlog(enum dpt__log_level level, const char *fmt, va_list ap)
 void dpt__set_last_error(const char *msg);
 
 #define dpt__error(...) dpt__log(DPT_LOG_ERROR, __VA_ARGS__)
-#define dpt__warn(...) dpt__log(DPT_LOG_WARN, __VA_ARGS__)
-#define dpt__info(...) dpt__log(DPT_LOG_INFO, __VA_ARGS__)
+#define dpt__warn(...)	dpt__log(DPT_LOG_WARN, __VA_ARGS__)
+#define dpt__info(...)	dpt__log(DPT_LOG_INFO, __VA_ARGS__)
 #define dpt__debug(...) dpt__log(DPT_LOG_DEBUG, __VA_ARGS__)
 
 #endif

@@ -79,8 +79,8 @@ int dpt__parse_duration(const char *s, long *seconds)
 	/* Unit suffix: 30s, 10m, 2h, 1d. */
 	if (strchr("smhd", s[len - 1]) && len > 1) {
 		char num[32];
-		static const long unit[] = {['s'] = 1, ['m'] = 60,
-					    ['h'] = 3600, ['d'] = 86400};
+		static const long unit[] = {
+			['s'] = 1, ['m'] = 60, ['h'] = 3600, ['d'] = 86400};
 		if (len - 1 >= sizeof(num))
 			return DPT_EINVAL;
 		memcpy(num, s, len - 1);

@@ -178,8 +178,8 @@ static int fields_ok(const struct dpt__msg *m)
 	case DPT_MSG_KV_PUT:
 	case DPT_MSG_KV_GET:
 	case DPT_MSG_KV_VALUE:
-		if (m->type == DPT_MSG_KV_GET ? m->u.kv.value[0] != '\0' :
-						m->u.kv.wait_ms != 0)
+		if (m->type == DPT_MSG_KV_GET ? m->u.kv.value[0] != '\0'
+					      : m->u.kv.wait_ms != 0)
 			return 0;
 		return m->u.kv.wait_ms <= DPT_KV_WAIT_MAX &&
 		       str_check(m->u.kv.key, 1, DPT_KV_KEY_MAX,
@@ -240,7 +240,8 @@ static size_t body_size(const struct dpt__msg *m)
 
 	switch (m->type) {
 	case DPT_MSG_JOIN:
-		return 24 + strlen(m->u.join.addr.host) + strlen(m->u.join.name);
+		return 24 + strlen(m->u.join.addr.host) +
+		       strlen(m->u.join.name);
 	case DPT_MSG_WELCOME:
 		return 28;
 	case DPT_MSG_ROSTER:

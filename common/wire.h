@@ -16,7 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-
 #define DPT_HOST_MAX 64
 
 /* One rank's entry in a generation's roster (ROSTER; a JOIN carries the
@@ -28,20 +27,20 @@ struct dpt__peer {
 	uint32_t node; /* index of the node; equal nodes share memory */
 };
 
-#define DPT_WIRE_MAGIC0 0x44 /* 'D' */
-#define DPT_WIRE_MAGIC1 0x50 /* 'P' */
-#define DPT_WIRE_VERSION 4
+#define DPT_WIRE_MAGIC0	  0x44 /* 'D' */
+#define DPT_WIRE_MAGIC1	  0x50 /* 'P' */
+#define DPT_WIRE_VERSION  4
 #define DPT_WIRE_HDR_SIZE 16
 /* Largest message a coordinator accepts (a JOIN is at most 166 bytes). */
 #define DPT_WIRE_IN_MAX 1024
 /* Largest message a worker accepts: a roster of DPT_WIRE_WORLD_MAX ranks. */
-#define DPT_WIRE_MSG_MAX (8u << 20)
+#define DPT_WIRE_MSG_MAX   (8u << 20)
 #define DPT_WIRE_WORLD_MAX 65536
-#define DPT_WIRE_TEXT_MAX 255
-#define DPT_WIRE_NAME_MAX 63
-#define DPT_NCCL_ID_SIZE 128
-#define DPT_WIRE_NO_RANK 0xffffffffu
-#define DPT_WIRE_NO_TASK 0xffffffffu
+#define DPT_WIRE_TEXT_MAX  255
+#define DPT_WIRE_NAME_MAX  63
+#define DPT_NCCL_ID_SIZE   128
+#define DPT_WIRE_NO_RANK   0xffffffffu
+#define DPT_WIRE_NO_TASK   0xffffffffu
 
 /* XX(NAME, number, from worker, from coordinator): numbers are the wire's,
  * never renumber. */
@@ -72,10 +71,10 @@ enum dpt__msg_type {
 };
 
 /* JOIN caps bits. */
-#define DPT_CAP_CPU 0x1u
+#define DPT_CAP_CPU  0x1u
 #define DPT_CAP_NCCL 0x2u
 /* WELCOME backend values. */
-#define DPT_BACKEND_CPU 1
+#define DPT_BACKEND_CPU	 1
 #define DPT_BACKEND_NCCL 2
 /* WELCOME flags bits. */
 #define DPT_WELCOME_CREATE_ID 0x1u
@@ -123,17 +122,17 @@ struct dpt__msg_task_exit {
 };
 
 /* KV_PUT, KV_GET (VALUE empty), KV_VALUE (WAIT_MS 0). */
-#define DPT_KV_KEY_MAX DPT_WIRE_NAME_MAX
+#define DPT_KV_KEY_MAX	 DPT_WIRE_NAME_MAX
 #define DPT_KV_VALUE_MAX DPT_WIRE_TEXT_MAX
-#define DPT_KV_WAIT_MAX 300000u
+#define DPT_KV_WAIT_MAX	 300000u
 /*
  * Keys under this prefix are the library's reports of what its run did
  * (doc/walltime.md, "Requeue guard"): a later put replaces the value, where
  * any other key keeps its first one.
  */
 #define DPT_KV_STATUS_PREFIX "dptrain."
-#define DPT_KV_RESUMED "dptrain.resumed"     /* loaded step, or "none" */
-#define DPT_KV_COMMITTED "dptrain.committed" /* newest step committed */
+#define DPT_KV_RESUMED	     "dptrain.resumed"	 /* loaded step, or "none" */
+#define DPT_KV_COMMITTED     "dptrain.committed" /* newest step committed */
 
 struct dpt__msg_kv {
 	uint32_t wait_ms;
@@ -153,8 +152,8 @@ struct dpt__msg_vote {
  * job's end time is within the grace, or a member asked; doc/walltime.md).
  * SAVE: this member asks for a periodic checkpoint now (VOTE, rank 0
  * under --dp-ckpt-every=auto, since protocol 4), a periodic checkpoint
- * is due (VOTE_DONE: --ckpt-every, or a member asked). BUSY: this member's (VOTE), some
- * member's (VOTE_DONE) checkpoint is still being written. */
+ * is due (VOTE_DONE: --ckpt-every, or a member asked). BUSY: this member's
+ * (VOTE), some member's (VOTE_DONE) checkpoint is still being written. */
 #define DPT_VOTE_STOP 0x1u
 #define DPT_VOTE_SAVE 0x2u
 #define DPT_VOTE_BUSY 0x4u
@@ -224,7 +223,7 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 /* ---------------------------------------------------------------- keys */
 
 #define DPT_SECRET_HEX_LEN 64
-#define DPT_Z85_KEY_LEN 40
+#define DPT_Z85_KEY_LEN	   40
 
 /* The CURVE keys of a step, Z85-encoded and NUL-terminated. */
 struct dpt__curve_keys {
@@ -249,6 +248,5 @@ int dpt__wire_derive_keys(const char *secret_hex, struct dpt__curve_keys *keys);
  */
 int dpt__wire_read_secret_file(const char *path,
 			       char out[DPT_SECRET_HEX_LEN + 1]);
-
 
 #endif

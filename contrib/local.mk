@@ -4,6 +4,7 @@ EXTRA_DIST += \
 	contrib/setup/build.sh \
 	contrib/setup/demo.sh \
 	contrib/setup/check.sh \
+	contrib/setup/style.sh \
 	contrib/plugstack.conf.d/dptrain.conf.in \
 	contrib/dptrain.spec \
 	contrib/examples/train_ddp.py \

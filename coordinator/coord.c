@@ -75,7 +75,7 @@ static enum coord_state on_join(struct dpt__coord *c, struct peer *p,
 	const struct dpt__msg_join *j = &e->msg->u.join;
 	char desc[200], why[240];
 	struct task *t =
-	    j->task_id < c->cfg.world_size ? &c->tasks[j->task_id] : NULL;
+		j->task_id < c->cfg.world_size ? &c->tasks[j->task_id] : NULL;
 	enum coord_state st = c->state;
 
 	if (t && t->state == TASK_JOINED && t->peer != p) {
@@ -107,8 +107,8 @@ static enum coord_state on_join(struct dpt__coord *c, struct peer *p,
 			return st;
 		if (st != ST_GATHERING)
 			st = dpt__coord_end_generation(
-			    c, DPT_END_GROW, DPT_WIRE_NO_RANK,
-			    "a new worker wants to join", e->now);
+				c, DPT_END_GROW, DPT_WIRE_NO_RANK,
+				"a new worker wants to join", e->now);
 		if (st == ST_DONE)
 			return st;
 		p = dpt__coord_peer_add(c, e->id, e->id_len, e->now);
@@ -168,10 +168,11 @@ static enum coord_state on_unique_id(struct dpt__coord *c, struct peer *p,
 	}
 	if (c->have_last_id &&
 	    memcmp(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE) == 0)
-		return dpt__coord_end_generation(c, DPT_END_FAULT, 0,
-				      "rank 0 sent the previous generation's "
-				      "nccl unique id",
-				      e->now);
+		return dpt__coord_end_generation(
+			c, DPT_END_FAULT, 0,
+			"rank 0 sent the previous generation's "
+			"nccl unique id",
+			e->now);
 	memcpy(c->last_id, e->msg->u.unique_id, DPT_NCCL_ID_SIZE);
 	c->have_last_id = true;
 	dpt__msg_init(&m, DPT_MSG_UNIQUE_ID, c->generation);
@@ -191,8 +192,7 @@ static enum coord_state on_barrier(struct dpt__coord *c, struct peer *p,
 {
 	uint32_t seq = e->msg->seq;
 
-	if (!p || p->role != ROLE_MEMBER ||
-	    e->msg->generation != c->generation)
+	if (!p || p->role != ROLE_MEMBER || e->msg->generation != c->generation)
 		return c->state;
 	/* A member holds its rank's slot until it leaves or the generation
 	 * ends (dpt__coord_peer_remove, dpt__coord_end_generation): its
@@ -235,8 +235,10 @@ static enum coord_state on_leave(struct dpt__coord *c, struct peer *p,
 		return c->state;
 	dpt__coord_describe(p, desc, sizeof(desc));
 	if (p->role == ROLE_MEMBER && c->state == ST_ID_WAIT) {
-		snprintf(why, sizeof(why), "%s left before the generation "
-			 "was running", desc);
+		snprintf(why, sizeof(why),
+			 "%s left before the generation "
+			 "was running",
+			 desc);
 		return dpt__coord_drop_peer(c, p, DPT_END_LEFT, why, e->now);
 	}
 	dpt__info("%s left", desc);
@@ -278,8 +280,7 @@ static enum coord_state on_fault(struct dpt__coord *c, struct peer *p,
 {
 	char desc[200], why[240];
 
-	if (!p || p->role != ROLE_MEMBER ||
-	    e->msg->generation != c->generation)
+	if (!p || p->role != ROLE_MEMBER || e->msg->generation != c->generation)
 		return c->state;
 	snprintf(why, sizeof(why), "%s reported a failed collective (%s)",
 		 dpt__coord_describe(p, desc, sizeof(desc)),
@@ -339,8 +340,8 @@ static enum coord_state on_task_exit(struct dpt__coord *c, struct peer *p,
 			c->lost_before_first++;
 			c->failed_before_first += status != 0;
 			return c->state == ST_GATHERING
-				   ? dpt__coord_gather(c, e->now)
-				   : c->state;
+				       ? dpt__coord_gather(c, e->now)
+				       : c->state;
 		}
 		return c->state;
 	case TASK_GONE:
@@ -360,8 +361,7 @@ static enum coord_state on_task_exit(struct dpt__coord *c, struct peer *p,
 
 /* The linger before a requeue (doc/walltime.md): a finished coordinator
  * still counts its tasks' exits. */
-static enum coord_state on_task_exit_done(struct dpt__coord *c,
-					  struct peer *p,
+static enum coord_state on_task_exit_done(struct dpt__coord *c, struct peer *p,
 					  const struct event_ctx *e)
 {
 	char st[48];
@@ -582,8 +582,7 @@ static void coord_execute(struct dpt__coord *c, enum coord_event ev,
 	if (c->observer)
 		c->observer(c->observer_arg,
 			    &(struct dpt__coord_cell){state_names[before],
-						      event_names[ev],
-						      t->name},
+						      event_names[ev], t->name},
 			    state_names[next]);
 	c->state = next;
 	if (next != before)
@@ -614,8 +613,7 @@ void dpt__coord_observe(struct dpt__coord *c, dpt__coord_observer *fn,
 
 /* ------------------------------------------------------------ interface */
 
-int dpt__coord_new(struct dpt__coord **out,
-		   const struct dpt__coord_config *cfg,
+int dpt__coord_new(struct dpt__coord **out, const struct dpt__coord_config *cfg,
 		   const struct dpt__coord_sender *sender, int64_t now)
 {
 	struct dpt__coord *c = calloc(1, sizeof(*c));
@@ -635,8 +633,8 @@ int dpt__coord_new(struct dpt__coord **out,
 	}
 	c->next_heartbeat = now + cfg->heartbeat_ms;
 	c->last_save = now;
-	c->join_deadline = cfg->join_timeout_ms ? now + cfg->join_timeout_ms :
-						  0;
+	c->join_deadline =
+		cfg->join_timeout_ms ? now + cfg->join_timeout_ms : 0;
 	c->rl_malformed.window_start = now;
 	*out = c;
 	return 0;
@@ -712,7 +710,7 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 			 m.version, DPT_WIRE_VERSION);
 		dpt__warn("refused a join: %s", why);
 		dpt__coord_text_msg(&err, DPT_MSG_ERROR, 0, DPT_EVERSION,
-			 DPT_WIRE_NO_RANK, why);
+				    DPT_WIRE_NO_RANK, why);
 		dpt__coord_send_to_id(c, id, id_len, &err);
 		return;
 	}
@@ -823,7 +821,7 @@ void dpt__coord_on_tick(struct dpt__coord *c, int64_t now, int behind)
 int64_t dpt__coord_next_deadline(const struct dpt__coord *c)
 {
 	const struct dpt__peer_entry *oldest =
-	    dpt__peer_table_oldest(&c->peers);
+		dpt__peer_table_oldest(&c->peers);
 	int64_t t = c->next_heartbeat;
 
 	if (oldest) {
@@ -844,7 +842,7 @@ void dpt__coord_shutdown(struct dpt__coord *c, const char *why, int64_t now)
 	struct event_ctx e = {.msg = &m, .now = now};
 
 	dpt__coord_text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_ECLOSED,
-		 DPT_WIRE_NO_RANK, why);
+			    DPT_WIRE_NO_RANK, why);
 	coord_execute(c, EV_SHUTDOWN, NULL, &e);
 }
 

@@ -54,8 +54,7 @@ int dpt__coord_send(const struct dpt__coord_sender *s, const uint8_t *id,
  * state machine reads no clock, every call is given the time. Returns 0
  * or DPT_ENOMEM.
  */
-int dpt__coord_new(struct dpt__coord **out,
-		   const struct dpt__coord_config *cfg,
+int dpt__coord_new(struct dpt__coord **out, const struct dpt__coord_config *cfg,
 		   const struct dpt__coord_sender *sender, int64_t now);
 /* Free everything; accepts NULL; nulls *C. */
 void dpt__coord_destroy(struct dpt__coord **c);

@@ -64,7 +64,7 @@ static struct peer *peer_of(struct dpt__peer_entry *e)
 }
 
 struct peer *dpt__coord_peer_find(struct dpt__coord *c, const uint8_t *id,
-			      size_t len)
+				  size_t len)
 {
 	struct dpt__peer_entry *e = dpt__peer_table_find(&c->peers, id, len);
 
@@ -94,7 +94,7 @@ void dpt__coord_peer_heard(struct dpt__coord *c, struct peer *p, int64_t now)
 }
 
 struct peer *dpt__coord_peer_add(struct dpt__coord *c, const uint8_t *id,
-			     size_t len, int64_t now)
+				 size_t len, int64_t now)
 {
 	struct peer *p = calloc(1, sizeof(*p));
 
@@ -187,7 +187,7 @@ static void send_raw(struct dpt__coord *c, struct peer *p, zmq_msg_t *msg,
 }
 
 void dpt__coord_send_msg(struct dpt__coord *c, struct peer *p,
-		     const struct dpt__msg *m, int64_t now)
+			 const struct dpt__msg *m, int64_t now)
 {
 	if (dpt__coord_send(&c->sender, p->entry.id, p->entry.id_len, m) == 0)
 		p->last_sent = now;
@@ -201,8 +201,8 @@ void dpt__coord_send_to_id(struct dpt__coord *c, const uint8_t *id,
 }
 
 void dpt__coord_text_msg(struct dpt__msg *m, enum dpt__msg_type type,
-		     uint32_t generation, int32_t code, uint32_t lost_rank,
-		     const char *text)
+			 uint32_t generation, int32_t code, uint32_t lost_rank,
+			 const char *text)
 {
 	dpt__msg_init(m, type, generation);
 	m->u.text.code = code;
@@ -217,7 +217,7 @@ void dpt__coord_text_msg(struct dpt__msg *m, enum dpt__msg_type type,
 }
 
 void dpt__coord_send_error(struct dpt__coord *c, struct peer *p, int code,
-		       const char *text, int64_t now)
+			   const char *text, int64_t now)
 {
 	struct dpt__msg m;
 	dpt__coord_text_msg(&m, DPT_MSG_ERROR, c->generation, code,
@@ -233,7 +233,6 @@ void dpt__coord_send_error(struct dpt__coord *c, struct peer *p, int code,
  * calls an action must go on from the state the action returned, not
  * from c->state, which is still the state the event arrived in.
  */
-
 
 /* Finish with EXIT_CODE. */
 enum coord_state dpt__coord_finish(struct dpt__coord *c, int exit_code)
@@ -335,10 +334,11 @@ enum coord_state dpt__coord_form_generation(struct dpt__coord *c, int64_t now)
 	 * peer_remove keep it): M is filled, none is left uninitialised. */
 	DPT_ASSERT(i == n);
 	if (!caps)
-		return dpt__coord_fail(c, DPT_ECONFIG,
-			    "the workers share no backend: some can run only "
-			    "nccl, others only cpu (check DPTRAIN_BACKEND)",
-			    now);
+		return dpt__coord_fail(
+			c, DPT_ECONFIG,
+			"the workers share no backend: some can run only "
+			"nccl, others only cpu (check DPTRAIN_BACKEND)",
+			now);
 	qsort(m, n, sizeof(*m), cmp_join);
 	c->world = n;
 	c->active = n;
@@ -369,9 +369,9 @@ enum coord_state dpt__coord_form_generation(struct dpt__coord *c, int64_t now)
 				.local_world = i - start,
 				.backend = c->backend,
 				.flags = (r == 0 &&
-					  c->backend == DPT_BACKEND_NCCL) ?
-						 DPT_WELCOME_CREATE_ID :
-						 0,
+					  c->backend == DPT_BACKEND_NCCL)
+						 ? DPT_WELCOME_CREATE_ID
+						 : 0,
 				.heartbeat_ms = c->cfg.heartbeat_ms,
 				.timeout_ms = c->cfg.timeout_ms,
 			};
@@ -405,7 +405,7 @@ enum coord_state dpt__coord_end_generation(struct dpt__coord *c,
 	struct dpt__msg m;
 
 	dpt__coord_text_msg(&m, DPT_MSG_GEN_END, c->generation, (int32_t)reason,
-		 lost_rank, why);
+			    lost_rank, why);
 	for (uint32_t r = 0; r < c->world; r++) {
 		struct peer *p = c->members[r];
 		if (!p)
@@ -420,17 +420,16 @@ enum coord_state dpt__coord_end_generation(struct dpt__coord *c,
 	c->world = 0;
 	c->active = 0;
 	c->generation++;
-	c->join_deadline = c->cfg.join_timeout_ms ?
-				   now + c->cfg.join_timeout_ms :
-				   0;
+	c->join_deadline =
+		c->cfg.join_timeout_ms ? now + c->cfg.join_timeout_ms : 0;
 	return dpt__coord_gather(c, now);
 }
 
 /* Drop P (evicted, exited or timed out). A member's departure ends the
  * live generation with REASON; otherwise a gathering is re-checked. */
 enum coord_state dpt__coord_drop_peer(struct dpt__coord *c, struct peer *p,
-				  uint32_t reason, const char *why,
-				  int64_t now)
+				      uint32_t reason, const char *why,
+				      int64_t now)
 {
 	bool member = p->role == ROLE_MEMBER;
 	uint32_t rank = p->rank;
@@ -438,7 +437,7 @@ enum coord_state dpt__coord_drop_peer(struct dpt__coord *c, struct peer *p,
 
 	/* Best effort: a live but evicted worker learns it at once. */
 	dpt__coord_text_msg(&m, DPT_MSG_GEN_END, c->generation, DPT_END_EVICTED,
-		 member ? rank : DPT_WIRE_NO_RANK, why);
+			    member ? rank : DPT_WIRE_NO_RANK, why);
 	dpt__coord_send_msg(c, p, &m, now);
 	if (!c->formed_any && p->role != ROLE_MEMBER)
 		c->lost_before_first++;
@@ -503,8 +502,8 @@ void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now)
 		voters++;
 		/* A member's SAVE (rank 0's auto interval, protocol 4)
 		 * reaches every member in this same answer. */
-		vote.u.vote.flags |= p->vote_flags &
-				     (DPT_VOTE_BUSY | DPT_VOTE_SAVE);
+		vote.u.vote.flags |=
+			p->vote_flags & (DPT_VOTE_BUSY | DPT_VOTE_SAVE);
 		if (p->vote && vote.u.vote.failed++ == 0)
 			vote.u.vote.code = p->vote;
 	}
@@ -528,7 +527,7 @@ void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now)
 
 /* Whether a newcomer may join now; sends the refusal if not. */
 bool dpt__coord_room_for_newcomer(struct dpt__coord *c, const uint8_t *id,
-			      size_t id_len)
+				  size_t id_len)
 {
 	uint32_t count = c->n_joining + c->n_waiting + c->active;
 	struct dpt__msg m;
@@ -554,4 +553,3 @@ bool dpt__coord_room_for_newcomer(struct dpt__coord *c, const uint8_t *id,
 	dpt__coord_send_to_id(c, id, id_len, &m);
 	return false;
 }
-

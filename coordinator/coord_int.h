@@ -22,39 +22,38 @@
  * and TRANSITIONS (coord.c) agree cell for cell.
  */
 /* clang-format off: it indents X-macro lists as continuation lines */
-#define COORD_STATES(X)                                                       \
-	X(GATHERING) /* generation G is being formed */                       \
-	X(ID_WAIT)   /* G formed (NCCL): waiting for rank 0's unique ID */    \
-	X(RUNNING)   /* G is live */                                          \
+#define COORD_STATES(X)                                                        \
+	X(GATHERING) /* generation G is being formed */                        \
+	X(ID_WAIT)   /* G formed (NCCL): waiting for rank 0's unique ID */     \
+	X(RUNNING)   /* G is live */                                           \
 	X(DONE)	     /* finished: the event loop exits (or lingers) */
 
 enum coord_state {
 #define X(name) ST_##name,
 	COORD_STATES(X)
 #undef X
-	ST_COUNT
+		ST_COUNT
 };
 
-
-#define COORD_EVENTS(X)                                                       \
-	X(JOIN)		/* JOIN message */                                   \
-	X(UNIQUE_ID)	/* UNIQUE_ID message */                              \
-	X(BARRIER)	/* BARRIER or VOTE message */                        \
-	X(LEAVE)	/* LEAVE message */                                  \
-	X(FAULT)	/* FAULT message */                                  \
-	X(TASK_EXIT)	/* TASK_EXIT message, from anyone */                 \
-	X(STRANGER)	/* a member's message from a peer not tracked */     \
-	X(PEER_EXPIRED) /* a peer was silent for timeout_ms */               \
-	X(PEER_CLOSED)	/* a peer's connection closed CLOSE_GRACE_MS ago */  \
-	X(JOIN_TIMEOUT) /* the join (or unique ID) deadline passed */        \
-	X(SHUTDOWN)	/* a signal, or the parent process exited */        \
+#define COORD_EVENTS(X)                                                        \
+	X(JOIN)		/* JOIN message */                                     \
+	X(UNIQUE_ID)	/* UNIQUE_ID message */                                \
+	X(BARRIER)	/* BARRIER or VOTE message */                          \
+	X(LEAVE)	/* LEAVE message */                                    \
+	X(FAULT)	/* FAULT message */                                    \
+	X(TASK_EXIT)	/* TASK_EXIT message, from anyone */                   \
+	X(STRANGER)	/* a member's message from a peer not tracked */       \
+	X(PEER_EXPIRED) /* a peer was silent for timeout_ms */                 \
+	X(PEER_CLOSED)	/* a peer's connection closed CLOSE_GRACE_MS ago */    \
+	X(JOIN_TIMEOUT) /* the join (or unique ID) deadline passed */          \
+	X(SHUTDOWN)	/* a signal, or the parent process exited */           \
 	X(STOP)		/* the job's end time is within the grace */
 
 enum coord_event {
 #define X(name) EV_##name,
 	COORD_EVENTS(X)
 #undef X
-	EV_COUNT
+		EV_COUNT
 };
 
 /* clang-format on */
@@ -90,7 +89,7 @@ struct task {
 };
 
 /* Malformed messages: at most RL_BURST lines per RL_WINDOW_MS. */
-#define RL_BURST 5
+#define RL_BURST     5
 #define RL_WINDOW_MS 10000
 
 struct dpt__coord {
@@ -111,11 +110,11 @@ struct dpt__coord {
 		int64_t at;
 		uint8_t len;
 		uint8_t id[DPT_PEER_ID_MAX];
-	} *closed;
+	} * closed;
 	size_t nclosed, closed_cap;
 	uint32_t n_joining, n_waiting;
 	uint64_t join_counter;
-	uint32_t lost_before_first; /* tasks gone before generation 1 */
+	uint32_t lost_before_first;   /* tasks gone before generation 1 */
 	uint32_t failed_before_first; /* of those, exited with status != 0 */
 
 	/* The live generation: members by rank, NULL once a member left. */
@@ -128,7 +127,7 @@ struct dpt__coord {
 	 * from then on; STOP_SENT once one has. */
 	bool stopping;
 	bool stop_sent;
-	int64_t last_save; /* when SAVE was last sent (or the start) */
+	int64_t last_save;    /* when SAVE was last sent (or the start) */
 	uint32_t barrier_seq; /* barriers completed in this generation */
 	uint32_t barrier_count;
 	uint8_t last_id[DPT_NCCL_ID_SIZE];

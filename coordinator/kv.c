@@ -193,8 +193,7 @@ static void get(struct dpt__kv *kv, const uint8_t *id, size_t id_len,
 		return;
 	}
 	if (m->u.kv.wait_ms == 0) {
-		reply_error(kv, id, id_len, m->seq, DPT_ENOENT,
-			    "no such key");
+		reply_error(kv, id, id_len, m->seq, DPT_ENOENT, "no such key");
 		return;
 	}
 	if (kv->nwaiting == DPT_KV_WAITING_MAX)

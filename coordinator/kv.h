@@ -12,7 +12,7 @@
 
 #include "wire.h"
 
-#define DPT_KV_KEYS_MAX 64
+#define DPT_KV_KEYS_MAX	   64
 #define DPT_KV_WAITING_MAX 4096
 
 struct dpt__kv;

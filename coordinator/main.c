@@ -41,7 +41,7 @@
 #include "zap.h"
 
 #define MONITOR_ENDPOINT "inproc://dptrain-coordinator-monitor"
-#define ENDPOINT_MAX 512
+#define ENDPOINT_MAX	 512
 
 /* ------------------------------------------------------------ endpoint */
 
@@ -119,8 +119,8 @@ static int make_endpoint(void *router, const struct options *o, char *out,
 		default_host(host, sizeof(host));
 	/* A bare IPv6 address needs brackets in an endpoint. */
 	n = snprintf(out, size,
-		     strchr(host, ':') && host[0] != '[' ? "tcp://[%s]%s" :
-							  "tcp://%s%s",
+		     strchr(host, ':') && host[0] != '[' ? "tcp://[%s]%s"
+							 : "tcp://%s%s",
 		     host, port);
 	return n < 0 || (size_t)n >= size ? DPT_ETOOBIG : 0;
 }
@@ -196,11 +196,11 @@ static void monitor_drain(void *mon, struct dpt__coord *c, int64_t now)
 				  "(last: %s): wrong secret or not a dptrain "
 				  "client",
 				  n,
-				  event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ?
-					  "refused" :
-				  event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ?
-					  "protocol error" :
-					  "no detail");
+				  event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+					  ? "refused"
+				  : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+					  ? "protocol error"
+					  : "no detail");
 	}
 }
 
@@ -249,8 +249,8 @@ static int setup_router(void *router, const struct dpt__curve_keys *keys,
 	     * network glitch takes its place back instead of being a
 	     * stranger. */
 	    zmq_setsockopt(router, ZMQ_ROUTER_HANDOVER, &one, sizeof(one)) ||
-	    zmq_setsockopt(router, ZMQ_IPV6, strchr(o->bind, '[') ? &one : &zero,
-			   sizeof(int))) {
+	    zmq_setsockopt(router, ZMQ_IPV6,
+			   strchr(o->bind, '[') ? &one : &zero, sizeof(int))) {
 		dpt__error("cannot configure the router socket: %s",
 			   zmq_strerror(errno));
 		return DPT_ESYS;
@@ -318,7 +318,8 @@ static bool read_router(void *router, void *mon, struct dpt__coord *c)
 				zmq_msg_move(&body, &extra);
 			zmq_msg_close(&extra);
 			dpt__coord_on_message(c, zmq_msg_data(&id),
-					      zmq_msg_size(&id), "", 0, fd, now);
+					      zmq_msg_size(&id), "", 0, fd,
+					      now);
 		} else {
 			dpt__coord_on_message(c, zmq_msg_data(&id),
 					      zmq_msg_size(&id),
@@ -391,7 +392,8 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
 		if (left <= 0) {
 			dpt__warn("%" PRIu32 " tasks still run %d s after the "
 				  "last worker left",
-				  dpt__coord_tasks_running(c), LINGER_MS / 1000);
+				  dpt__coord_tasks_running(c),
+				  LINGER_MS / 1000);
 			return;
 		}
 		if (zmq_poll(items, 4, left > 200 ? 200 : (long)left) < 0 &&
@@ -423,12 +425,13 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
  * srun's plugin, in a directory of the step's own), and the directory when
  * that parent started us or is gone. A coordinator started by hand leaves
  * its file to whoever named it: the next coordinator may already have
- * written the same path (tests/coord/lib.sh starts one after another). srun removes both in slurm_spank_exit, but an srun
- * killed with SIGKILL runs no exit callback; this process is the only one of
- * ours left on srun's host then, and it always notices (PR_SET_PDEATHSIG, the
- * parent's pidfd). slurmstepd's callbacks run on the compute nodes, not on
- * srun's host, and a next step may never come. rmdir removes only an empty
- * directory: a directory that holds anything else is left alone.
+ * written the same path (tests/coord/lib.sh starts one after another). srun
+ * removes both in slurm_spank_exit, but an srun killed with SIGKILL runs no
+ * exit callback; this process is the only one of ours left on srun's host then,
+ * and it always notices (PR_SET_PDEATHSIG, the parent's pidfd). slurmstepd's
+ * callbacks run on the compute nodes, not on srun's host, and a next step may
+ * never come. rmdir removes only an empty directory: a directory that holds
+ * anything else is left alone.
  */
 static void remove_endpoint_file(const struct options *o, bool parent_dir)
 {
@@ -466,8 +469,8 @@ static bool check_end_time(struct dpt__walltime *w, const struct options *o,
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	if (o->job_id)
 		snprintf(who, sizeof(who), "job %ld", o->job_id);
-	snprintf(why, sizeof(why), "%s ends at %s, in %ld s (grace %ld s)",
-		 who, when, (long)(end - t), o->grace);
+	snprintf(why, sizeof(why), "%s ends at %s, in %ld s (grace %ld s)", who,
+		 when, (long)(end - t), o->grace);
 	dpt__coord_stop(coord, why, now);
 	return true;
 }
@@ -498,8 +501,8 @@ int main(int argc, char **argv)
 	if (rc) {
 		dpt__error("cannot derive the keys: %s%s", dpt_strerror(rc),
 			   rc == DPT_ENOTSUP ? " (libzmq was built without "
-					       "CURVE)" :
-					       "");
+					       "CURVE)"
+					     : "");
 		return 2;
 	}
 	zmq_z85_decode(worker_key, keys.worker_public);
@@ -585,7 +588,9 @@ int main(int argc, char **argv)
 		zmq_pollitem_t items[5] = {
 			{.socket = router, .events = ZMQ_POLLIN},
 			{.socket = zap, .events = ZMQ_POLLIN},
-			{.socket = mon, .fd = -1, .events = mon ? ZMQ_POLLIN : 0},
+			{.socket = mon,
+			 .fd = -1,
+			 .events = mon ? ZMQ_POLLIN : 0},
 			{.fd = sfd, .events = sfd >= 0 ? ZMQ_POLLIN : 0},
 			{.fd = pidfd, .events = pidfd >= 0 ? ZMQ_POLLIN : 0},
 		};

@@ -77,7 +77,7 @@ enum {
 #define X(id, name, env, arg, help, def) OPT_##id,
 	COORD_OPTIONS(X)
 #undef X
-	OPT_COUNT,
+		OPT_COUNT,
 	OPT_HELP = OPT_COUNT,
 	OPT_VERSION,
 };
@@ -142,8 +142,7 @@ static void usage(FILE *f)
 		   "usage error.\n");
 }
 
-static int number(const char *opt, const char *s, long min, long max,
-		  long *out)
+static int number(const char *opt, const char *s, long min, long max, long *out)
 {
 	int rc = dpt__parse_long(s, min, max, out);
 	if (rc)
@@ -211,7 +210,8 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 		name[c] = optname[c];
 	}
 	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s' (see --help)\n",
+		fprintf(stderr,
+			PROG ": unexpected argument '%s' (see --help)\n",
 			argv[optind]);
 		return DPT_EINVAL;
 	}
@@ -233,7 +233,8 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 		.max_requeues = -1,
 	};
 	if (!V(OPT_WORLD)) {
-		fprintf(stderr, PROG ": --world-size is required (see --help)\n");
+		fprintf(stderr,
+			PROG ": --world-size is required (see --help)\n");
 		return DPT_EINVAL;
 	}
 	rc = number(N(OPT_WORLD), V(OPT_WORLD), 1, DPT_WIRE_WORLD_MAX,
@@ -336,7 +337,7 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 }
 
 int dpt__coord_load_secret(const struct options *o,
-		       char secret[DPT_SECRET_HEX_LEN + 1])
+			   char secret[DPT_SECRET_HEX_LEN + 1])
 {
 	const char *env = getenv("DPTRAIN_SECRET");
 	struct stat st;

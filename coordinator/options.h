@@ -29,7 +29,7 @@ struct options {
 	bool requeue;
 	long max_requeues;  /* -1: no cap */
 	long restart_count; /* the job's requeues so far */
-	long ckpt_every; /* seconds; 0: no periodic SAVE */
+	long ckpt_every;    /* seconds; 0: no periodic SAVE */
 };
 
 /*

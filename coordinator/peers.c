@@ -131,8 +131,8 @@ void dpt__peer_table_remove(struct dpt__peer_table *t,
 	t->count--;
 }
 
-void dpt__peer_table_heard(struct dpt__peer_table *t,
-			   struct dpt__peer_entry *e, int64_t now)
+void dpt__peer_table_heard(struct dpt__peer_table *t, struct dpt__peer_entry *e,
+			   int64_t now)
 {
 	e->last_heard = now;
 	lru_unlink(e);

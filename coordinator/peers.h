@@ -54,8 +54,8 @@ void dpt__peer_table_remove(struct dpt__peer_table *t,
 			    struct dpt__peer_entry *e);
 
 /* E was heard from at NOW: it moves to the end of the list. O(1). */
-void dpt__peer_table_heard(struct dpt__peer_table *t,
-			   struct dpt__peer_entry *e, int64_t now);
+void dpt__peer_table_heard(struct dpt__peer_table *t, struct dpt__peer_entry *e,
+			   int64_t now);
 /*
  * E's messages come from descriptor FD (-1: unknown, nothing changes). An
  * entry that held FD before lost its connection (the descriptor was

@@ -43,12 +43,14 @@ dpt__requeue_decide(const struct dpt__requeue_facts *f, char *msg, size_t size)
 	 * by the cap alone. */
 	if (f->resumed && committed <= resumed) {
 		if (resumed >= 0)
-			snprintf(msg, size,
-				 "holding job %u: this run resumed from step "
-				 "%ld and committed no newer step, so a requeue "
-				 "would loop; the last good step is %ld: fix the "
-				 "cause, then scontrol release %u",
-				 f->job_id, resumed, resumed, f->job_id);
+			snprintf(
+				msg, size,
+				"holding job %u: this run resumed from step "
+				"%ld and committed no newer step, so a requeue "
+				"would loop; the last good step is %ld: fix "
+				"the "
+				"cause, then scontrol release %u",
+				f->job_id, resumed, resumed, f->job_id);
 		else
 			snprintf(msg, size,
 				 "holding job %u: this run started without a "
@@ -59,12 +61,13 @@ dpt__requeue_decide(const struct dpt__requeue_facts *f, char *msg, size_t size)
 		return DPT_RQ_HOLD;
 	}
 	if (committed >= 0)
-		snprintf(msg, size,
-			 "requeueing job %u after step %ld (committed): it "
-			 "resumes from there; the line \"slurmstepd: error: "
-			 "*** JOB %u ... CANCELLED ... DUE TO JOB REQUEUE ***\" "
-			 "that follows is expected",
-			 f->job_id, committed, f->job_id);
+		snprintf(
+			msg, size,
+			"requeueing job %u after step %ld (committed): it "
+			"resumes from there; the line \"slurmstepd: error: "
+			"*** JOB %u ... CANCELLED ... DUE TO JOB REQUEUE ***\" "
+			"that follows is expected",
+			f->job_id, committed, f->job_id);
 	else
 		snprintf(msg, size,
 			 "requeueing job %u: it resumes from its last "

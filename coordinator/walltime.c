@@ -23,7 +23,7 @@ struct dpt__walltime {
 	bool running;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
-	bool quit; /* under LOCK */
+	bool quit;  /* under LOCK */
 	time_t end; /* under LOCK */
 };
 
@@ -66,9 +66,9 @@ static int read_job(uint32_t job_id, time_t *end, long *limit)
 
 			*end = msg->job_array[i].end_time;
 			if (limit)
-				*limit = min == INFINITE || min == NO_VAL ?
-						 0 :
-						 (long)min * 60;
+				*limit = min == INFINITE || min == NO_VAL
+						 ? 0
+						 : (long)min * 60;
 			rc = 0;
 			break;
 		}
@@ -93,7 +93,8 @@ static void *poll_main(void *arg)
 		if (rc != 0 && !warned)
 			dpt__warn("cannot read the end time of job %u from "
 				  "Slurm: %s (retrying every %d s)",
-				  w->job_id, slurm_why(rc), DPT_WALLTIME_POLL_S);
+				  w->job_id, slurm_why(rc),
+				  DPT_WALLTIME_POLL_S);
 		warned |= rc != 0;
 		pthread_mutex_lock(&w->lock);
 		if (rc == 0 && end > 0) {

@@ -12,7 +12,7 @@
 
 #include "requeue.h"
 
-#define DPT_WALLTIME_POLL_S 30
+#define DPT_WALLTIME_POLL_S  30
 #define DPT_WALLTIME_MSG_MAX 400 /* a requeue verdict's sentence */
 
 struct dpt__walltime;

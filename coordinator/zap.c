@@ -71,13 +71,13 @@ static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
 	}
 	zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
 	if (n >= 2)
-		zmq_send(zap, zmq_msg_data(&frames[1]), zmq_msg_size(&frames[1]),
-			 ZMQ_SNDMORE);
+		zmq_send(zap, zmq_msg_data(&frames[1]),
+			 zmq_msg_size(&frames[1]), ZMQ_SNDMORE);
 	else
 		zmq_send(zap, "", 0, ZMQ_SNDMORE);
 	zmq_send(zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
-	zmq_send(zap, ok ? "OK" : "not a worker of this step",
-		 ok ? 2 : 25, ZMQ_SNDMORE);
+	zmq_send(zap, ok ? "OK" : "not a worker of this step", ok ? 2 : 25,
+		 ZMQ_SNDMORE);
 	zmq_send(zap, "", 0, ZMQ_SNDMORE);
 	zmq_send(zap, "", 0, 0);
 	for (int i = 0; i < n; i++)

@@ -98,7 +98,7 @@ enum {
 #define X(id, name, arg, has_arg, help) OPT_##id,
 	DPT_OPTIONS(X)
 #undef X
-	OPT_COUNT
+		OPT_COUNT
 };
 
 static const char *const option_names[OPT_COUNT] = {
@@ -117,9 +117,9 @@ static int opt_cb(int val, const char *optarg, int remote)
 		return 0;
 	}
 	return dpt__user_set(&dpt__plugin.user, option_names[val], optarg,
-			     slurm_error) ?
-		       -1 :
-		       0;
+			     slurm_error)
+		       ? -1
+		       : 0;
 }
 
 static struct spank_option options[OPT_COUNT + 1] = {
@@ -127,7 +127,7 @@ static struct spank_option options[OPT_COUNT + 1] = {
 	[OPT_##id] = {"dp-" name, arg, help, has_arg, OPT_##id, opt_cb},
 	DPT_OPTIONS(X)
 #undef X
-	[OPT_COUNT] = SPANK_OPTIONS_TABLE_END,
+		[OPT_COUNT] = SPANK_OPTIONS_TABLE_END,
 };
 
 static void log_to_slurm(enum dpt__log_level level, const char *msg)
@@ -178,9 +178,9 @@ int dpt__plugin_settings(spank_t sp, struct dpt__settings *s)
 	if (!name[0])
 		snprintf(name, sizeof(name), "job%s", jobid);
 	return dpt__settings_resolve(s, &dpt__plugin.admin, &dpt__plugin.user,
-				     user, jobid, name, slurm_error) ?
-		       -1 :
-		       0;
+				     user, jobid, name, slurm_error)
+		       ? -1
+		       : 0;
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)

@@ -17,7 +17,7 @@
 #define DPT_DEFAULT_CONFIG "/etc/slurm/dptrain.conf"
 /* A five-day run on a one-day walltime needs 4; a preempted one more. */
 #define DPT_DEFAULT_MAX_REQUEUES 100
-#define DPT_MAX_REQUEUES_MAX 65535 /* Slurm's restart count is 16 bits */
+#define DPT_MAX_REQUEUES_MAX	 65535 /* Slurm's restart count is 16 bits */
 
 void dpt__admin_defaults(struct dpt__admin *a)
 {
@@ -141,7 +141,8 @@ static const char *canonical_uri(const char *uri, char *out, size_t size)
 		char ch = *p;
 		if (ch == '%') {
 			int hi = dpt__hex_value((unsigned char)p[1]);
-			int lo = hi < 0 ? -1 : dpt__hex_value((unsigned char)p[2]);
+			int lo = hi < 0 ? -1
+					: dpt__hex_value((unsigned char)p[2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return "'%' must be followed by two hex digits "
 				       "(and %00 is not allowed)";
@@ -153,7 +154,8 @@ static const char *canonical_uri(const char *uri, char *out, size_t size)
 		path[n++] = ch;
 	}
 	path[n] = '\0';
-	for (c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+	for (c = strtok_r(path, "/", &save); c;
+	     c = strtok_r(NULL, "/", &save)) {
 		if (strcmp(c, ".") == 0 || strcmp(c, "..") == 0)
 			return dots;
 		w = snprintf(out + len, size - len, "/%s", c);
@@ -178,20 +180,22 @@ static const char *run_problem(const char *name)
 static const char *uri_problem(const char *uri)
 {
 	if (strncmp(uri, "file://", 7) == 0)
-		return uri[7] == '/' ? NULL :
-				       "a file:// URI needs an absolute path "
+		return uri[7] == '/' ? NULL
+				     : "a file:// URI needs an absolute path "
 				       "(file:///path)";
 	if (strncmp(uri, "s3://", 5) == 0) {
 		const char *b = uri + 5;
 		if (!*b || *b == '/')
-			return "an s3:// URI needs a bucket (s3://bucket/prefix)";
+			return "an s3:// URI needs a bucket "
+			       "(s3://bucket/prefix)";
 		return NULL;
 	}
 	return "expected file:///path or s3://bucket/prefix";
 }
 
 #define DURATION_FORMS                                                         \
-	"minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS, or a number with s, m, h " \
+	"minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS, or a number with s, m, "  \
+	"h "                                                                   \
 	"or d"
 
 /* How an admin key's value is read. */
@@ -259,13 +263,13 @@ static const struct admin_key {
 	long min, max;
 	const char *expected;
 } admin_keys[] = {
-#define X(key, kind, field, min, max, expected)                               \
-	{key,                                                                 \
-	 kind,                                                                \
-	 offsetof(struct dpt__admin, field),                                  \
-	 sizeof(((struct dpt__admin *)0)->field),                             \
-	 min,                                                                 \
-	 max,                                                                 \
+#define X(key, kind, field, min, max, expected)                                \
+	{key,                                                                  \
+	 kind,                                                                 \
+	 offsetof(struct dpt__admin, field),                                   \
+	 sizeof(((struct dpt__admin *)0)->field),                              \
+	 min,                                                                  \
+	 max,                                                                  \
 	 expected},
 	ADMIN_KEYS(X)
 #undef X
@@ -288,15 +292,15 @@ static int set_key(struct dpt__admin *a, const struct admin_key *k,
 			return DPT_ECONFIG;
 		/* fall through */
 	case K_STRING:
-		return copy_str(field, k->size, value, k->key, report) ?
-			       DPT_ECONFIG :
-			       0;
+		return copy_str(field, k->size, value, k->key, report)
+			       ? DPT_ECONFIG
+			       : 0;
 	case K_URI:
 		if ((*why = uri_problem(value)))
 			return DPT_ECONFIG;
-		return copy_str(field, k->size, value, k->key, report) ?
-			       DPT_ECONFIG :
-			       0;
+		return copy_str(field, k->size, value, k->key, report)
+			       ? DPT_ECONFIG
+			       : 0;
 	case K_ROOTS: {
 		char list[DPT_CFG_STR * 2], *save = NULL, *tok;
 
@@ -352,7 +356,8 @@ int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
 		if (set_key(a, k, value, &why, report) == 0)
 			return 0;
 		if (why)
-			report("dptrain: %s: %s='%s': %s", src, key, value, why);
+			report("dptrain: %s: %s='%s': %s", src, key, value,
+			       why);
 		else
 			report("dptrain: %s: %s='%s': expected %s", src, key,
 			       value, k->expected);
@@ -412,8 +417,7 @@ int dpt__admin_load(struct dpt__admin *a, int ac, char **av,
 	if (rc == DPT_ENOENT && !named)
 		rc = 0;
 	else if (rc == DPT_ENOENT || rc == DPT_ESYS) {
-		report("dptrain: cannot read config file '%s'",
-		       a->config_path);
+		report("dptrain: cannot read config file '%s'", a->config_path);
 		return DPT_ECONFIG;
 	}
 	if (rc)
@@ -556,7 +560,8 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		u->backend_set = true;
 	} else if (strcmp(name, "gpu-bind") == 0) {
 		if (parse_gpu_bind(value, &u->gpu_bind))
-			BAD("'%s': expected none (every GPU of the step visible "
+			BAD("'%s': expected none (every GPU of the step "
+			    "visible "
 			    "to each task) or rank (one GPU per task)",
 			    name, value);
 		u->gpu_bind_set = true;
@@ -624,18 +629,20 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		.min_workers = u->min_workers_set ? u->min_workers : 1,
 		.node_mtbf = a->node_mtbf,
 		.min_ckpt_interval = a->min_ckpt_interval,
-		.requeue = u->requeue_set  ? u->requeue :
-			   a->allow_requeue ? DPT_REQUEUE_AUTO :
-					      DPT_REQUEUE_OFF,
-		.max_requeues = u->max_requeues_set ? u->max_requeues :
-						      a->max_requeues,
+		.requeue = u->requeue_set     ? u->requeue
+			   : a->allow_requeue ? DPT_REQUEUE_AUTO
+					      : DPT_REQUEUE_OFF,
+		.max_requeues =
+			u->max_requeues_set ? u->max_requeues : a->max_requeues,
 		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
 		.private_run = u->private_set ? u->private_run : a->def_private,
 	};
 	snprintf(s->run, sizeof(s->run), "%s",
-		 u->run[0] ? u->run : job_name ? job_name : "");
+		 u->run[0]  ? u->run
+		 : job_name ? job_name
+			    : "");
 	snprintf(s->backend, sizeof(s->backend), "%s",
 		 u->backend_set ? u->backend : a->def_backend);
 
@@ -733,8 +740,8 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 				       sizeof(root), report))
 				return DPT_EINVAL;
 			if ((why = canonical_uri(root, canon, sizeof(canon)))) {
-				report("dptrain: allowed_roots: '%s': %s",
-				       root, why);
+				report("dptrain: allowed_roots: '%s': %s", root,
+				       why);
 				return DPT_EINVAL;
 			}
 			/* Both normalised: a prefix match must end at a
@@ -755,7 +762,7 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 }
 
 const char *dpt__every_string(const struct dpt__ckpt_every *e, char *buf,
-				size_t size)
+			      size_t size)
 {
 	switch (e->kind) {
 	case DPT_EVERY_STEPS:

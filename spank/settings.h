@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define DPT_CFG_STR 1024
+#define DPT_CFG_STR   1024
 #define DPT_CFG_ROOTS 16
 
 enum dpt__requeue { DPT_REQUEUE_AUTO = 0, DPT_REQUEUE_OFF = 1 };
@@ -42,10 +42,10 @@ const char *dpt__every_string(const struct dpt__ckpt_every *e, char *buf,
 
 /* What the admin sets: defaults (def_*) and bounds. */
 struct dpt__admin {
-	bool enabled;			  /* site-wide switch */
-	char config_path[DPT_CFG_STR];	  /* dptrain.conf */
-	char coordinator[DPT_CFG_STR];	  /* dptrain-coordinator binary */
-	char bind_addr[64];		  /* coordinator's listen address */
+	bool enabled;			 /* site-wide switch */
+	char config_path[DPT_CFG_STR];	 /* dptrain.conf */
+	char coordinator[DPT_CFG_STR];	 /* dptrain-coordinator binary */
+	char bind_addr[64];		 /* coordinator's listen address */
 	char def_ckpt_root[DPT_CFG_STR]; /* with %u, %j; may be empty */
 	char allowed_roots[DPT_CFG_ROOTS][DPT_CFG_STR];
 	int n_allowed_roots;
@@ -120,9 +120,9 @@ int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
 /*
  * Parse one user option by its name without the leading "dp-" ("train",
  * "ckpt", "keep", ...). VALUE may be NULL for options whose argument is
- * optional, and is ignored for flags ("torchelastic"). Idempotent: calling it twice with the same value gives the
- * same result. Returns 0 or DPT_EINVAL after REPORT with a message that
- * names the option and what it accepts.
+ * optional, and is ignored for flags ("torchelastic"). Idempotent: calling it
+ * twice with the same value gives the same result. Returns 0 or DPT_EINVAL
+ * after REPORT with a message that names the option and what it accepts.
  */
 int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		  dpt__report_fn report);

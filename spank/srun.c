@@ -93,8 +93,7 @@ static void close_inherited_fds(void)
 }
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
-static void exec_coordinator(const char *path, char *const argv[],
-			     int devnull)
+static void exec_coordinator(const char *path, char *const argv[], int devnull)
 {
 	sigset_t none;
 
@@ -196,20 +195,32 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	snprintf(maxrq, sizeof(maxrq), "%ld", s->max_requeues);
 	char *argv[] = {
 		(char *)a->coordinator,
-		"--world-size", world,
-		"--bind", bind,
-		"--endpoint-file", endpoint_file,
-		"--parent-pid", ppid,
-		"--heartbeat-ms", hb,
-		"--timeout-ms", to,
-		"--min-workers", minw,
-		"--job-id", job,
-		"--grace", grace,
-		"--requeue", s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off",
-		"--max-requeues", maxrq,
-		"--ckpt-every", (char *)dpt__every_string(&s->every, every,
-							  sizeof(every)),
-		"--log-level", s->verbose ? "info" : "warn",
+		"--world-size",
+		world,
+		"--bind",
+		bind,
+		"--endpoint-file",
+		endpoint_file,
+		"--parent-pid",
+		ppid,
+		"--heartbeat-ms",
+		hb,
+		"--timeout-ms",
+		to,
+		"--min-workers",
+		minw,
+		"--job-id",
+		job,
+		"--grace",
+		grace,
+		"--requeue",
+		s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off",
+		"--max-requeues",
+		maxrq,
+		"--ckpt-every",
+		(char *)dpt__every_string(&s->every, every, sizeof(every)),
+		"--log-level",
+		s->verbose ? "info" : "warn",
 		NULL,
 	};
 
@@ -248,8 +259,8 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 				    "start (status %d); its messages are "
 				    "above",
 				    a->coordinator,
-				    WIFEXITED(status) ? WEXITSTATUS(status) :
-							128 + WTERMSIG(status));
+				    WIFEXITED(status) ? WEXITSTATUS(status)
+						      : 128 + WTERMSIG(status));
 			return -1;
 		}
 		sleep_ms(10);

@@ -33,7 +33,7 @@
 
 /* How long task 0 may take to publish MASTER_ADDR:MASTER_PORT, and the
  * others to wait for it (task 0's node may start its tasks later). */
-#define MASTER_PUT_MS 10000
+#define MASTER_PUT_MS  10000
 #define MASTER_WAIT_MS 120000
 /* slurmstepd waits for the exit report: short, the coordinator is local to
  * srun and answers at once, or is gone with srun. */
@@ -97,13 +97,15 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 
 	rc |= set(sp, "DPTRAIN_RUN", s->run);
 	rc |= set(sp, "DPTRAIN_CKPT_URI", s->ckpt_uri);
-	rc |= set(sp, "DPTRAIN_CKPT_EVERY", dpt__every_string(&s->every, every,
-							 sizeof(every)));
+	rc |= set(sp, "DPTRAIN_CKPT_EVERY",
+		  dpt__every_string(&s->every, every, sizeof(every)));
 	/* --dp-ckpt-every=auto: a job fails when any of its nodes does, so
 	 * its MTBF is one node's divided by the nodes of the step. */
 	rc |= setf(sp, "DPTRAIN_MTBF", "%ld",
-		   nnodes > 1 ? (s->node_mtbf + nnodes - 1) / nnodes : s->node_mtbf);
-	rc |= setf(sp, "DPTRAIN_MIN_CKPT_INTERVAL", "%ld", s->min_ckpt_interval);
+		   nnodes > 1 ? (s->node_mtbf + nnodes - 1) / nnodes
+			      : s->node_mtbf);
+	rc |= setf(sp, "DPTRAIN_MIN_CKPT_INTERVAL", "%ld",
+		   s->min_ckpt_interval);
 	rc |= setf(sp, "DPTRAIN_KEEP", "%ld", s->keep);
 	rc |= setf(sp, "DPTRAIN_GRACE", "%ld", s->grace);
 	rc |= set(sp, "DPTRAIN_REQUEUE",
@@ -163,9 +165,9 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 static int bind_gpu(spank_t sp, int local_rank, uint32_t nlocal)
 {
 	/* The user may not have asked for it: say where it came from. */
-	const char *what = dpt__plugin.user.gpu_bind_set ?
-				   "--dp-gpu-bind=rank" :
-				   "gpu_bind=rank (the site's default)";
+	const char *what = dpt__plugin.user.gpu_bind_set
+				   ? "--dp-gpu-bind=rank"
+				   : "gpu_bind=rank (the site's default)";
 	char devs[2048], tres[256], *p;
 	spank_err_t e;
 	uint32_t n = 1;
@@ -250,16 +252,16 @@ static int route_address(const struct coord_ref *c, char *addr, size_t size)
 static int free_port(int family, unsigned *port)
 {
 	struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
-	socklen_t len = family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-					     sizeof(struct sockaddr_in);
+	socklen_t len = family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					   : sizeof(struct sockaddr_in);
 	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int rc = -1;
 
 	if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, len) == 0 &&
 	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-		*port = ntohs(family == AF_INET6 ?
-				      ((struct sockaddr_in6 *)&ss)->sin6_port :
-				      ((struct sockaddr_in *)&ss)->sin_port);
+		*port = ntohs(family == AF_INET6
+				      ? ((struct sockaddr_in6 *)&ss)->sin6_port
+				      : ((struct sockaddr_in *)&ss)->sin_port);
 		rc = 0;
 	} else {
 		slurm_error("dptrain: cannot find a free TCP port: %m");
@@ -288,10 +290,10 @@ static int set_master(spank_t sp, const struct coord_ref *c, uint32_t global)
 			return -1;
 		snprintf(value, sizeof(value), "%s %u", addr, port);
 		rc = dpt__client_kv_put(c->endpoint, c->secret, "master", value,
-				       MASTER_PUT_MS);
+					MASTER_PUT_MS);
 	} else {
 		rc = dpt__client_kv_get(c->endpoint, c->secret, "master", value,
-				       sizeof(value), MASTER_WAIT_MS);
+					sizeof(value), MASTER_WAIT_MS);
 	}
 	if (rc) {
 		slurm_error("dptrain: task %u cannot %s MASTER_ADDR and "
@@ -306,7 +308,8 @@ static int set_master(spank_t sp, const struct coord_ref *c, uint32_t global)
 		return -1;
 	}
 	*space = '\0';
-	return set(sp, "MASTER_ADDR", value) || set(sp, "MASTER_PORT", space + 1);
+	return set(sp, "MASTER_ADDR", value) ||
+	       set(sp, "MASTER_PORT", space + 1);
 }
 
 int dpt__stepd_task_init(spank_t sp, const struct dpt__settings *s)
@@ -345,7 +348,7 @@ void dpt__stepd_task_exit(spank_t sp)
 	    coord_ref(sp, &c))
 		return;
 	rc = dpt__client_report_exit(c.endpoint, c.secret, global, status,
-				    EXIT_REPORT_MS);
+				     EXIT_REPORT_MS);
 	explicit_bzero(&c, sizeof(c));
 	/* At the end of a step srun may already have stopped the
 	 * coordinator: nobody is left to tell, and nothing is wrong. */

@@ -202,7 +202,7 @@ int dpt__posix_fsync(int fd)
 
 /* The modes of a private run (dpt__storage_opts.private_mode): set with
  * fchmod after creating, since the umask masks what mkdir and open get. */
-#define PRIVATE_DIR_MODE 0700
+#define PRIVATE_DIR_MODE  0700
 #define PRIVATE_FILE_MODE 0600
 
 /* Makes FD (a file or directory this process created, or the root it
@@ -268,7 +268,8 @@ int dpt__posix_open_dirs(int base, const char *rel, bool create, bool priv,
 			/* Only a directory this call made: one that another
 			 * writer made meanwhile is its business. */
 			if (next >= 0 && made && priv &&
-			    (err = make_private(next, PRIVATE_DIR_MODE, comp))) {
+			    (err = make_private(next, PRIVATE_DIR_MODE,
+						comp))) {
 				close(next);
 				break;
 			}
@@ -348,7 +349,8 @@ int dpt__posix_create_tmp(struct dpt__posix *b, const char *key, int dirfd,
 				   b->root_msg, key);
 			return rc;
 		}
-		*fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+		*fd = openat(dirfd, tmp,
+			     O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
 			     b->conf.private_mode ? PRIVATE_FILE_MODE : 0666);
 		if (*fd >= 0 && b->conf.private_mode &&
 		    (rc = make_private(*fd, PRIVATE_FILE_MODE, tmp))) {
@@ -582,7 +584,8 @@ static int posix_read(struct dpt__storage_backend *base, const char *key,
 	/* A file system that refuses O_DIRECT (tmpfs, some FUSE mounts)
 	 * is read through the page cache. */
 	if (b->conf.direct_io && len >= DPT__DIO_ALIGN)
-		fd_direct = openat(b->rootfd, key, O_RDONLY | O_DIRECT | O_CLOEXEC);
+		fd_direct =
+			openat(b->rootfd, key, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	for (size_t i = 0; i < n; i++) {
 		size_t o = i * chunk;
 		memset(&jobs[i], 0, sizeof(jobs[i]));
@@ -725,4 +728,3 @@ out:
 		posix_destroy(&b->base);
 	return rc;
 }
-

@@ -47,9 +47,9 @@ struct dpt__posix_io_job {
 	struct dpt__posix_io_batch *batch;
 	struct dpt__posix_io_job *next;
 	struct dpt__posix_writer *w; /* writes */
-	int fd;			/* reads */
-	int fd_direct;		/* reads: the O_DIRECT descriptor, or -1 */
-	struct dpt__posix *b;	/* reads */
+	int fd;			     /* reads */
+	int fd_direct;		     /* reads: the O_DIRECT descriptor, or -1 */
+	struct dpt__posix *b;	     /* reads */
 	char *buf;
 	size_t len;
 	uint64_t off;

@@ -84,8 +84,7 @@ static int walk_dir(struct walk *wk, int fd, struct dpt__buf *dir,
 			continue;
 		if (fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue; /* removed meanwhile */
-		if (S_ISLNK(st.st_mode) &&
-		    fstatat(dirfd(d), nm, &st, 0) < 0)
+		if (S_ISLNK(st.st_mode) && fstatat(dirfd(d), nm, &st, 0) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
 			int sub;
@@ -115,7 +114,8 @@ static int walk_dir(struct walk *wk, int fd, struct dpt__buf *dir,
 				continue;
 			rc = dpt__buf_puts(dir, nm);
 			/* Names no key can address are not objects. */
-			if (!rc && dpt__storage_key_check(dir->data, false) == 0)
+			if (!rc &&
+			    dpt__storage_key_check(dir->data, false) == 0)
 				rc = walk_add(wk, dir->data,
 					      (uint64_t)st.st_size);
 		}
@@ -286,7 +286,8 @@ int dpt__posix_recycle(struct dpt__storage_backend *base,
 		if (!rc &&
 		    dpt__posix_tmp_name(bin, sizeof(bin),
 					DPT__POSIX_RECYCLED_AS) == 0 &&
-		    renameat2(dirfd, name, b->rootfd, bin, RENAME_NOREPLACE) == 0) {
+		    renameat2(dirfd, name, b->rootfd, bin, RENAME_NOREPLACE) ==
+			    0) {
 			if (utimensat(b->rootfd, bin, NULL, 0) < 0)
 				unlinkat(b->rootfd, bin, 0);
 			dpt__posix_fsync(dirfd);

@@ -36,7 +36,7 @@ struct dpt__posix_writer {
 	int fd;
 	int fd_direct; /* -1 unless direct_io and the file system accepts it */
 	atomic_bool direct_refused;
-	atomic_int err;		 /* sticky dpt_error */
+	atomic_int err;		       /* sticky dpt_error */
 	atomic_uint_least64_t written; /* bytes written, summed */
 	atomic_uint_least64_t end;     /* furthest end of a write */
 	bool recycled; /* written over a recycled file: truncate at finish */
@@ -158,8 +158,8 @@ int dpt__posix_writer_new(struct dpt__storage_backend *base, const char *key,
 		goto out;
 	}
 	if (b->conf.direct_io) {
-		w->fd_direct =
-			openat(w->dirfd, w->tmp, O_WRONLY | O_DIRECT | O_CLOEXEC);
+		w->fd_direct = openat(w->dirfd, w->tmp,
+				      O_WRONLY | O_DIRECT | O_CLOEXEC);
 		if (w->fd_direct < 0)
 			dpt__info("'%s/%s': cannot open with O_DIRECT (%s); "
 				  "writing through the page cache",

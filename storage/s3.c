@@ -21,10 +21,10 @@
 #include "s3.h"
 #include "xml.h"
 
-#define MIB (1024 * 1024UL)
-#define MIN_PART (5 * MIB)
-#define MAX_PART (5 * 1024 * MIB)
-#define MAX_PUT (5 * 1024 * MIB)
+#define MIB	     (1024 * 1024UL)
+#define MIN_PART     (5 * MIB)
+#define MAX_PART     (5 * 1024 * MIB)
+#define MAX_PUT	     (5 * 1024 * MIB)
 #define DELETE_BATCH 1000
 
 /* ------------------------------------------------------------ names */
@@ -173,8 +173,8 @@ out:
 	return rc;
 }
 
-static int s3_put_if_absent(struct dpt__storage_backend *base,
-			    const char *key, const void *buf, size_t len)
+static int s3_put_if_absent(struct dpt__storage_backend *base, const char *key,
+			    const void *buf, size_t len)
 {
 	struct dpt__s3 *s3 = (struct dpt__s3 *)base;
 	struct dpt__s3_req r;
@@ -260,7 +260,8 @@ static int s3_list(struct dpt__storage_backend *base, const char *prefix,
 			unsigned long long size;
 			char *end;
 			dpt__buf_reset(&k);
-			if (!dpt__xml_find(c, "Key", &v) || dpt__xml_text(&k, v) ||
+			if (!dpt__xml_find(c, "Key", &v) ||
+			    dpt__xml_text(&k, v) ||
 			    !dpt__xml_find(c, "Size", &v)) {
 				rc = DPT_EPROTO;
 				break;
@@ -315,8 +316,7 @@ static int content_md5(const char *data, size_t len, char out[32])
 	return 0;
 }
 
-static int delete_batch(struct dpt__s3 *s3, const char *const *keys,
-			size_t n)
+static int delete_batch(struct dpt__s3 *s3, const char *const *keys, size_t n)
 {
 	struct dpt__s3_req r;
 	struct dpt__buf body, k, code;
@@ -369,11 +369,13 @@ static int delete_batch(struct dpt__s3 *s3, const char *const *keys,
 		if (dpt__xml_find(e, "Code", &v))
 			dpt__xml_text(&code, v);
 		dpt__error("cannot delete 's3://%s/%s': %s", s3->bucket,
-			   k.len ? k.data : "?", code.len ? code.data : "error");
+			   k.len ? k.data : "?",
+			   code.len ? code.data : "error");
 		if (!first)
-			first = code.len && strcmp(code.data, "AccessDenied") == 0 ?
-					DPT_EAUTH :
-					DPT_ES3;
+			first = code.len && strcmp(code.data, "AccessDenied") ==
+							0
+					? DPT_EAUTH
+					: DPT_ES3;
 	}
 	rc = first;
 out:
@@ -385,8 +387,8 @@ out:
 	return rc;
 }
 
-static int s3_delete(struct dpt__storage_backend *base,
-		     const char *const *keys, size_t n)
+static int s3_delete(struct dpt__storage_backend *base, const char *const *keys,
+		     size_t n)
 {
 	struct dpt__s3 *s3 = (struct dpt__s3 *)base;
 	int first = 0;
@@ -484,7 +486,8 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 			time_t t;
 			dpt__buf_reset(&k);
 			dpt__buf_reset(&id);
-			if (!dpt__xml_find(u, "Key", &v) || dpt__xml_text(&k, v) ||
+			if (!dpt__xml_find(u, "Key", &v) ||
+			    dpt__xml_text(&k, v) ||
 			    !dpt__xml_find(u, "UploadId", &v) ||
 			    dpt__xml_text(&id, v) ||
 			    !dpt__xml_find(u, "Initiated", &v) ||

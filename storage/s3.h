@@ -27,7 +27,7 @@
 /* Where to send requests and how to sign them, resolved once at open. */
 struct dpt__s3_config {
 	bool https;
-	char *host;	/* "127.0.0.1:5055", the Host header of path-style URLs */
+	char *host; /* "127.0.0.1:5055", the Host header of path-style URLs */
 	bool path_style;
 	char *region;
 	char *access_key;
@@ -43,7 +43,7 @@ struct dpt__s3 {
 	struct dpt__storage_conf conf;
 	struct dpt__s3_config cfg;
 	char *bucket;
-	char *prefix; /* "" or "runs/a/" */
+	char *prefix;	    /* "" or "runs/a/" */
 	char *endpoint_msg; /* "http://127.0.0.1:5055", for messages */
 	/* Idle multi handles and their connections, kept for the next
 	 * operation: sequential reads then reuse connections (and TLS
@@ -89,8 +89,8 @@ void dpt__s3_config_release(struct dpt__s3_config *cfg);
  * two keys are missing; DPT_ECONFIG (logged, with the line) for a line
  * that is not INI.
  */
-int dpt__aws_credentials_read(const char *path, const char *profile,
-			      char **ak, char **sk, char **token);
+int dpt__aws_credentials_read(const char *path, const char *profile, char **ak,
+			      char **sk, char **token);
 
 /* ------------------------------------------------------------ requests */
 
@@ -110,7 +110,7 @@ struct dpt__s3_req {
 	size_t nhdrs;
 	const char *body; /* payload (PUT, POST) */
 	size_t body_len;
-	char *dst;	/* GET: a 2xx body goes here, at most dst_len */
+	char *dst; /* GET: a 2xx body goes here, at most dst_len */
 	size_t dst_len;
 	/* Messages: "cannot WHAT 'URI': cause", logged by the engine when
 	 * the request fails for good, unless the status is QUIET_STATUS
@@ -123,11 +123,11 @@ struct dpt__s3_req {
 	void *user;
 
 	/* Results. */
-	int rc;		       /* 0 or the dpt_error of the final outcome */
-	long status;	       /* HTTP status of the last attempt, 0: none */
-	struct dpt__buf resp;  /* body when there is no dst, or an error */
-	size_t got;	       /* bytes stored into dst */
-	char etag[80];	       /* ETag header, quotes kept */
+	int rc;			/* 0 or the dpt_error of the final outcome */
+	long status;		/* HTTP status of the last attempt, 0: none */
+	struct dpt__buf resp;	/* body when there is no dst, or an error */
+	size_t got;		/* bytes stored into dst */
+	char etag[80];		/* ETag header, quotes kept */
 	int64_t content_length; /* -1 when unknown */
 	int attempts;
 	/* An attempt failed after the server may have acted on it (a lost
@@ -144,7 +144,7 @@ struct dpt__s3_req {
 	size_t sent;
 	bool overflow;
 	bool running;
-	bool stalled;		/* aborted by the stall detector */
+	bool stalled; /* aborted by the stall detector */
 	long stall_ms;
 	int64_t progress_ms;	/* when bytes last moved */
 	int64_t progress_bytes; /* bytes moved by then, both ways */
@@ -202,16 +202,16 @@ enum dpt__s3_verdict {
  * r->ambiguous and r->resigned and change s3->query_slash_raw; returns
  * the verdict.
  */
-enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3,
-				      struct dpt__s3_req *r, CURLcode cc,
-				      int *rc, struct dpt__buf *cause);
+enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
+				      CURLcode cc, int *rc,
+				      struct dpt__buf *cause);
 
 /* Runs one request to its end, retries included. Returns req->rc. */
 int dpt__s3_perform(struct dpt__s3 *s3, struct dpt__s3_req *req);
 /* Runs N requests, at most PARALLEL at a time; after the first failure
  * the others are stopped. Returns the first failure's rc, or 0. */
-int dpt__s3_perform_all(struct dpt__s3 *s3, struct dpt__s3_req *reqs,
-			size_t n, int parallel);
+int dpt__s3_perform_all(struct dpt__s3 *s3, struct dpt__s3_req *reqs, size_t n,
+			int parallel);
 
 /* ------------------------------------------------------------ objects */
 

@@ -24,8 +24,8 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-int dpt__aws_credentials_read(const char *path, const char *profile,
-			      char **ak, char **sk, char **token)
+int dpt__aws_credentials_read(const char *path, const char *profile, char **ak,
+			      char **sk, char **token)
 {
 	FILE *f;
 	char *line = NULL;
@@ -66,10 +66,10 @@ int dpt__aws_credentials_read(const char *path, const char *profile,
 		}
 		if (!in_profile)
 			continue;
-		char **dst = strcmp(key, "aws_access_key_id") == 0 ? ak :
-			     strcmp(key, "aws_secret_access_key") == 0 ? sk :
-			     strcmp(key, "aws_session_token") == 0 ? token :
-									  NULL;
+		char **dst = strcmp(key, "aws_access_key_id") == 0	 ? ak
+			     : strcmp(key, "aws_secret_access_key") == 0 ? sk
+			     : strcmp(key, "aws_session_token") == 0	 ? token
+									 : NULL;
 		if (!dst)
 			continue;
 		free(*dst);
@@ -129,10 +129,9 @@ static int credentials(const struct dpt__storage_opts *opts,
 	else
 		rc = DPT_ENOENT;
 	if (!rc)
-		rc = dpt__aws_credentials_read(path.data, profile,
-					       &cfg->access_key,
-					       &cfg->secret_key,
-					       &cfg->session_token);
+		rc = dpt__aws_credentials_read(
+			path.data, profile, &cfg->access_key, &cfg->secret_key,
+			&cfg->session_token);
 	if (!rc) {
 		struct dpt__buf src;
 		dpt__buf_init(&src, 8192);
@@ -146,8 +145,7 @@ static int credentials(const struct dpt__storage_opts *opts,
 		dpt__error("no S3 credentials: set AWS_ACCESS_KEY_ID and "
 			   "AWS_SECRET_ACCESS_KEY, or give the profile '%s' "
 			   "aws_access_key_id and aws_secret_access_key in %s",
-			   profile,
-			   file ? file : "~/.aws/credentials");
+			   profile, file ? file : "~/.aws/credentials");
 		return DPT_EAUTH;
 	}
 	if (rc)
@@ -168,19 +166,19 @@ int dpt__s3_config_resolve(const struct dpt__storage_opts *opts,
 
 	memset(cfg, 0, sizeof(*cfg));
 	dpt__buf_init(&aws, 512);
-	region = opts->region ? opts->region :
-		 env("AWS_REGION") ? env("AWS_REGION") :
-		 env("AWS_DEFAULT_REGION") ? env("AWS_DEFAULT_REGION") :
-					   "us-east-1";
+	region = opts->region		     ? opts->region
+		 : env("AWS_REGION")	     ? env("AWS_REGION")
+		 : env("AWS_DEFAULT_REGION") ? env("AWS_DEFAULT_REGION")
+					     : "us-east-1";
 	cfg->region = strdup(region);
 	if (!cfg->region) {
 		rc = DPT_ENOMEM;
 		goto out;
 	}
-	endpoint = opts->endpoint ? opts->endpoint :
-		   env("DPTRAIN_S3_ENDPOINT") ? env("DPTRAIN_S3_ENDPOINT") :
-		   env("AWS_ENDPOINT_URL_S3") ? env("AWS_ENDPOINT_URL_S3") :
-						  env("AWS_ENDPOINT_URL");
+	endpoint = opts->endpoint		? opts->endpoint
+		   : env("DPTRAIN_S3_ENDPOINT") ? env("DPTRAIN_S3_ENDPOINT")
+		   : env("AWS_ENDPOINT_URL_S3") ? env("AWS_ENDPOINT_URL_S3")
+						: env("AWS_ENDPOINT_URL");
 	if (!endpoint) {
 		custom = false;
 		rc = dpt__buf_printf(&aws, "https://s3.%s.amazonaws.com",
@@ -202,8 +200,8 @@ int dpt__s3_config_resolve(const struct dpt__storage_opts *opts,
 	style = env("DPTRAIN_S3_PATH_STYLE");
 	if (opts->path_style >= 0) {
 		cfg->path_style = opts->path_style;
-	} else if (style && (strcmp(style, "0") == 0 ||
-			     strcmp(style, "1") == 0)) {
+	} else if (style &&
+		   (strcmp(style, "0") == 0 || strcmp(style, "1") == 0)) {
 		cfg->path_style = style[0] == '1';
 	} else if (style) {
 		dpt__error("invalid DPTRAIN_S3_PATH_STYLE '%s': expected 1 "

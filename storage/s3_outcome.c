@@ -228,9 +228,9 @@ static void hint_append(struct dpt__buf *cause, const char *hint,
 	dpt__buf_release(&b);
 }
 
-enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3,
-				      struct dpt__s3_req *r, CURLcode cc,
-				      int *rc, struct dpt__buf *cause)
+enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3, struct dpt__s3_req *r,
+				      CURLcode cc, int *rc,
+				      struct dpt__buf *cause)
 {
 	const struct http_outcome *o;
 	struct dpt__buf code, msg;
@@ -243,23 +243,25 @@ enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3,
 
 		if (r->overflow) {
 			*rc = DPT_ES3;
-			dpt__buf_printf(cause, "the response is larger than "
-					       "expected%s",
+			dpt__buf_printf(cause,
+					"the response is larger than "
+					"expected%s",
 					r->dst ? " (the server ignored the "
-						 "Range header?)" :
-						 "");
+						 "Range header?)"
+					       : "");
 			return DPT__S3_DONE;
 		}
 		*rc = r->stalled ? DPT_ETIMEDOUT : c->rc;
 		if (r->stalled)
-			dpt__buf_printf(cause, "timeout: no byte moved for "
-					       "%ld ms (endpoint %s)",
+			dpt__buf_printf(cause,
+					"timeout: no byte moved for "
+					"%ld ms (endpoint %s)",
 					s3->conf.stall_timeout_ms,
 					s3->endpoint_msg);
 		else
 			dpt__buf_printf(cause, "%s (endpoint %s)",
-					r->errbuf[0] ? r->errbuf :
-						       curl_easy_strerror(cc),
+					r->errbuf[0] ? r->errbuf
+						     : curl_easy_strerror(cc),
 					s3->endpoint_msg);
 		if (c->ambiguous)
 			r->ambiguous = true;
@@ -296,9 +298,10 @@ enum dpt__s3_verdict dpt__s3_classify(struct dpt__s3 *s3,
 			atomic_store(&s3->query_slash_raw, false);
 		} else if (slash_in_query(r) &&
 			   !atomic_exchange(&s3->query_slash_raw, true)) {
-			dpt__debug("%s: signing again with '/' unencoded in the "
-				   "canonical query (the server is not AWS)",
-				   s3->endpoint_msg);
+			dpt__debug(
+				"%s: signing again with '/' unencoded in the "
+				"canonical query (the server is not AWS)",
+				s3->endpoint_msg);
 			r->resigned = true;
 			v = DPT__S3_RESIGN;
 			goto out;

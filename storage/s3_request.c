@@ -164,7 +164,8 @@ static int build_target(struct dpt__s3 *s3, const struct dpt__s3_req *r,
 	else
 		rc = dpt__buf_printf(host, "%s.%s", s3->bucket, s3->cfg.host);
 	if (!rc && s3->cfg.path_style)
-		rc = dpt__buf_printf(path, "/%s%s", s3->bucket, r->key ? "/" : "");
+		rc = dpt__buf_printf(path, "/%s%s", s3->bucket,
+				     r->key ? "/" : "");
 	else if (!rc)
 		rc = dpt__buf_puts(path, "/");
 	if (!rc && r->key)
@@ -178,7 +179,8 @@ static int build_target(struct dpt__s3 *s3, const struct dpt__s3_req *r,
 	for (size_t i = 0; i < r->nquery && !rc; i++) {
 		rc = dpt__buf_puts(url, i ? "&" : "?");
 		if (!rc)
-			rc = dpt__sigv4_uri_encode(url, r->query[i].name, false);
+			rc = dpt__sigv4_uri_encode(url, r->query[i].name,
+						   false);
 		if (!rc)
 			rc = dpt__buf_puts(url, "=");
 		if (!rc && r->query[i].value)
@@ -195,8 +197,8 @@ static int add_header(struct curl_slist **list, struct dpt__buf *tmp,
 	int rc;
 
 	dpt__buf_reset(tmp);
-	rc = value ? dpt__buf_printf(tmp, "%s: %s", name, value) :
-		     dpt__buf_printf(tmp, "%s:", name); /* removes it */
+	rc = value ? dpt__buf_printf(tmp, "%s: %s", name, value)
+		   : dpt__buf_printf(tmp, "%s:", name); /* removes it */
 	if (rc)
 		return rc;
 	l = curl_slist_append(*list, tmp->data);
@@ -307,8 +309,7 @@ static int setup_easy(struct dpt__s3 *s3, struct dpt__s3_req *r,
 		curl_easy_setopt(c, CURLOPT_POST, 1L);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)r->body_len);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS,
-				 r->body ? r->body : "");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body ? r->body : "");
 	} else if (strcmp(r->method, "GET") != 0) {
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
 	}
@@ -475,8 +476,8 @@ int dpt__s3_engine_add(struct dpt__s3_engine *e, struct dpt__s3_req *r)
 	if (rc) {
 		r->rc = rc;
 		dpt__error("cannot %s '%s': %s", r->what, r->uri,
-			   rc == DPT_EINVAL ? "the request is too long" :
-					      dpt_strerror(rc));
+			   rc == DPT_EINVAL ? "the request is too long"
+					    : dpt_strerror(rc));
 	}
 	return rc;
 }
@@ -575,8 +576,8 @@ int dpt__s3_perform(struct dpt__s3 *s3, struct dpt__s3_req *req)
 	return dpt__s3_perform_all(s3, req, 1, 1);
 }
 
-int dpt__s3_perform_all(struct dpt__s3 *s3, struct dpt__s3_req *reqs,
-			size_t n, int parallel)
+int dpt__s3_perform_all(struct dpt__s3 *s3, struct dpt__s3_req *reqs, size_t n,
+			int parallel)
 {
 	struct dpt__s3_engine e;
 	size_t next = 0, finished = 0;

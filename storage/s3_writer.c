@@ -47,19 +47,19 @@ struct s3_writer {
 	pthread_cond_t cond; /* a part done, an error, the thread's end */
 	struct part **parts; /* by part number - 1 */
 	size_t nparts;
-	char **spare;	     /* part buffers to reuse */
+	char **spare; /* part buffers to reuse */
 	size_t nspare;
-	size_t nbuf;	     /* buffers allocated, in parts or spare */
+	size_t nbuf; /* buffers allocated, in parts or spare */
 	size_t max_buf;
 	struct part *qhead, *qtail;
 	int uploading;
 	int err; /* sticky */
 	uint64_t written, end;
 
-	bool started;	  /* the upload thread was created */
+	bool started; /* the upload thread was created */
 	bool joined;
-	bool draining;	  /* finish: no more parts will come */
-	bool stop;	  /* abort */
+	bool draining; /* finish: no more parts will come */
+	bool stop;     /* abort */
 	bool thread_done;
 	pthread_t thread;
 	struct dpt__s3_engine *engine; /* the thread's, while it runs */
@@ -393,7 +393,8 @@ int dpt__s3_writer_write_at(struct dpt__storage_writer *wb, const void *buf,
 	}
 	while (pos < end) {
 		size_t i = (size_t)(pos / psz), at = (size_t)(pos % psz);
-		size_t n = end - pos < psz - at ? (size_t)(end - pos) : psz - at;
+		size_t n =
+			end - pos < psz - at ? (size_t)(end - pos) : psz - at;
 		struct part *p;
 		char *data;
 
@@ -553,8 +554,7 @@ static bool multipart_etag(struct s3_writer *w, size_t nparts, char *out,
 		char hex[33];
 		for (int j = 0; j < 16; j++)
 			snprintf(hex + 2 * j, 3, "%02x", md[j]);
-		ok = snprintf(out, size, "\"%s-%zu\"", hex, nparts) <
-		     (int)size;
+		ok = snprintf(out, size, "\"%s-%zu\"", hex, nparts) < (int)size;
 	}
 out:
 	free(md5s);
@@ -572,8 +572,9 @@ static int complete_upload(struct s3_writer *w, size_t nparts)
 	rc = dpt__buf_puts(&body, "<CompleteMultipartUpload xmlns=\"http://"
 				  "s3.amazonaws.com/doc/2006-03-01/\">");
 	for (size_t i = 0; i < nparts && !rc; i++) {
-		rc = dpt__buf_printf(&body, "<Part><PartNumber>%zu</PartNumber>"
-					    "<ETag>",
+		rc = dpt__buf_printf(&body,
+				     "<Part><PartNumber>%zu</PartNumber>"
+				     "<ETag>",
 				     i + 1);
 		if (!rc)
 			rc = dpt__xml_escape(&body, w->parts[i]->etag);

@@ -232,16 +232,15 @@ int dpt__sigv4_authorization(const struct dpt__sigv4_key *key,
 	}
 	dpt__sha256_hex(creq.data, creq.len, creq_hash);
 
-	rc = dpt__buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s",
-			     amz_date, day, key->region, key->service,
-			     creq_hash);
+	rc = dpt__buf_printf(
+		&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s",
+		amz_date, day, key->region, key->service, creq_hash);
 	if (!rc)
 		rc = dpt__buf_printf(&k, "AWS4%s", key->secret_key);
 	if (!rc)
 		rc = hmac(k.data, k.len, day, 8, kdate);
 	if (!rc)
-		rc = hmac(kdate, 32, key->region, strlen(key->region),
-			  kregion);
+		rc = hmac(kdate, 32, key->region, strlen(key->region), kregion);
 	if (!rc)
 		rc = hmac(kregion, 32, key->service, strlen(key->service),
 			  kservice);

@@ -44,7 +44,7 @@ struct dpt__sigv4_request {
 struct dpt__sigv4_key {
 	const char *access_key;
 	const char *secret_key;
-	const char *region;	 /* "us-east-1" */
+	const char *region;  /* "us-east-1" */
 	const char *service; /* "s3" */
 };
 
@@ -65,8 +65,7 @@ int dpt__sigv4_authorization(const struct dpt__sigv4_key *key,
  * but A-Z a-z 0-9 - . _ ~ becomes %XX (upper-case hex), and '/' too unless
  * KEEP_SLASH.
  */
-int dpt__sigv4_uri_encode(struct dpt__buf *out, const char *s,
-			  bool keep_slash);
+int dpt__sigv4_uri_encode(struct dpt__buf *out, const char *s, bool keep_slash);
 
 /* SHA-256 of DATA in lower-case hex, NUL-terminated, into HEX. */
 void dpt__sha256_hex(const void *data, size_t len, char hex[65]);

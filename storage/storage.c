@@ -202,8 +202,8 @@ int dpt__storage_writer_new(struct dpt__storage *s, const char *key,
 	return s->backend->ops->writer_new(s->backend, key, out);
 }
 
-int dpt__storage_writer_write_at(struct dpt__storage_writer *w,
-				 const void *buf, size_t len, uint64_t offset)
+int dpt__storage_writer_write_at(struct dpt__storage_writer *w, const void *buf,
+				 size_t len, uint64_t offset)
 {
 	if (len == 0)
 		return 0;
@@ -239,8 +239,8 @@ int dpt__storage_put_if_absent(struct dpt__storage *s, const char *key,
 	return s->backend->ops->put_if_absent(s->backend, key, buf, len);
 }
 
-int dpt__storage_read(struct dpt__storage *s, const char *key,
-		      uint64_t offset, size_t len, void *buf)
+int dpt__storage_read(struct dpt__storage *s, const char *key, uint64_t offset,
+		      size_t len, void *buf)
 {
 	int rc = check_key(s, key, false);
 	if (rc)
@@ -269,8 +269,7 @@ int dpt__storage_list(struct dpt__storage *s, const char *prefix,
 	return s->backend->ops->list(s->backend, prefix, fn, ctx);
 }
 
-static int check_keys(struct dpt__storage *s, const char *const *keys,
-		      size_t n)
+static int check_keys(struct dpt__storage *s, const char *const *keys, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		int rc = check_key(s, keys[i], false);
@@ -287,7 +286,7 @@ int dpt__storage_delete(struct dpt__storage *s, const char *const *keys,
 
 	if (rc || n == 0)
 		return rc;
-	return s->backend->ops->delete(s->backend, keys, n);
+	return s->backend->ops->delete (s->backend, keys, n);
 }
 
 int dpt__storage_recycle(struct dpt__storage *s, const char *const *keys,
@@ -316,5 +315,5 @@ int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
 	if (rc)
 		return rc;
 	return s->backend->ops->gc(s->backend, prefix, older_than_s,
-			  removed ? removed : &dummy);
+				   removed ? removed : &dummy);
 }

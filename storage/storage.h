@@ -163,8 +163,8 @@ int dpt__storage_writer_new(struct dpt__storage *s, const char *key,
  * DPT_ETIMEDOUT (s3, from an earlier part that failed for good), or
  * DPT_ETOOBIG when the object would need more than 10000 parts.
  */
-int dpt__storage_writer_write_at(struct dpt__storage_writer *w,
-				 const void *buf, size_t len, uint64_t offset);
+int dpt__storage_writer_write_at(struct dpt__storage_writer *w, const void *buf,
+				 size_t len, uint64_t offset);
 
 /*
  * dpt__storage_writer_finish - make the object durable and visible.
@@ -209,23 +209,21 @@ int dpt__storage_put_if_absent(struct dpt__storage *s, const char *key,
  * Returns DPT_ENOENT, without logging, when KEY does not exist, DPT_ERANGE
  * when the range goes past the end of the object.
  */
-int dpt__storage_read(struct dpt__storage *s, const char *key,
-		      uint64_t offset, size_t len, void *buf);
+int dpt__storage_read(struct dpt__storage *s, const char *key, uint64_t offset,
+		      size_t len, void *buf);
 
 /*
  * dpt__storage_stat - the size of KEY in *SIZE.
  * Returns DPT_ENOENT, without logging, when KEY does not exist.
  */
-int dpt__storage_stat(struct dpt__storage *s, const char *key,
-		      uint64_t *size);
+int dpt__storage_stat(struct dpt__storage *s, const char *key, uint64_t *size);
 
 /*
  * Called by dpt__storage_list() for each object, in byte order of the keys.
  * KEY is relative to the root and valid during the call only. A non-zero
  * return stops the listing and is returned by dpt__storage_list().
  */
-typedef int (*dpt__storage_list_fn)(void *ctx, const char *key,
-				    uint64_t size);
+typedef int (*dpt__storage_list_fn)(void *ctx, const char *key, uint64_t size);
 
 /*
  * dpt__storage_list - every object whose key starts with PREFIX (a string

@@ -35,7 +35,8 @@ static int normalise_path(struct dpt__buf *b)
 		if (n == 0)
 			break;
 		if ((n == 1 && b->data[start] == '.') ||
-		    (n == 2 && b->data[start] == '.' && b->data[start + 1] == '.'))
+		    (n == 2 && b->data[start] == '.' &&
+		     b->data[start + 1] == '.'))
 			return DPT_EINVAL;
 		b->data[w++] = '/';
 		memmove(b->data + w, b->data + start, n);

@@ -42,7 +42,6 @@ void dpt__storage_uri_release(struct dpt__storage_uri *u);
  * as written, the value of the Host header), a new string the caller
  * frees. Returns DPT_EINVAL, without logging, for anything else.
  */
-int dpt__storage_endpoint_parse(const char *endpoint, bool *https,
-				char **host);
+int dpt__storage_endpoint_parse(const char *endpoint, bool *https, char **host);
 
 #endif

@@ -139,8 +139,8 @@ int dpt__xml_text(struct dpt__buf *out, struct dpt__xml_span in)
 		const char *name;
 		char c;
 	} entities[] = {
-		{"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'},
-		{"apos", '\''},
+		{"amp", '&'},  {"lt", '<'},    {"gt", '>'},
+		{"quot", '"'}, {"apos", '\''},
 	};
 	size_t i = 0;
 	int rc = 0;
@@ -166,8 +166,8 @@ int dpt__xml_text(struct dpt__buf *out, struct dpt__xml_span in)
 				if (strlen(entities[e].name) == n &&
 				    memcmp(in.p + i + 1, entities[e].name, n) ==
 					    0) {
-					rc = dpt__buf_append(out, &entities[e].c,
-							     1);
+					rc = dpt__buf_append(out,
+							     &entities[e].c, 1);
 					break;
 				}
 			}

@@ -20,7 +20,8 @@
 #include "agent.h"
 #include "log.h"
 
-#define STOP_BYTE 'S' /* a one-byte pipe message: no wire message is that short */
+#define STOP_BYTE                                                              \
+	'S' /* a one-byte pipe message: no wire message is that short */
 #define AUTH_FAILURES 3
 
 struct dpt__agent {
@@ -125,7 +126,8 @@ static int setup_dealer(struct link *l)
 			   a->keys.worker_public, DPT_Z85_KEY_LEN) ||
 	    zmq_setsockopt(l->dealer, ZMQ_CURVE_SECRETKEY,
 			   a->keys.worker_secret, DPT_Z85_KEY_LEN) ||
-	    zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) ||
+	    zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &maxmsg,
+			   sizeof(maxmsg)) ||
 	    zmq_setsockopt(l->dealer, ZMQ_LINGER, &zero, sizeof(zero)) ||
 	    zmq_setsockopt(l->dealer, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl)) ||
 	    zmq_setsockopt(l->dealer, ZMQ_RECONNECT_IVL_MAX, &ivl_max,
@@ -175,10 +177,11 @@ static void on_monitor(struct link *l, int64_t now)
 		char text[600];
 		/* What it said before it closed (an ERROR, say) comes first. */
 		on_dealer(l, now);
-		snprintf(text, sizeof(text),
-			 "the connection to the coordinator at '%.400s' closed: "
-			 "it exited or was killed",
-			 l->a->endpoint);
+		snprintf(
+			text, sizeof(text),
+			"the connection to the coordinator at '%.400s' closed: "
+			"it exited or was killed",
+			l->a->endpoint);
 		fail_link(l, DPT_ECOORDLOST, text);
 		return;
 	}
@@ -212,7 +215,8 @@ static void on_dealer(struct link *l, int64_t now)
 		}
 		if (zmq_msg_more(&msg)) {
 			zmq_msg_close(&msg);
-			continue; /* never ours: the next frames are dropped too */
+			continue; /* never ours: the next frames are dropped too
+				   */
 		}
 		l->last_rx = now;
 		l->contact = true;
@@ -221,7 +225,8 @@ static void on_dealer(struct link *l, int64_t now)
 		type = len >= DPT_WIRE_HDR_SIZE ? d[3] : 0;
 		if (type == DPT_MSG_WELCOME || type == DPT_MSG_GEN_END ||
 		    type == DPT_MSG_ERROR) {
-			if (dpt__wire_decode(d, len, DPT_WIRE_MSG_MAX, &m) != 0) {
+			if (dpt__wire_decode(d, len, DPT_WIRE_MSG_MAX, &m) !=
+			    0) {
 				dpt__warn("dropped a malformed %s from the "
 					  "coordinator",
 					  dpt__msg_type_name(type));
@@ -419,8 +424,8 @@ int dpt__agent_start(struct dpt__agent **out,
 	a->abort_arg = cfg->abort_arg;
 	atomic_init(&a->failed, 0);
 	atomic_init(&a->linger_ms, 0);
-	snprintf(a->pipe_name, sizeof(a->pipe_name), "inproc://dptrain-agent-%p",
-		 (void *)a);
+	snprintf(a->pipe_name, sizeof(a->pipe_name),
+		 "inproc://dptrain-agent-%p", (void *)a);
 	a->ctx = zmq_ctx_new();
 	if (!a->ctx) {
 		rc = DPT_ESYS;

@@ -25,12 +25,11 @@ struct dpt__agent;
  * or the fatal error (DPT_ECOORDLOST, DPT_EAUTH, an ERROR's code). It must
  * not block.
  */
-typedef void (*dpt__agent_abort_fn)(void *arg, uint32_t generation,
-				    int cause);
+typedef void (*dpt__agent_abort_fn)(void *arg, uint32_t generation, int cause);
 
 struct dpt__agent_config {
-	const char *endpoint;		     /* copied */
-	const struct dpt__curve_keys *keys;  /* copied */
+	const char *endpoint;		    /* copied */
+	const struct dpt__curve_keys *keys; /* copied */
 	int connect_timeout_ms; /* bound on the wait for the first message */
 	int heartbeat_ms;	/* until a WELCOME says otherwise */
 	int timeout_ms;		/* until a WELCOME says otherwise */

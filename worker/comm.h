@@ -18,7 +18,6 @@
 
 #include "wire.h" /* struct dpt__peer: the roster is a wire type */
 
-
 struct dpt__cpu_listener;
 struct dpt__cpu_comm;
 

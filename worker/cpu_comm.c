@@ -93,9 +93,9 @@ int dpt__cpu_listen(struct dpt__cpu_listener **out, const char *bind_host,
 		    uint16_t *port)
 {
 	struct addrinfo hints = {
-	    .ai_family = AF_UNSPEC,
-	    .ai_socktype = SOCK_STREAM,
-	    .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV,
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV,
 	};
 	struct addrinfo *ai = NULL;
 	struct sockaddr_storage ss;
@@ -126,8 +126,8 @@ int dpt__cpu_listen(struct dpt__cpu_listener **out, const char *bind_host,
 	if (!l)
 		goto out;
 	*port = ntohs(ss.ss_family == AF_INET6
-			  ? ((struct sockaddr_in6 *)&ss)->sin6_port
-			  : ((struct sockaddr_in *)&ss)->sin_port);
+			      ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			      : ((struct sockaddr_in *)&ss)->sin_port);
 	l->fd = fd;
 	fd = -1;
 	*out = l;
@@ -167,8 +167,8 @@ static int io_all(int fd, void *buf, size_t n, int writing, uint64_t deadline)
 	while (n) {
 		struct pollfd pfd = {.fd = fd,
 				     .events = writing ? POLLOUT : POLLIN};
-		ssize_t k =
-		    writing ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
+		ssize_t k = writing ? send(fd, p, n, MSG_NOSIGNAL)
+				    : recv(fd, p, n, 0);
 		int ms;
 
 		if (k > 0) {
@@ -242,9 +242,9 @@ static int dial(const struct dpt__peer *peer, int rank, uint32_t kind,
 		uint64_t hash, uint64_t deadline, int *fd_out)
 {
 	struct addrinfo hints = {
-	    .ai_family = AF_UNSPEC,
-	    .ai_socktype = SOCK_STREAM,
-	    .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
 	};
 	struct addrinfo *ai = NULL;
 	unsigned char hello[HELLO_BYTES];
@@ -344,7 +344,7 @@ static int build_topology(struct dpt__cpu_comm *c,
 		c->first[p + 1] = c->first[p] + count[p];
 	for (int r = 0; r < c->world; r++)
 		c->members[c->first[c->pos_of_rank[r]] + c->local_of_rank[r]] =
-		    r;
+			r;
 	c->pos = c->pos_of_rank[c->rank];
 	c->local_rank = c->local_of_rank[c->rank];
 	c->local_world = count[c->pos];
@@ -386,8 +386,8 @@ static int accept_peers(struct dpt__cpu_comm *c, int lfd, uint64_t hash,
 {
 	int want_local = c->local_rank == 0 ? c->local_world - 1 : 0;
 	int prev = c->nodes > 1
-		       ? leader_of(c, (c->pos + c->nodes - 1) % c->nodes)
-		       : -1;
+			   ? leader_of(c, (c->pos + c->nodes - 1) % c->nodes)
+			   : -1;
 
 	while (want_ring || want_local) {
 		struct pollfd pfd = {.fd = lfd, .events = POLLIN};
@@ -481,8 +481,8 @@ int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
 		      int timeout_ms)
 {
 	uint64_t deadline =
-	    dpt__cpu_now_ns() +
-	    (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+		dpt__cpu_now_ns() +
+		(uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
 	struct dpt__cpu_listener *l = listener ? *listener : NULL;
 	struct dpt__cpu_comm *c = NULL;
 	uint64_t hash;
@@ -738,7 +738,8 @@ int dpt__cpu_allgather(struct dpt__cpu_comm *c, const void *send, void *recv,
 	if (c->local_world > 1) {
 		for (int j = 0; j < c->local_world; j++)
 			c->gather_offsets[j] =
-			    (size_t)c->members[c->first[c->pos] + j] * block;
+				(size_t)c->members[c->first[c->pos] + j] *
+				block;
 		rc = dpt__shm_gather(c->shm, &c->watch, mine, recv, block,
 				     c->gather_offsets, c->nodes == 1 ? -1 : 0);
 	}

@@ -86,8 +86,8 @@ static inline uint16_t fp16_from_float(float f)
 	uint32_t u = float_bits(f);
 	uint32_t sign = (u >> 16) & 0x8000u;
 	uint32_t a = u & 0x7fffffffu;
-	uint32_t sub =
-	    float_bits(bits_float(a) + bits_float(denorm_magic)) - denorm_magic;
+	uint32_t sub = float_bits(bits_float(a) + bits_float(denorm_magic)) -
+		       denorm_magic;
 	uint32_t normal = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
 	uint32_t big = pick(all_ones_if(a > 0x7f800000u), 0x7e00u, 0x7c00u);
 	uint32_t r = pick(all_ones_if(a < (113u << 23)), sub, normal);
@@ -125,8 +125,8 @@ float dpt__fp16_to_float(uint16_t h)
  */
 #define DEFINE_REDUCE(name, T, A, LOAD, STORE, DIV)                            \
 	static inline __attribute__((always_inline)) void name##_block(        \
-	    T *d, const void *const *srcs, int nsrc, size_t at, size_t m,      \
-	    unsigned divisor)                                                  \
+		T *d, const void *const *srcs, int nsrc, size_t at, size_t m,  \
+		unsigned divisor)                                              \
 	{                                                                      \
 		A acc[BLOCK];                                                  \
 		const T *s = (const T *)srcs[0] + at;                          \
@@ -184,8 +184,8 @@ float dpt__fp16_to_float(uint16_t h)
  * cannot wrap below 2^32 operands) stored as "any", a logical OR whose
  * result is 0 or 1 whatever nonzero byte the operands held. There is no
  * average (dpt__reduce_valid). */
-#define BOOLLOAD(x)  ((uint32_t)((x) != 0))
-#define BOOLSTORE(a) ((uint8_t)((a) != 0))
+#define BOOLLOAD(x)   ((uint32_t)((x) != 0))
+#define BOOLSTORE(a)  ((uint8_t)((a) != 0))
 #define BOOLDIV(a, d) (a)
 
 DEFINE_REDUCE(reduce_f32, float, float, ID, ID, FDIV)

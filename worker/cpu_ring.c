@@ -205,15 +205,15 @@ static int run(struct dpt__ring *r, struct dpt__cpu_watch *w, int nsend,
 		 * while it still needs bytes from us, and otherwise a node
 		 * that finished the collective and went on (or exited). */
 		fds[0] = (struct pollfd){
-		    .fd = sent < send_total ? r->send_fd : -1,
-		    .events = POLLIN | (own + done > sent ? POLLOUT : 0),
+			.fd = sent < send_total ? r->send_fd : -1,
+			.events = POLLIN | (own + done > sent ? POLLOUT : 0),
 		};
 		fds[1] = (struct pollfd){
-		    .fd = r->recv_fd,
-		    .events = done < recv_total ? POLLIN : 0,
+			.fd = r->recv_fd,
+			.events = done < recv_total ? POLLIN : 0,
 		};
 		rc = dpt__cpu_watch_poll(
-		    w, fds, 2, w->timeout_ms > 0 ? w->timeout_ms : -1);
+			w, fds, 2, w->timeout_ms > 0 ? w->timeout_ms : -1);
 		if (rc)
 			goto out;
 		if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
@@ -266,16 +266,16 @@ int dpt__ring_allreduce(struct dpt__ring *r, struct dpt__cpu_watch *w,
 		rb = rb < count ? rb : count;
 		re = re < count ? re : count;
 		r->send[k] = (struct dpt__ring_piece){
-		    .src = (step == 0 ? in : out) + sb * es,
-		    .len = (se - sb) * es,
+			.src = (step == 0 ? in : out) + sb * es,
+			.len = (se - sb) * es,
 		};
 		r->recv[k] = (struct dpt__ring_piece){
-		    .dst = out + rb * es,
-		    .src = in + rb * es,
-		    .len = (re - rb) * es,
-		    .divisor = !rs	       ? 0
-			       : step == n - 2 ? divisor
-					       : 1,
+			.dst = out + rb * es,
+			.src = in + rb * es,
+			.len = (re - rb) * es,
+			.divisor = !rs		   ? 0
+				   : step == n - 2 ? divisor
+						   : 1,
 		};
 	}
 	return run(r, w, k, k, r->send[0].len, dtype, es);
@@ -306,13 +306,13 @@ int dpt__ring_allgather(struct dpt__ring *r, struct dpt__cpu_watch *w,
 
 		for (int i = first[sn]; i < first[sn + 1]; i++)
 			r->send[nsend++] = (struct dpt__ring_piece){
-			    .src = out + (size_t)members[i] * block,
-			    .len = block,
+				.src = out + (size_t)members[i] * block,
+				.len = block,
 			};
 		for (int i = first[rn]; i < first[rn + 1]; i++)
 			r->recv[nrecv++] = (struct dpt__ring_piece){
-			    .dst = out + (size_t)members[i] * block,
-			    .len = block,
+				.dst = out + (size_t)members[i] * block,
+				.len = block,
 			};
 	}
 	return run(r, w, nsend, nrecv,

@@ -124,8 +124,8 @@ int dpt__shm_create(struct dpt__shm **out, const char *name, int local_world,
 		/* Left by a crash of this very session and generation (the
 		 * name contains both): nobody can be using it. */
 		shm_unlink(name);
-		fd =
-		    shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+			      0600);
 	}
 	if (fd < 0)
 		return DPT_ESYS;
@@ -184,7 +184,7 @@ int dpt__shm_attach(struct dpt__shm **out, const char *name, int local_world,
 	    h->local_world != (uint32_t)local_world ||
 	    h->map_bytes != (uint64_t)st.st_size ||
 	    h->map_bytes != header_bytes(local_world) +
-				2 * (uint64_t)local_world * h->slot_bytes)
+				    2 * (uint64_t)local_world * h->slot_bytes)
 		goto out;
 	rc = init_local(out, map, (size_t)st.st_size, local_world, local_rank);
 out:
@@ -318,7 +318,7 @@ static int peers_gone(struct dpt__shm *s, int who, uint64_t target)
 		    atomic_load(&s->h->rank[j].seq) >= target)
 			continue;
 		s->polled[n++] =
-		    (struct pollfd){.fd = s->peer_fd[j], .events = POLLIN};
+			(struct pollfd){.fd = s->peer_fd[j], .events = POLLIN};
 	}
 	if (!n)
 		return 0;
@@ -334,8 +334,8 @@ static int sleep_until(struct dpt__shm *s, struct dpt__cpu_watch *w, int who,
 		       uint64_t target, uint64_t *least)
 {
 	uint64_t now = dpt__cpu_now_ns(), last = *least;
-	uint64_t limit =
-	    w->timeout_ms > 0 ? (uint64_t)w->timeout_ms * 1000000u : UINT64_MAX;
+	uint64_t limit = w->timeout_ms > 0 ? (uint64_t)w->timeout_ms * 1000000u
+					   : UINT64_MAX;
 	uint64_t deadline = limit == UINT64_MAX ? UINT64_MAX : now + limit;
 	int rc;
 

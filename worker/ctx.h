@@ -53,9 +53,9 @@ struct dpt_ctx {
 
 	/* Shared with the agent's abort hook, under LOCK. */
 	pthread_mutex_t lock;
-	pthread_cond_t verdict; /* the hook ran: ENDED or LINK_DEAD changed */
-	uint32_t ended;	       /* newest generation the coordinator ended */
-	bool link_dead;	       /* the coordinator is gone or refused us */
+	pthread_cond_t verdict;	  /* the hook ran: ENDED or LINK_DEAD changed */
+	uint32_t ended;		  /* newest generation the coordinator ended */
+	bool link_dead;		  /* the coordinator is gone or refused us */
 	uint32_t comm_generation; /* the generation of CPU/NCCL */
 	struct dpt__cpu_comm *cpu;
 	struct dpt__nccl_comm *nccl;

@@ -31,7 +31,7 @@
 
 /* How many generations in a row may break while a worker joins before it
  * gives up: each break is a peer that died during set-up. */
-#define JOIN_ATTEMPTS 32
+#define JOIN_ATTEMPTS	32
 #define LEAVE_LINGER_MS 1000
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
@@ -130,7 +130,8 @@ static int await(struct dpt_ctx *ctx, uint8_t type, uint32_t gen, uint32_t seq,
 			continue;
 		if (rc)
 			return rc;
-		ours = gen ? m.generation == gen : m.generation > ctx->generation;
+		ours = gen ? m.generation == gen
+			   : m.generation > ctx->generation;
 		if (m.type == DPT_MSG_GEN_END && ours) {
 			dpt__msg_release(&m);
 			return DPT_EGENERATION;
@@ -198,8 +199,8 @@ static int setup_cpu(struct dpt_ctx *ctx, struct dpt__cpu_listener **listener)
 	}
 	snprintf(session, sizeof(session), "%s-g%u", ctx->session_base,
 		 ctx->generation);
-	rc = dpt__cpu_comm_new(&comm, listener, ctx->rank, ctx->world,
-			       m.roster, session, ctx->comm_timeout_ms);
+	rc = dpt__cpu_comm_new(&comm, listener, ctx->rank, ctx->world, m.roster,
+			       session, ctx->comm_timeout_ms);
 	if (!rc)
 		dpt__debug("rank %d of %d in generation %u: cpu backend, "
 			   "roster %08x",
@@ -259,10 +260,9 @@ static int join_once(struct dpt_ctx *ctx)
 	ctx->barrier_seq = 0;
 	ctx->fault_sent = false;
 	if (ctx->caps & DPT_CAP_CPU) {
-		rc = dpt__cpu_listen(&listener,
-				     strchr(ctx->data_host, ':') ? "::" :
-								   "0.0.0.0",
-				     &port);
+		rc = dpt__cpu_listen(
+			&listener,
+			strchr(ctx->data_host, ':') ? "::" : "0.0.0.0", &port);
 		if (rc)
 			goto out;
 	}
@@ -494,8 +494,8 @@ static int barrier_round(struct dpt_ctx *ctx, uint8_t type, int code,
 	rc = send_msg(ctx, reply);
 	if (!rc)
 		rc = await(ctx,
-			   type == DPT_MSG_VOTE ? DPT_MSG_VOTE_DONE :
-						  DPT_MSG_BARRIER_DONE,
+			   type == DPT_MSG_VOTE ? DPT_MSG_VOTE_DONE
+						: DPT_MSG_BARRIER_DONE,
 			   ctx->generation, seq, reply);
 	return rc;
 }
@@ -539,7 +539,7 @@ void dpt__report(struct dpt_ctx *ctx, const char *key, const char *value)
 	if (!ctx || !ctx->secret_hex[0])
 		return;
 	rc = dpt__client_kv_put(ctx->endpoint, ctx->secret_hex, key, value,
-			       REPORT_TIMEOUT_MS);
+				REPORT_TIMEOUT_MS);
 	if (rc)
 		dpt__warn("cannot tell the coordinator %s=%s: %s (its requeue "
 			  "guard goes without it)",
@@ -600,8 +600,9 @@ static int reduce_supported(const struct dpt_ctx *ctx, enum dpt_dtype dtype,
 	}
 	if (ctx->backend == DPT_BACKEND_NCCL &&
 	    (why = dpt__nccl_reduce_refusal(dtype))) {
-		dpt__error("cannot allreduce dtype %d with the nccl backend: %s",
-			   (int)dtype, why);
+		dpt__error(
+			"cannot allreduce dtype %d with the nccl backend: %s",
+			(int)dtype, why);
 		return DPT_ENOTSUP;
 	}
 	return 0;

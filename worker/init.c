@@ -98,10 +98,12 @@ static void route_address(const char *endpoint, char *out, size_t size)
 static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 		     struct dpt__agent_config *ac)
 {
-	const char *endpoint = dpt__opt_or_env(o->coordinator, "DPTRAIN_COORDINATOR");
+	const char *endpoint =
+		dpt__opt_or_env(o->coordinator, "DPTRAIN_COORDINATOR");
 	const char *secret = dpt__opt_or_env(o->secret, "DPTRAIN_SECRET");
 	const char *backend = dpt__opt_or_env(o->backend, "DPTRAIN_BACKEND");
-	const char *data_host = dpt__opt_or_env(o->data_host, "DPTRAIN_DATA_HOST");
+	const char *data_host =
+		dpt__opt_or_env(o->data_host, "DPTRAIN_DATA_HOST");
 	long node, local, task, connect_ms, timeout_ms, comm_ms;
 	char name[256];
 	int rc;
@@ -121,8 +123,8 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 		snprintf(ctx->secret_hex, sizeof(ctx->secret_hex), "%s",
 			 secret);
 	if (rc == DPT_EINVAL) {
-		dpt__error(secret ? "DPTRAIN_SECRET must be 64 hex characters" :
-				    "DPTRAIN_SECRET is not set: start the "
+		dpt__error(secret ? "DPTRAIN_SECRET must be 64 hex characters"
+				  : "DPTRAIN_SECRET is not set: start the "
 				    "program with srun --dp-train");
 		return DPT_ECONFIG;
 	}
@@ -150,26 +152,25 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 
 	rc = pick_index(o->node, "SLURM_NODEID", NULL, 0, &node);
 	if (!rc)
-		rc = pick_index(o->local_rank, "SLURM_LOCALID", "LOCAL_RANK",
-				0, &local);
+		rc = pick_index(o->local_rank, "SLURM_LOCALID", "LOCAL_RANK", 0,
+				&local);
 	if (!rc)
 		rc = pick_index(o->task_id, "SLURM_PROCID", NULL,
 				DPT_WIRE_NO_TASK, &task);
 	if (!rc)
-		rc = o->connect_timeout_ms > 0 ?
-			     (connect_ms = o->connect_timeout_ms, 0) :
-			     env_long("DPTRAIN_CONNECT_TIMEOUT_MS", 1,
-				      INT32_MAX, 30000, &connect_ms);
+		rc = o->connect_timeout_ms > 0
+			     ? (connect_ms = o->connect_timeout_ms, 0)
+			     : env_long("DPTRAIN_CONNECT_TIMEOUT_MS", 1,
+					INT32_MAX, 30000, &connect_ms);
 	if (!rc)
-		rc = o->timeout_ms > 0 ?
-			     (timeout_ms = o->timeout_ms, 0) :
-			     env_long("DPTRAIN_TIMEOUT_MS", 20, INT32_MAX,
-				      2000, &timeout_ms);
+		rc = o->timeout_ms > 0 ? (timeout_ms = o->timeout_ms, 0)
+				       : env_long("DPTRAIN_TIMEOUT_MS", 20,
+						  INT32_MAX, 2000, &timeout_ms);
 	if (!rc)
-		rc = o->comm_timeout_ms > 0 ?
-			     (comm_ms = o->comm_timeout_ms, 0) :
-			     env_long("DPTRAIN_COMM_TIMEOUT_MS", 1, INT32_MAX,
-				      60000, &comm_ms);
+		rc = o->comm_timeout_ms > 0
+			     ? (comm_ms = o->comm_timeout_ms, 0)
+			     : env_long("DPTRAIN_COMM_TIMEOUT_MS", 1, INT32_MAX,
+					60000, &comm_ms);
 	if (rc)
 		return rc;
 	ctx->node = (uint32_t)node;
@@ -208,8 +209,9 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 	}
 	ctx->hostname[n] = '\0';
 	snprintf(ctx->session_base, sizeof(ctx->session_base), "dpt-%016llx",
-		 (unsigned long long)dpt__fnv1a(
-		     ctx->keys.coord_public, DPT_Z85_KEY_LEN, DPT_FNV1A_INIT));
+		 (unsigned long long)dpt__fnv1a(ctx->keys.coord_public,
+						DPT_Z85_KEY_LEN,
+						DPT_FNV1A_INIT));
 
 	*ac = (struct dpt__agent_config){
 		.endpoint = ctx->endpoint,

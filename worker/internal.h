@@ -25,9 +25,9 @@ int dpt__vote(struct dpt_ctx *ctx, int code, uint32_t *failed, int *first);
 
 /*
  * A vote of 0 with flags MINE (0 or DPT_VOTE_BUSY; DPT_VOTE_STOP is added
- * once dpt_request_stop was called) that asks the coordinator: *FLAGS receives the VOTE_DONE flags (DPT_VOTE_STOP,
- * DPT_VOTE_SAVE, DPT_VOTE_BUSY; common/wire.h), the same on every member.
- * Collective. Returns as dpt_barrier.
+ * once dpt_request_stop was called) that asks the coordinator: *FLAGS receives
+ * the VOTE_DONE flags (DPT_VOTE_STOP, DPT_VOTE_SAVE, DPT_VOTE_BUSY;
+ * common/wire.h), the same on every member. Collective. Returns as dpt_barrier.
  */
 int dpt__poll(struct dpt_ctx *ctx, uint32_t mine, uint32_t *flags);
 

@@ -134,10 +134,10 @@ static void comm_abort(struct dpt__nccl_comm *c)
 		 * ends them. */
 		free(j);
 		dpt__error(
-		    "cannot start the ncclCommAbort of rank %d: going on "
-		    "without it; cuda device %d may be unusable until "
-		    "this process exits",
-		    c->rank, c->device);
+			"cannot start the ncclCommAbort of rank %d: going on "
+			"without it; cuda device %d may be unusable until "
+			"this process exits",
+			c->rank, c->device);
 		c->stuck = 1;
 		return;
 	}
@@ -178,13 +178,13 @@ static int wait_ready(struct dpt__nccl_comm *c, int stream, int64_t deadline)
 				   ncclGetLastError(c->comm));
 			comm_abort(c);
 			return state == ncclRemoteError ||
-				       state == ncclSystemError
-				   ? DPT_EPEERLOST
-				   : DPT_ENCCL;
+					       state == ncclSystemError
+				       ? DPT_EPEERLOST
+				       : DPT_ENCCL;
 		}
 		if (state == ncclSuccess) {
-			cudaError_t e =
-			    stream ? cudaStreamQuery(c->stream) : cudaSuccess;
+			cudaError_t e = stream ? cudaStreamQuery(c->stream)
+					       : cudaSuccess;
 			if (e == cudaSuccess)
 				return 0;
 			if (e != cudaErrorNotReady) {
@@ -360,9 +360,9 @@ static int finish(struct dpt__nccl_comm *c, ncclResult_t r, int64_t deadline)
 	rc = wait_ready(c, 1, deadline);
 	if (rc == DPT_ETIMEDOUT) {
 		dpt__error(
-		    "nccl collective of rank %d not complete after %d ms: "
-		    "a peer is silent",
-		    c->rank, c->timeout_ms);
+			"nccl collective of rank %d not complete after %d ms: "
+			"a peer is silent",
+			c->rank, c->timeout_ms);
 		rc = DPT_EPEERLOST;
 	}
 	return rc;
@@ -421,8 +421,8 @@ static bool host_memory(const void *p)
 	struct cudaPointerAttributes a;
 
 	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		(void)
-		    cudaGetLastError(); /* old runtimes: unregistered memory */
+		(void)cudaGetLastError(); /* old runtimes: unregistered memory
+					   */
 		return true;
 	}
 	return a.type == cudaMemoryTypeUnregistered ||
@@ -553,7 +553,7 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 		       int local_rank, int timeout_ms, atomic_int *abort)
 {
 	(void)id, (void)rank, (void)world, (void)local_rank, (void)timeout_ms,
-	    (void)abort;
+		(void)abort;
 	*out = NULL;
 	return DPT_ENOTSUP;
 }

@@ -61,13 +61,12 @@ void dpt__nccl_comm_set_timeout(struct dpt__nccl_comm *c, int timeout_ms);
  * each way). SEND may equal RECV; for allgather, in place means
  * SEND == RECV + rank * COUNT elements. After a failure the communicator
  * is aborted and every later call returns DPT_EGENERATION. */
-int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send,
-			void *recv, size_t count, enum dpt_dtype dtype,
-			enum dpt_op op);
+int dpt__nccl_allreduce(struct dpt__nccl_comm *c, const void *send, void *recv,
+			size_t count, enum dpt_dtype dtype, enum dpt_op op);
 int dpt__nccl_broadcast(struct dpt__nccl_comm *c, void *buf, size_t count,
 			enum dpt_dtype dtype, int root);
-int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send,
-			void *recv, size_t count, enum dpt_dtype dtype);
+int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send, void *recv,
+			size_t count, enum dpt_dtype dtype);
 
 /* Why NCCL cannot allreduce DTYPE (a static string for a log message),
  * or NULL when it can: DPT_INT16 and DPT_UINT16 have no NCCL type. The

@@ -123,12 +123,12 @@ int dpt_sampler_new(struct dpt_sampler **out, uint64_t dataset_len,
 	if (!s)
 		goto out;
 	*s = (struct dpt_sampler){
-	    .len = dataset_len,
-	    .batch = global_batch,
-	    .steps = dataset_len / global_batch,
-	    .seed = seed,
-	    .shuffle = shuffle != 0,
-	    .world = 1,
+		.len = dataset_len,
+		.batch = global_batch,
+		.steps = dataset_len / global_batch,
+		.seed = seed,
+		.shuffle = shuffle != 0,
+		.world = 1,
 	};
 	if (s->shuffle) {
 		if (dataset_len > SIZE_MAX / sizeof(uint64_t)) {
@@ -140,9 +140,9 @@ int dpt_sampler_new(struct dpt_sampler **out, uint64_t dataset_len,
 		s->perm = malloc((size_t)dataset_len * sizeof(uint64_t));
 		if (!s->perm) {
 			dpt__error(
-			    "sampler: cannot allocate the permutation of "
-			    "%" PRIu64 " samples (%" PRIu64 " bytes)",
-			    dataset_len, dataset_len * 8);
+				"sampler: cannot allocate the permutation of "
+				"%" PRIu64 " samples (%" PRIu64 " bytes)",
+				dataset_len, dataset_len * 8);
 			goto out;
 		}
 	}
@@ -222,7 +222,7 @@ void dpt_sampler_get_state(const struct dpt_sampler *s,
 	if (!s || !st)
 		return;
 	*st = (struct dpt_sampler_state){
-	    .seed = s->seed, .epoch = s->epoch, .cursor = s->cursor};
+		.seed = s->seed, .epoch = s->epoch, .cursor = s->cursor};
 }
 
 int dpt_sampler_set_state(struct dpt_sampler *s,

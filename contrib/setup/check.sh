@@ -1,7 +1,8 @@
 #!/bin/bash
-# The README's second command and what CI runs (.ci/run): install, build
-# with warnings as errors, run the whole test suite (unit tests and
-# integration tests on a real local Slurm cluster and a real S3 server),
+# The README's second command and what CI runs (.ci/run): install, check
+# the code's style (contrib/setup/style.sh), build with warnings as
+# errors, run the whole test suite (unit tests and integration tests on a
+# real local Slurm cluster and a real S3 server),
 # check the distribution, and run the unit tests and the C integration
 # tests (coordinator, checkpoints) again under AddressSanitizer and
 # UndefinedBehaviorSanitizer.
@@ -14,6 +15,9 @@ step() { printf '\n=== %s (%ds)\n' "$*" "$SECONDS"; }
 
 step "install dependencies"
 bash contrib/setup/install-deps.sh
+
+step "style: formatted as .clang-format says, no banned function"
+bash contrib/setup/style.sh
 
 step "build (warnings are errors)"
 bash contrib/setup/build.sh

@@ -8,7 +8,7 @@ set -euo pipefail
 
 PACKAGES=(
 	# build
-	autoconf automake libtool pkg-config make gcc libc6-dev clang libclang-rt-14-dev
+	autoconf automake libtool pkg-config make gcc libc6-dev clang clang-format libclang-rt-14-dev
 	# libraries
 	libslurm-dev libzmq3-dev libcurl4-openssl-dev libssl-dev libjansson-dev libxxhash-dev
 	# tests: a real Slurm cluster, cmocka, curl as an S3 client, PyTorch (CPU)

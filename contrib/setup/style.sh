@@ -1,9 +1,9 @@
 #!/bin/bash
-# The code's style, checked (contrib/setup/check.sh runs it first): every
-# tracked C file is as the repository's .clang-format writes it, and no C
-# file calls a function the project bans (unbounded copies and formatting,
-# strtok's hidden state, ato*'s silent failures: doc/STYLE in STYLE.md's
-# terms, "bounded and checked"). Run it from a git checkout; prints each
+# The code's style, checked (contrib/setup/check.sh runs it before the
+# build): every tracked C file is as the repository's .clang-format writes
+# it, and no C file calls a function the project bans: unbounded copies and
+# formatting (strcpy, strcat, sprintf, ...), strtok's hidden state, and
+# ato*'s silent failures. Run it from a git checkout; it prints each
 # offence and exits 1 when there is one.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)

@@ -2,14 +2,14 @@
  * libdptrain: sharded checkpoints (doc/checkpoint-format.md).
  *
  * Every rank registers the tensors of the training state (host memory, or
- * CUDA device memory when libdptrain is built with CUDA), then saves asynchronously and waits for the commit, or loads the newest
- * committed step on any world size:
+ * CUDA device memory when libdptrain is built with CUDA), then saves
+ * asynchronously and waits for the commit, or loads the newest committed step
+ * on any world size:
  *
  *   struct dpt_ckpt *ck;
- *   dpt_ckpt_new(&ck, ctx, NULL);               // $DPTRAIN_CKPT_URI, $DPTRAIN_RUN
- *   dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){...});
- *   if (dpt_ckpt_load(ck, DPT_CKPT_LATEST, &info) == 0) step = info.step;
- *   for (;;) {
+ *   dpt_ckpt_new(&ck, ctx, NULL);               // $DPTRAIN_CKPT_URI,
+ * $DPTRAIN_RUN dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){...}); if
+ * (dpt_ckpt_load(ck, DPT_CKPT_LATEST, &info) == 0) step = info.step; for (;;) {
  *       train_step();
  *       if (step % 1000 == 0) {
  *           dpt_ckpt_wait(ck);                  // commits the previous save
@@ -135,8 +135,8 @@ struct dpt_ckpt_tensor {
 	const char *name; /* unique; copied */
 	enum dpt_dtype dtype;
 	enum dpt_ckpt_kind kind;
-	int ndim; /* 0 (a scalar) to DPT_CKPT_MAX_DIMS */
-	const uint64_t *shape;	/* the global shape, NDIM extents; copied */
+	int ndim;	       /* 0 (a scalar) to DPT_CKPT_MAX_DIMS */
+	const uint64_t *shape; /* the global shape, NDIM extents; copied */
 	/* The box this rank holds: OFFSET[d] .. OFFSET[d] + COUNT[d] of the
 	 * global tensor, stored row-major (C order) at DATA. NULL for both:
 	 * the whole tensor (required for DPT_CKPT_REPLICATED). A sharded
@@ -216,11 +216,12 @@ struct dpt_ckpt_meta {
  * (and returns its error, if it failed, without starting this one);
  * DPT_CKPT_BUSY_REFUSE returns DPT_EBUSY. Returns 0, DPT_EINVAL (nothing
  * registered), or DPT_ENOMEM / DPT_ESYS / DPT_ECUDA (no memory for the
- * snapshot, no thread, a failed device copy): the save then stays pending as failed, so that this rank
- * still meets the others in the commit: call dpt_ckpt_wait on every rank
- * as usual, it returns the error and nothing is committed. That a step
- * is already committed (a committed step is never overwritten) is found
- * by the background thread and returned by dpt_ckpt_wait as DPT_EEXIST.
+ * snapshot, no thread, a failed device copy): the save then stays pending as
+ * failed, so that this rank still meets the others in the commit: call
+ * dpt_ckpt_wait on every rank as usual, it returns the error and nothing is
+ * committed. That a step is already committed (a committed step is never
+ * overwritten) is found by the background thread and returned by dpt_ckpt_wait
+ * as DPT_EEXIST.
  */
 DPT_EXPORT int dpt_ckpt_save_sized(struct dpt_ckpt *ck,
 				   const struct dpt_ckpt_meta *meta,
@@ -261,7 +262,8 @@ DPT_EXPORT int dpt_ckpt_wait(struct dpt_ckpt *ck);
  *   requeued and resumes from this step).
  * *SAVED (SAVED may be NULL) is 1 when this call saved META->step: a
  * program that ends its training at this step then only calls
- * dpt_ckpt_wait, not dpt_ckpt_save again. Every rank gets the same answers, so all save the same steps.
+ * dpt_ckpt_wait, not dpt_ckpt_save again. Every rank gets the same answers, so
+ * all save the same steps.
  *
  * --dp-ckpt-every=auto ($DPTRAIN_CKPT_EVERY=auto): rank 0 asks for the
  * save in its vote once sqrt(2 C M) seconds have passed since its last
@@ -300,17 +302,16 @@ DPT__SIZED(int, dpt_ckpt_step,
  * state dicts): one vote through the coordinator, then the commit of the
  * save in flight when every rank's shard is written, then *DUE (0 or
  * DPT_CKPT_DUE_* bits) says whether this step must be saved (a periodic
- * checkpoint, as in dpt_ckpt_step, auto included; --dp-ckpt-every=Nsteps when STEP is a multiple of N, the
- * stop) and whether the program must stop after that save has been
- * waited for. Every rank gets the same *DUE. A save in flight is
- * committed when every writer is done, or now when a save is due
+ * checkpoint, as in dpt_ckpt_step, auto included; --dp-ckpt-every=Nsteps when
+ * STEP is a multiple of N, the stop) and whether the program must stop after
+ * that save has been waited for. Every rank gets the same *DUE. A save in
+ * flight is committed when every writer is done, or now when a save is due
  * (DPT_CKPT_BUSY_WAIT); one that failed is given up by every rank with
  * rank 0's warning, as in dpt_ckpt_step, and is not an error. Returns 0,
  * DPT_EINVAL, or the error of a collective (the vote, the commit's:
  * DPT_EPEERLOST, ...).
  */
-DPT_EXPORT int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step,
-			     unsigned *due);
+DPT_EXPORT int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due);
 
 /* One tensor of a committed step (dpt_ckpt_inspect). An element of an
  * array: its layout is fixed, unlike the other structs' (<dptrain/
@@ -378,18 +379,18 @@ struct dpt_ckpt_info {
  * every failing rank found damaged (a checksum or manifest mismatch, not
  * an I/O error or a missing shard): they stop counting as committed, so
  * that saves of their step numbers commit again
- * (doc/checkpoint-format.md, "Damaged steps"). Device tensors are filled by copies from pinned staging buffers
- * that are complete when it returns; no work on the device may use them
- * meanwhile. INFO may be NULL. A run without any committed step (its first
- * start, or a mistyped path or run name) is said once by rank 0 at the
- * default log level, "no checkpoint at 'URI': starting run 'RUN' from step
- * 0" (dpt_ckpt_inspect says it too). Returns 0, DPT_ENOENT (no committed step, at
- * or below STEP), DPT_EAUTH (the storage refused the credentials, for the
- * listing or a read: logged with the storage's answer and what to fix;
- * older steps are not tried), DPT_EMISMATCH (a registered tensor is not in the step,
- * or with another dtype or shape: logged with both; older steps are not
- * tried, a mismatch is not damage), or the error of the newest step tried
- * when none was usable (DPT_ECORRUPT, DPT_ECUDA: a copy to a device
+ * (doc/checkpoint-format.md, "Damaged steps"). Device tensors are filled by
+ * copies from pinned staging buffers that are complete when it returns; no work
+ * on the device may use them meanwhile. INFO may be NULL. A run without any
+ * committed step (its first start, or a mistyped path or run name) is said once
+ * by rank 0 at the default log level, "no checkpoint at 'URI': starting run
+ * 'RUN' from step 0" (dpt_ckpt_inspect says it too). Returns 0, DPT_ENOENT (no
+ * committed step, at or below STEP), DPT_EAUTH (the storage refused the
+ * credentials, for the listing or a read: logged with the storage's answer and
+ * what to fix; older steps are not tried), DPT_EMISMATCH (a registered tensor
+ * is not in the step, or with another dtype or shape: logged with both; older
+ * steps are not tried, a mismatch is not damage), or the error of the newest
+ * step tried when none was usable (DPT_ECORRUPT, DPT_ECUDA: a copy to a device
  * tensor failed),
  * DPT_EBUSY (a save is in flight: dpt_ckpt_wait first) or a collective's
  * error. On error the tensors may hold parts of any step tried.

@@ -268,8 +268,8 @@ DPT_EXPORT void dpt_request_stop(struct dpt_ctx *ctx);
  * that the backend cannot perform (above). The generation goes on after
  * DPT_EINVAL and DPT_ENOTSUP: nothing was sent.
  */
-DPT_EXPORT int dpt_allreduce(struct dpt_ctx *ctx, const void *send,
-			     void *recv, size_t count, enum dpt_dtype dtype,
+DPT_EXPORT int dpt_allreduce(struct dpt_ctx *ctx, const void *send, void *recv,
+			     size_t count, enum dpt_dtype dtype,
 			     enum dpt_op op);
 
 /*
@@ -286,8 +286,8 @@ DPT_EXPORT int dpt_broadcast(struct dpt_ctx *ctx, void *buf, size_t count,
  * rank * COUNT. In place when SEND points
  * at RECV + rank * COUNT elements. Returns as dpt_allreduce.
  */
-DPT_EXPORT int dpt_allgather(struct dpt_ctx *ctx, const void *send,
-			     void *recv, size_t count, enum dpt_dtype dtype);
+DPT_EXPORT int dpt_allgather(struct dpt_ctx *ctx, const void *send, void *recv,
+			     size_t count, enum dpt_dtype dtype);
 
 /*
  * dpt_rejoin - leave the current generation and join the next one, after

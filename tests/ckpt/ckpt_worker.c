@@ -14,8 +14,8 @@
  * --block BYTES (checksum block), --keep-last K, --keep-every N,
  * --reregister (clear the registrations and register again),
  * --hang-rank R (rank R saves the last step, prints "saving STEP" and
- * sleeps instead of waiting: the test kills it), --refuse (busy policy REFUSE, and a
- * second save without wait must be refused), --device (every tensor in
+ * sleeps instead of waiting: the test kills it), --refuse (busy policy REFUSE,
+ * and a second save without wait must be refused), --device (every tensor in
  * CUDA device memory, on device SLURM_LOCALID modulo the device count),
  * --device-some (every other tensor), --lie-device (host memory
  * registered as device memory: the library must refuse it), --foreign
@@ -92,11 +92,12 @@ static int sync_device(bool to_dev)
 #ifdef HAVE_CUDA
 	for (int i = 0; i < ntensors; i++) {
 		struct tensor *t = &state[i];
-		if (t->dev && cuda_check(cudaMemcpy(to_dev ? t->dev : t->data,
-						    to_dev ? t->data : t->dev, t->bytes,
-						    to_dev ? cudaMemcpyHostToDevice
-							   : cudaMemcpyDeviceToHost),
-					 "cudaMemcpy"))
+		if (t->dev &&
+		    cuda_check(cudaMemcpy(to_dev ? t->dev : t->data,
+					  to_dev ? t->data : t->dev, t->bytes,
+					  to_dev ? cudaMemcpyHostToDevice
+						 : cudaMemcpyDeviceToHost),
+			       "cudaMemcpy"))
 			return -1;
 	}
 #else
@@ -112,7 +113,8 @@ static int cuda_probe(void)
 	cudaError_t e = cudaGetDeviceCount(&n);
 
 	if (e != cudaSuccess)
-		printf("cuda=built devices=0 error=%s\n", cudaGetErrorString(e));
+		printf("cuda=built devices=0 error=%s\n",
+		       cudaGetErrorString(e));
 	else
 		printf("cuda=built devices=%d\n", n);
 #else
@@ -137,35 +139,51 @@ static void add(const char *name, enum dpt_dtype dt, enum dpt_ckpt_kind kind,
 
 static void define_state(uint64_t s)
 {
-	add("emb", DPT_FLOAT32, DPT_CKPT_REPLICATED, 2, (uint64_t[]){37 * s, 16}, 0);
-	add("w.f64", DPT_FLOAT64, DPT_CKPT_REPLICATED, 3, (uint64_t[]){5, 3, 7}, 0);
-	add("w.bf16", DPT_BFLOAT16, DPT_CKPT_REPLICATED, 1, (uint64_t[]){1000 * s}, 0);
-	add("w.f16", DPT_FLOAT16, DPT_CKPT_REPLICATED, 2, (uint64_t[]){9, 33}, 0);
+	add("emb", DPT_FLOAT32, DPT_CKPT_REPLICATED, 2,
+	    (uint64_t[]){37 * s, 16}, 0);
+	add("w.f64", DPT_FLOAT64, DPT_CKPT_REPLICATED, 3, (uint64_t[]){5, 3, 7},
+	    0);
+	add("w.bf16", DPT_BFLOAT16, DPT_CKPT_REPLICATED, 1,
+	    (uint64_t[]){1000 * s}, 0);
+	add("w.f16", DPT_FLOAT16, DPT_CKPT_REPLICATED, 2, (uint64_t[]){9, 33},
+	    0);
 	add("step_count", DPT_INT64, DPT_CKPT_REPLICATED, 0, NULL, 0);
 	add("ids", DPT_INT32, DPT_CKPT_SHARDED, 2, (uint64_t[]){101 * s, 3}, 0);
-	add("adam.m", DPT_FLOAT32, DPT_CKPT_SHARDED, 1, (uint64_t[]){4099 * s}, 0);
-	add("adam.v", DPT_FLOAT64, DPT_CKPT_SHARDED, 1, (uint64_t[]){2053 * s}, 0);
-	add("mask", DPT_UINT8, DPT_CKPT_SHARDED, 3, (uint64_t[]){6, 50 * s, 4}, 1);
-	add("bf.shard", DPT_BFLOAT16, DPT_CKPT_SHARDED, 2, (uint64_t[]){3, 777 * s}, 1);
-	add("f16.shard", DPT_FLOAT16, DPT_CKPT_SHARDED, 1, (uint64_t[]){501 * s}, 0);
-	add("i64.shard", DPT_INT64, DPT_CKPT_SHARDED, 1, (uint64_t[]){257 * s}, 0);
+	add("adam.m", DPT_FLOAT32, DPT_CKPT_SHARDED, 1, (uint64_t[]){4099 * s},
+	    0);
+	add("adam.v", DPT_FLOAT64, DPT_CKPT_SHARDED, 1, (uint64_t[]){2053 * s},
+	    0);
+	add("mask", DPT_UINT8, DPT_CKPT_SHARDED, 3, (uint64_t[]){6, 50 * s, 4},
+	    1);
+	add("bf.shard", DPT_BFLOAT16, DPT_CKPT_SHARDED, 2,
+	    (uint64_t[]){3, 777 * s}, 1);
+	add("f16.shard", DPT_FLOAT16, DPT_CKPT_SHARDED, 1,
+	    (uint64_t[]){501 * s}, 0);
+	add("i64.shard", DPT_INT64, DPT_CKPT_SHARDED, 1, (uint64_t[]){257 * s},
+	    0);
 	/* The dtypes PyTorch state dicts add (7 to 14), replicated and
 	 * sharded, a scalar among them. */
-	add("x.bool", DPT_BOOL, DPT_CKPT_REPLICATED, 2, (uint64_t[]){13 * s, 5}, 0);
+	add("x.bool", DPT_BOOL, DPT_CKPT_REPLICATED, 2, (uint64_t[]){13 * s, 5},
+	    0);
 	add("x.i8", DPT_INT8, DPT_CKPT_SHARDED, 1, (uint64_t[]){333 * s}, 0);
-	add("x.i16", DPT_INT16, DPT_CKPT_REPLICATED, 1, (uint64_t[]){211 * s}, 0);
-	add("x.u16", DPT_UINT16, DPT_CKPT_SHARDED, 2, (uint64_t[]){4, 97 * s}, 1);
+	add("x.i16", DPT_INT16, DPT_CKPT_REPLICATED, 1, (uint64_t[]){211 * s},
+	    0);
+	add("x.u16", DPT_UINT16, DPT_CKPT_SHARDED, 2, (uint64_t[]){4, 97 * s},
+	    1);
 	add("x.u32", DPT_UINT32, DPT_CKPT_REPLICATED, 0, NULL, 0);
 	add("x.u64", DPT_UINT64, DPT_CKPT_SHARDED, 1, (uint64_t[]){129 * s}, 0);
-	add("x.c64", DPT_COMPLEX64, DPT_CKPT_REPLICATED, 2, (uint64_t[]){7, 19 * s}, 0);
-	add("x.c128", DPT_COMPLEX128, DPT_CKPT_SHARDED, 2, (uint64_t[]){61 * s, 3}, 0);
+	add("x.c64", DPT_COMPLEX64, DPT_CKPT_REPLICATED, 2,
+	    (uint64_t[]){7, 19 * s}, 0);
+	add("x.c128", DPT_COMPLEX128, DPT_CKPT_SHARDED, 2,
+	    (uint64_t[]){61 * s, 3}, 0);
 }
 
 /* The bytes of element I (global row-major index) of T at STEP. */
 static void value(const struct tensor *t, uint64_t i, uint64_t step,
 		  unsigned char *out)
 {
-	uint64_t seed = XXH3_64bits(t->name, strlen(t->name)) ^ (step * 0x9e3779b97f4a7c15ull);
+	uint64_t seed = XXH3_64bits(t->name, strlen(t->name)) ^
+			(step * 0x9e3779b97f4a7c15ull);
 	uint64_t h[2] = {XXH3_64bits_withSeed(&i, sizeof(i), seed),
 			 XXH3_64bits_withSeed(&i, sizeof(i), ~seed)};
 
@@ -175,8 +193,8 @@ static void value(const struct tensor *t, uint64_t i, uint64_t step,
 }
 
 /* Calls FN for each element of T's local box: global index, local index. */
-static bool each(const struct tensor *t, bool (*fn)(const struct tensor *, uint64_t,
-						    uint64_t, void *),
+static bool each(const struct tensor *t,
+		 bool (*fn)(const struct tensor *, uint64_t, uint64_t, void *),
 		 void *ctx)
 {
 	uint64_t idx[4] = {0}, n = 1;
@@ -197,13 +215,16 @@ static bool each(const struct tensor *t, bool (*fn)(const struct tensor *, uint6
 	return true;
 }
 
-static bool fill_one(const struct tensor *t, uint64_t g, uint64_t local, void *ctx)
+static bool fill_one(const struct tensor *t, uint64_t g, uint64_t local,
+		     void *ctx)
 {
-	value(t, g, *(uint64_t *)ctx, t->data + local * dpt_dtype_size(t->dtype));
+	value(t, g, *(uint64_t *)ctx,
+	      t->data + local * dpt_dtype_size(t->dtype));
 	return true;
 }
 
-static bool check_one(const struct tensor *t, uint64_t g, uint64_t local, void *ctx)
+static bool check_one(const struct tensor *t, uint64_t g, uint64_t local,
+		      void *ctx)
 {
 	size_t esz = dpt_dtype_size(t->dtype);
 	unsigned char want[16];
@@ -232,7 +253,8 @@ static int setup(struct dpt_ckpt *ck, int rank, int world)
 			int d = t->split_dim;
 			uint64_t e = t->shape[d];
 			t->off[d] = e * (uint64_t)rank / (uint64_t)world;
-			t->cnt[d] = e * (uint64_t)(rank + 1) / (uint64_t)world - t->off[d];
+			t->cnt[d] = e * (uint64_t)(rank + 1) / (uint64_t)world -
+				    t->off[d];
 		}
 		for (int d = 0; d < t->ndim; d++)
 			n *= t->cnt[d];
@@ -244,13 +266,21 @@ static int setup(struct dpt_ckpt *ck, int rank, int world)
 		    cuda_check(cudaMalloc(&t->dev, t->bytes + 1), "cudaMalloc"))
 			return DPT_ECUDA;
 #endif
-		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
-			.name = t->name, .dtype = t->dtype, .kind = t->kind,
-			.ndim = t->ndim, .shape = t->shape,
-			.offset = t->kind == DPT_CKPT_SHARDED ? t->off : NULL,
-			.count = t->kind == DPT_CKPT_SHARDED ? t->cnt : NULL,
-			.data = t->dev ? t->dev : t->data,
-			.memory = on_device(i) ? DPT_CKPT_DEVICE : DPT_CKPT_HOST});
+		rc = dpt_ckpt_register(
+			ck,
+			&(struct dpt_ckpt_tensor){
+				.name = t->name,
+				.dtype = t->dtype,
+				.kind = t->kind,
+				.ndim = t->ndim,
+				.shape = t->shape,
+				.offset = t->kind == DPT_CKPT_SHARDED ? t->off
+								      : NULL,
+				.count = t->kind == DPT_CKPT_SHARDED ? t->cnt
+								     : NULL,
+				.data = t->dev ? t->dev : t->data,
+				.memory = on_device(i) ? DPT_CKPT_DEVICE
+						       : DPT_CKPT_HOST});
 		if (rc)
 			return rc;
 	}
@@ -275,7 +305,8 @@ static int keep_foreign(struct dpt_ckpt *ck)
 		if (held)
 			state[kept++] = state[i];
 		else
-			printf("skipped %s: not in step %" PRIu64 "\n", state[i].name, c.step);
+			printf("skipped %s: not in step %" PRIu64 "\n",
+			       state[i].name, c.step);
 	}
 	ntensors = kept;
 	return 0;
@@ -332,12 +363,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--keep-every") && i + 1 < argc)
 			opts.keep_every = strtoull(argv[++i], NULL, 10);
 		else {
-			fprintf(stderr, "ckpt_worker: unknown option '%s'\n", argv[i]);
+			fprintf(stderr, "ckpt_worker: unknown option '%s'\n",
+				argv[i]);
 			return 2;
 		}
 	}
 	if (argc - i < 2) {
-		fprintf(stderr, "usage: ckpt_worker [options] save|load URI [STEP...]\n");
+		fprintf(stderr, "usage: ckpt_worker [options] save|load URI "
+				"[STEP...]\n");
 		return 2;
 	}
 	mode = argv[i];
@@ -358,9 +391,13 @@ int main(int argc, char **argv)
 		const char *local = getenv("SLURM_LOCALID");
 		int ndev = 0;
 
-		if (cuda_check(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount") ||
-		    cuda_check(cudaSetDevice(local ? (int)strtol(local, NULL, 10) % ndev : 0),
-			       "cudaSetDevice")) {
+		if (cuda_check(cudaGetDeviceCount(&ndev),
+			       "cudaGetDeviceCount") ||
+		    cuda_check(
+			    cudaSetDevice(local ? (int)strtol(local, NULL, 10) %
+							  ndev
+						: 0),
+			    "cudaSetDevice")) {
 			status = 1;
 			goto out;
 		}
@@ -401,21 +438,29 @@ int main(int argc, char **argv)
 				status = 1;
 				goto out;
 			}
-			snprintf(user, sizeof(user), "user-blob-%" PRIu64, step);
-			rc = dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){
-				.step = step, .sample_cursor = step * 1000 + 17,
-				.rng = rng, .rng_len = sizeof(rng),
-				.user = user, .user_len = strlen(user)});
+			snprintf(user, sizeof(user), "user-blob-%" PRIu64,
+				 step);
+			rc = dpt_ckpt_save(
+				ck, &(struct dpt_ckpt_meta){
+					    .step = step,
+					    .sample_cursor = step * 1000 + 17,
+					    .rng = rng,
+					    .rng_len = sizeof(rng),
+					    .user = user,
+					    .user_len = strlen(user)});
 			if (rc) {
 				status = fail("save", rc);
 				goto out;
 			}
 			if (refuse) {
-				rc = dpt_ckpt_save(ck, &(struct dpt_ckpt_meta){.step = step + 1});
+				rc = dpt_ckpt_save(ck,
+						   &(struct dpt_ckpt_meta){
+							   .step = step + 1});
 				printf("second save: %s\n", dpt_err_name(rc));
 			}
 			if (hang_rank == rank && k == argc - 1) {
-				printf("saving %" PRIu64 " rank=%d\n", step, rank);
+				printf("saving %" PRIu64 " rank=%d\n", step,
+				       rank);
 				sleep(600);
 			}
 			rc = dpt_ckpt_wait(ck);
@@ -450,7 +495,8 @@ int main(int argc, char **argv)
 		for (int t = 0; t < ntensors; t++)
 			good = each(&state[t], check_one, &info.step) && good;
 		if (!foreign &&
-		    (info.rng_len != 32 || ((const uint64_t *)info.rng)[0] != info.step)) {
+		    (info.rng_len != 32 ||
+		     ((const uint64_t *)info.rng)[0] != info.step)) {
 			printf("FAIL check: rng blob\n");
 			good = false;
 		}
@@ -463,9 +509,9 @@ int main(int argc, char **argv)
 		printf("loaded step=%" PRIu64 " written_by=%u rank=%d world=%d "
 		       "cursor=%" PRIu64 " user=%.*s needed=%" PRIu64
 		       " read=%" PRIu64 " ok\n",
-		       info.step, info.world_size, rank, world, info.sample_cursor,
-		       foreign ? 0 : (int)info.user_len, (const char *)info.user,
-		       st.bytes_needed, st.bytes_read);
+		       info.step, info.world_size, rank, world,
+		       info.sample_cursor, foreign ? 0 : (int)info.user_len,
+		       (const char *)info.user, st.bytes_needed, st.bytes_read);
 	} else {
 		fprintf(stderr, "ckpt_worker: unknown mode '%s'\n", mode);
 		status = 2;

@@ -67,7 +67,8 @@ static void on_stop_signal(int sig)
 /* One step of "training": every element mixes in the step number. */
 static int64_t mix(int64_t x, uint64_t step, uint64_t i)
 {
-	return (int64_t)((uint64_t)x * 6364136223846793005u + step * 1442695040888963407u + i);
+	return (int64_t)((uint64_t)x * 6364136223846793005u +
+			 step * 1442695040888963407u + i);
 }
 
 static void train_step(uint64_t step)
@@ -143,7 +144,8 @@ int main(int argc, char **argv)
 			stop_without_save = 1;
 			i--;
 		} else if (i + 1 >= argc) {
-			fprintf(stderr, "train_loop: %s needs a value\n", argv[i]);
+			fprintf(stderr, "train_loop: %s needs a value\n",
+				argv[i]);
 			return 2;
 		} else if (!strcmp(argv[i], "--steps"))
 			steps = strtoull(argv[i + 1], NULL, 10);
@@ -156,7 +158,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--extra-mib"))
 			extra = strtoull(argv[i + 1], NULL, 10) << 20;
 		else {
-			fprintf(stderr, "train_loop: unknown option '%s'\n", argv[i]);
+			fprintf(stderr, "train_loop: unknown option '%s'\n",
+				argv[i]);
 			return 2;
 		}
 	}
@@ -181,27 +184,39 @@ int main(int argc, char **argv)
 	rc = dpt_ckpt_new(&ck, ctx, &co);
 	if (!rc)
 		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
-			.name = "rep", .dtype = DPT_INT64,
-			.kind = DPT_CKPT_REPLICATED, .ndim = 1,
-			.shape = (uint64_t[]){NREP}, .data = rep});
+						   .name = "rep",
+						   .dtype = DPT_INT64,
+						   .kind = DPT_CKPT_REPLICATED,
+						   .ndim = 1,
+						   .shape = (uint64_t[]){NREP},
+						   .data = rep});
 	if (!rc)
-		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
-			.name = "rows", .dtype = DPT_INT64,
-			.kind = DPT_CKPT_SHARDED, .ndim = 2,
-			.shape = (uint64_t[]){ROWS, COLS},
-			.offset = (uint64_t[]){row0, 0},
-			.count = (uint64_t[]){nrows, COLS}, .data = rows});
+		rc = dpt_ckpt_register(
+			ck, &(struct dpt_ckpt_tensor){
+				    .name = "rows",
+				    .dtype = DPT_INT64,
+				    .kind = DPT_CKPT_SHARDED,
+				    .ndim = 2,
+				    .shape = (uint64_t[]){ROWS, COLS},
+				    .offset = (uint64_t[]){row0, 0},
+				    .count = (uint64_t[]){nrows, COLS},
+				    .data = rows});
 	if (!rc && extra) {
 		ballast = malloc(extra);
 		if (!ballast)
 			return fail("ballast", DPT_ENOMEM);
 		memset(ballast, 0x5a, extra);
-		rc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
-			.name = "ballast", .dtype = DPT_UINT8,
-			.kind = DPT_CKPT_SHARDED, .ndim = 1,
-			.shape = (uint64_t[]){extra * (uint64_t)world},
-			.offset = (uint64_t[]){extra * (uint64_t)rank},
-			.count = (uint64_t[]){extra}, .data = ballast});
+		rc = dpt_ckpt_register(
+			ck,
+			&(struct dpt_ckpt_tensor){
+				.name = "ballast",
+				.dtype = DPT_UINT8,
+				.kind = DPT_CKPT_SHARDED,
+				.ndim = 1,
+				.shape = (uint64_t[]){extra * (uint64_t)world},
+				.offset = (uint64_t[]){extra * (uint64_t)rank},
+				.count = (uint64_t[]){extra},
+				.data = ballast});
 	}
 	if (rc)
 		return fail("register", rc);
@@ -215,7 +230,8 @@ int main(int argc, char **argv)
 		step = saved = info.step;
 		if (!state_is(step))
 			return fail("resume", DPT_ECORRUPT);
-		printf("resumed step=%" PRIu64 " rank=%d world=%d restart=%s exact\n",
+		printf("resumed step=%" PRIu64
+		       " rank=%d world=%d restart=%s exact\n",
 		       step, rank, world, restarts ? restarts : "0");
 	}
 	if (fail_after_load) {
@@ -231,13 +247,15 @@ int main(int argc, char **argv)
 		if (autosave) {
 			int now_saved;
 
-			rc = dpt_ckpt_step(ck, &(struct dpt_ckpt_meta){.step = step},
-					   &stop, &now_saved);
+			rc = dpt_ckpt_step(
+				ck, &(struct dpt_ckpt_meta){.step = step},
+				&stop, &now_saved);
 			if (rc)
 				return fail("dpt_ckpt_step", rc);
 			if (now_saved) {
 				saved = step;
-				printf("saved step=%" PRIu64 " rank=%d\n", step, rank);
+				printf("saved step=%" PRIu64 " rank=%d\n", step,
+				       rank);
 			}
 			if (stop)
 				break;
@@ -256,7 +274,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (stop && stop_without_save) {
-		printf("stopped step=%" PRIu64 " rank=%d unsaved\n", step, rank);
+		printf("stopped step=%" PRIu64 " rank=%d unsaved\n", step,
+		       rank);
 		dpt_ckpt_destroy(&ck);
 		stop_ctx = NULL;
 		rc = dpt_finalize(&ctx);

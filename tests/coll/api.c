@@ -190,7 +190,8 @@ static void ref_init(struct ref *f, enum dpt_dtype t, int world)
 		f->sum[v] = bits_of(t, s);
 		/* The average: the exact sum divided by the world size in
 		 * the accumulation type, rounded once to T. */
-		f->avg[v] = t == DPT_FLOAT64
+		f->avg[v] =
+			t == DPT_FLOAT64
 				? bits_of(t, s / world)
 				: bits_of(t, (double)((float)s / (float)world));
 	}
@@ -453,9 +454,9 @@ static void check_bool(struct run *w)
 	printf("check refuse-bool-avg %s\n",
 	       rc == DPT_EINVAL ? "ok" : dpt_err_name(rc));
 	for (size_t i = 0; i < N; i++)
-		in[i] = i % (size_t)(w->world + 1) == (size_t)w->rank ?
-				(i % 2 ? 2 : 0xff) :
-				0;
+		in[i] = i % (size_t)(w->world + 1) == (size_t)w->rank
+				? (i % 2 ? 2 : 0xff)
+				: 0;
 	memset(out, GARBAGE, N);
 	rc = dpt_allreduce(w->ctx, in, out, N, DPT_BOOL, DPT_SUM);
 	if (rc)

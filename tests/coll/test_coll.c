@@ -54,26 +54,26 @@ struct config {
 };
 
 static const struct config configs[] = {
-    {2, {0, 0}, 1, LARGE},	 /* shared memory */
-    {2, {0, 1}, 0, LARGE},	 /* TCP */
-    {3, {5, 5, 9}, 0, LARGE},	 /* mixed, node ids are labels */
-    {4, {0, 1, 0, 1}, 1, LARGE}, /* mixed, nodes interleaved */
-    {4, {0, 0, 0, 0}, 0, LARGE}, /* more ranks than CPUs */
-    /* Uneven nodes, a lone rank; 8 ranks on 2 CPUs: modest sizes. */
-    {8, {0, 0, 0, 1, 1, 2, 2, 3}, 0, 100003},
+	{2, {0, 0}, 1, LARGE},	     /* shared memory */
+	{2, {0, 1}, 0, LARGE},	     /* TCP */
+	{3, {5, 5, 9}, 0, LARGE},    /* mixed, node ids are labels */
+	{4, {0, 1, 0, 1}, 1, LARGE}, /* mixed, nodes interleaved */
+	{4, {0, 0, 0, 0}, 0, LARGE}, /* more ranks than CPUs */
+	/* Uneven nodes, a lone rank; 8 ranks on 2 CPUs: modest sizes. */
+	{8, {0, 0, 0, 1, 1, 2, 2, 3}, 0, 100003},
 };
 
 static const enum dpt_dtype dtypes[] = {
-    DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16, DPT_FLOAT16,   DPT_INT32,
-    DPT_INT64,	 DPT_UINT8,   DPT_BOOL,	    DPT_INT8,	   DPT_INT16,
-    DPT_UINT16,	 DPT_UINT32,  DPT_UINT64,   DPT_COMPLEX64, DPT_COMPLEX128};
+	DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16, DPT_FLOAT16,   DPT_INT32,
+	DPT_INT64,   DPT_UINT8,	  DPT_BOOL,	DPT_INT8,      DPT_INT16,
+	DPT_UINT16,  DPT_UINT32,  DPT_UINT64,	DPT_COMPLEX64, DPT_COMPLEX128};
 
 static const char *dtype_name(enum dpt_dtype dt)
 {
 	static const char *const names[] = {
-	    "float32", "float64", "bfloat16", "float16",   "int32",
-	    "int64",   "uint8",	  "bool",     "int8",	   "int16",
-	    "uint16",  "uint32",  "uint64",   "complex64", "complex128"};
+		"float32", "float64", "bfloat16", "float16",   "int32",
+		"int64",   "uint8",   "bool",	  "int8",      "int16",
+		"uint16",  "uint32",  "uint64",	  "complex64", "complex128"};
 	return names[dt];
 }
 
@@ -96,7 +96,7 @@ struct ctx {
 };
 
 static void begin(struct ctx *x, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 static void begin(struct ctx *x, const char *fmt, ...)
 {
 	va_list ap;
@@ -114,7 +114,7 @@ static void begin(struct ctx *x, const char *fmt, ...)
 
 /* Record the first failure of the running check on this rank. */
 static void fail(struct ctx *x, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 static void fail(struct ctx *x, const char *fmt, ...)
 {
 	struct verdict *v = &x->t->v[x->check][x->rank];
@@ -163,11 +163,11 @@ static void store(enum dpt_dtype dt, void *out, const int64_t *v,
 			break;
 		case DPT_BFLOAT16:
 			((uint16_t *)out)[k] =
-			    dpt__bf16_from_float((float)v[k]);
+				dpt__bf16_from_float((float)v[k]);
 			break;
 		case DPT_FLOAT16:
 			((uint16_t *)out)[k] =
-			    dpt__fp16_from_float((float)v[k]);
+				dpt__fp16_from_float((float)v[k]);
 			break;
 		case DPT_INT32:
 			((int32_t *)out)[k] = (int32_t)v[k];
@@ -180,7 +180,8 @@ static void store(enum dpt_dtype dt, void *out, const int64_t *v,
 			((uint8_t *)out)[k] = b[k];
 			break;
 		case DPT_BOOL:
-			((uint8_t *)out)[k] = v[k] >= 3 ? (uint8_t)(b[k] | 1) : 0;
+			((uint8_t *)out)[k] =
+				v[k] >= 3 ? (uint8_t)(b[k] | 1) : 0;
 			break;
 		case DPT_INT16:
 		case DPT_UINT16:
@@ -300,25 +301,26 @@ static void expected(const struct expect *e, size_t i0, size_t n, void *out)
 		case DPT_UINT16:
 			/* The sum wraps first (negative inputs are large). */
 			((uint16_t *)out)[k] =
-			    (uint16_t)((uint16_t)s[k] / (unsigned)e->world);
+				(uint16_t)((uint16_t)s[k] / (unsigned)e->world);
 			break;
 		case DPT_UINT32:
 			((uint32_t *)out)[k] =
-			    (uint32_t)s[k] / (uint32_t)e->world;
+				(uint32_t)s[k] / (uint32_t)e->world;
 			break;
 		case DPT_UINT64:
 			((uint64_t *)out)[k] =
-			    (uint64_t)s[k] / (uint64_t)e->world;
+				(uint64_t)s[k] / (uint64_t)e->world;
 			break;
 		case DPT_COMPLEX64:
 			((float *)out)[2 * k] = f;
 			((float *)out)[2 * k + 1] =
-			    (float)(-2 * s[k]) / (float)e->world;
+				(float)(-2 * s[k]) / (float)e->world;
 			break;
 		case DPT_COMPLEX128:
-			((double *)out)[2 * k] = (double)s[k] / (double)e->world;
+			((double *)out)[2 * k] =
+				(double)s[k] / (double)e->world;
 			((double *)out)[2 * k + 1] =
-			    (double)(-2 * s[k]) / (double)e->world;
+				(double)(-2 * s[k]) / (double)e->world;
 			break;
 		case DPT_BOOL:
 			break;
@@ -400,8 +402,11 @@ static void allreduce_case(struct ctx *x, enum dpt_dtype dt, enum dpt_op op,
 			   size_t n, int in_place, int seed)
 {
 	struct expect in = {.dt = dt, .seed = seed, .rank = x->rank};
-	struct expect out = {
-	    .dt = dt, .seed = seed, .rank = -1, .op = op, .world = x->world};
+	struct expect out = {.dt = dt,
+			     .seed = seed,
+			     .rank = -1,
+			     .op = op,
+			     .world = x->world};
 	size_t bytes = n * dpt_dtype_size(dt);
 	void *send = x->a, *recv = in_place ? x->a : x->b;
 	char what[96];
@@ -580,8 +585,8 @@ static int rank_main(struct dpt__cpu_comm *c, int rank, void *arg)
 	alarm(120);
 	x.a = arena(a->cfg->big ? BIG : x.large * MAX_ES);
 	x.b = arena(a->cfg->big && BIG > x.large * MAX_ES * (size_t)x.world
-			? BIG
-			: x.large * MAX_ES * (size_t)x.world);
+			    ? BIG
+			    : x.large * MAX_ES * (size_t)x.world);
 	if (!x.a || !x.b)
 		return 1;
 	begin(&x, "connected, nothing left in /dev/shm");
@@ -648,8 +653,8 @@ int main(void)
 				if (t->v[i][r].state != 1)
 					printf("# rank %d: %s\n", r,
 					       t->v[i][r].state
-						   ? t->v[i][r].why
-						   : "did not run");
+						       ? t->v[i][r].why
+						       : "did not run");
 			failed |= bad;
 		}
 		for (int r = 0; r < cfg->world; r++)

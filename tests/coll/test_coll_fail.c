@@ -41,15 +41,21 @@ struct scenario {
 };
 
 static const struct scenario scenarios[] = {
-    {"SIGKILL, shared memory", KILL, 3, {0, 0, 0}, 2, 20000, 3.0},
-    {"SIGKILL, TCP", KILL, 3, {0, 1, 2}, 1, 20000, 3.0},
-    {"SIGKILL of a non-leader, mixed", KILL, 4, {0, 0, 1, 1}, 1, 20000, 3.0},
-    {"SIGKILL of a leader, mixed", KILL, 4, {0, 0, 1, 1}, 2, 20000, 3.0},
-    {"SIGSTOP, shared memory, timeout 1 s", STOP, 2, {0, 0}, 1, 1000, 3.0},
-    {"SIGSTOP, mixed, timeout 1 s", STOP, 3, {0, 0, 1}, 2, 1000, 3.0},
-    {"abort, blocked in shared memory", ABORT, 2, {0, 0}, 0, 20000, 1.0},
-    {"abort, blocked in TCP", ABORT, 2, {0, 1}, 0, 20000, 1.0},
-    {"abort, mixed", ABORT, 3, {0, 0, 1}, 0, 20000, 1.0},
+	{"SIGKILL, shared memory", KILL, 3, {0, 0, 0}, 2, 20000, 3.0},
+	{"SIGKILL, TCP", KILL, 3, {0, 1, 2}, 1, 20000, 3.0},
+	{"SIGKILL of a non-leader, mixed",
+	 KILL,
+	 4,
+	 {0, 0, 1, 1},
+	 1,
+	 20000,
+	 3.0},
+	{"SIGKILL of a leader, mixed", KILL, 4, {0, 0, 1, 1}, 2, 20000, 3.0},
+	{"SIGSTOP, shared memory, timeout 1 s", STOP, 2, {0, 0}, 1, 1000, 3.0},
+	{"SIGSTOP, mixed, timeout 1 s", STOP, 3, {0, 0, 1}, 2, 1000, 3.0},
+	{"abort, blocked in shared memory", ABORT, 2, {0, 0}, 0, 20000, 1.0},
+	{"abort, blocked in TCP", ABORT, 2, {0, 1}, 0, 20000, 1.0},
+	{"abort, mixed", ABORT, 3, {0, 0, 1}, 0, 20000, 1.0},
 };
 
 struct shared {
@@ -102,8 +108,8 @@ static int rank_main(struct dpt__cpu_comm *c, int rank, void *arg)
 		/* The victim blocks in an allreduce that the others enter
 		 * only after it has been aborted. */
 		if (rank == sc->victim) {
-			threaded =
-			    !pthread_create(&thread, NULL, abort_later, &ab);
+			threaded = !pthread_create(&thread, NULL, abort_later,
+						   &ab);
 		} else {
 			usleep(800000);
 		}
@@ -232,8 +238,8 @@ out:
 			printf("# rank %d: %s after %.3f s\n", r,
 			       dpt_err_name(sh->rc[r]),
 			       sh->left[r] - (sh->event > sh->entered[r]
-						  ? sh->event
-						  : sh->entered[r]));
+						      ? sh->event
+						      : sh->entered[r]));
 	fflush(stdout);
 	return why[0] != 0;
 }

@@ -135,8 +135,9 @@ static int check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 		return fail("allreduce", rc);
 	}
 	for (int i = 0; i < N; i++) {
-		double want = op == DPT_SUM ? (double)w * (w - 1) + w * (i % 2) :
-					      (double)(w - 1) + (i % 2), got;
+		double want = op == DPT_SUM ? (double)w * (w - 1) + w * (i % 2)
+					    : (double)(w - 1) + (i % 2),
+		       got;
 		switch (dt) {
 		case DPT_FLOAT32:
 			got = ((float *)buf)[i];
@@ -154,7 +155,8 @@ static int check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 			got = ((int32_t *)buf)[i];
 		}
 		if (got != want) {
-			printf("FAIL allreduce dtype %d op %d: element %d is %g, "
+			printf("FAIL allreduce dtype %d op %d: element %d is "
+			       "%g, "
 			       "want %g\n",
 			       dt, op, i, got, want);
 			free(buf);
@@ -271,8 +273,8 @@ static int cmd_loop(bool rejoin, bool barriers_only)
 	for (;;) {
 		for (int i = 0; i < 1024; i++)
 			grad[i] = 1.0f;
-		rc = barriers_only ? 0 :
-				     dpt_allreduce(ctx, grad, grad, 1024,
+		rc = barriers_only ? 0
+				   : dpt_allreduce(ctx, grad, grad, 1024,
 						   DPT_FLOAT32, DPT_SUM);
 		if (!rc)
 			rc = dpt_barrier(ctx);
@@ -451,10 +453,10 @@ static int cmd_hostile(const char *endpoint)
 	client_open(&c, endpoint, &k);
 	/* 2. A JOIN of another protocol version: refused with EVERSION. */
 	dpt__msg_init(&m, DPT_MSG_JOIN, 0);
-	m.u.join = (struct dpt__msg_join){.caps = DPT_CAP_CPU,
-					  .addr = {.host = "127.0.0.1",
-						   .port = 9},
-					  .task_id = DPT_WIRE_NO_TASK};
+	m.u.join =
+		(struct dpt__msg_join){.caps = DPT_CAP_CPU,
+				       .addr = {.host = "127.0.0.1", .port = 9},
+				       .task_id = DPT_WIRE_NO_TASK};
 	n = dpt__wire_encode(&m, buf, sizeof(buf));
 	buf[2] = 9;
 	zmq_send(c.sock, buf, (size_t)n, 0);
@@ -523,8 +525,8 @@ static int cmd_hostile(const char *endpoint)
 		}
 	}
 	client_close(&c);
-	printf(failures ? "hostile client: %d failures\n" :
-			  "hostile client done\n",
+	printf(failures ? "hostile client: %d failures\n"
+			: "hostile client done\n",
 	       failures);
 	return failures ? 1 : 0;
 }
@@ -620,7 +622,8 @@ static int cmd_nccl_id(const char *endpoint, const char *node_s,
 			   r.generation == done_gen) {
 			/* Another member's re-join ended the generation
 			 * whose ID we have: expected, we re-join too. */
-		} else if (r.type == DPT_MSG_ERROR || r.type == DPT_MSG_GEN_END) {
+		} else if (r.type == DPT_MSG_ERROR ||
+			   r.type == DPT_MSG_GEN_END) {
 			printf("FAIL %s gen=%u: %s\n",
 			       dpt__msg_type_name(r.type), r.generation,
 			       r.u.text.text);
@@ -645,7 +648,7 @@ static int cmd_report_exit(const char *endpoint, const char *task,
 	    dpt__parse_long(status, INT32_MIN, INT32_MAX, &s))
 		return fail("arguments", DPT_EINVAL);
 	rc = dpt__client_report_exit(endpoint, getenv("DPTRAIN_SECRET"),
-				    (uint32_t)t, (int32_t)s, 2000);
+				     (uint32_t)t, (int32_t)s, 2000);
 	if (rc)
 		return fail("report-exit", rc);
 	printf("reported t=%lld\n", wall_ns());
@@ -670,7 +673,8 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 6 && argc <= 8 && !strcmp(argv[1], "nccl-id"))
 		return cmd_nccl_id(argv[2], argv[3], argv[4], argv[5],
-				   argc >= 7 ? (int)strtol(argv[6], NULL, 10) : 1,
+				   argc >= 7 ? (int)strtol(argv[6], NULL, 10)
+					     : 1,
 				   argc == 8 && !strcmp(argv[7], "reuse"));
 	if (argc == 4 && !strcmp(argv[1], "garbage"))
 		return cmd_garbage(argv[2], argv[3]);

@@ -57,9 +57,9 @@ static int rank, world;
 
 /* Every dtype of dptrain.h, in its order (the index is the dtype). */
 static const char *const dtype_names[] = {
-    "float32", "float64", "bfloat16", "float16",   "int32",
-    "int64",   "uint8",	  "bool",     "int8",	   "int16",
-    "uint16",  "uint32",  "uint64",   "complex64", "complex128"};
+	"float32", "float64", "bfloat16", "float16",   "int32",
+	"int64",   "uint8",   "bool",	  "int8",      "int16",
+	"uint16",  "uint32",  "uint64",	  "complex64", "complex128"};
 #define NDTYPES (sizeof(dtype_names) / sizeof(dtype_names[0]))
 _Static_assert(NDTYPES == DPT_COMPLEX128 + 1, "a dtype without a name");
 
@@ -331,9 +331,9 @@ static int bufs_alloc(struct bufs *b, enum memory mem, size_t in_bytes,
 		return 0;
 	}
 	if (cudaMalloc((void **)&b->din, in_bytes ? in_bytes : 1) !=
-		cudaSuccess ||
+		    cudaSuccess ||
 	    cudaMalloc((void **)&b->dout, out_bytes ? out_bytes : 1) !=
-		cudaSuccess)
+		    cudaSuccess)
 		return -1;
 	return 0;
 }
@@ -401,12 +401,12 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 	uint32_t key = (uint32_t)(count * 131 + dt * 17 + op);
 	int refused = refusal(dt, op);
 	/* Refusals are checks of their own: "allreduce-avg-refused". */
-	const char *what =
-	    refused ? (op == DPT_AVG ? "allreduce-avg-refused"
-				     : "allreduce-sum-refused")
-	    : op == DPT_AVG
-		? (in_place ? "allreduce-avg-inplace" : "allreduce-avg")
-		: (in_place ? "allreduce-sum-inplace" : "allreduce-sum");
+	const char *what = refused ? (op == DPT_AVG ? "allreduce-avg-refused"
+						    : "allreduce-sum-refused")
+			   : op == DPT_AVG ? (in_place ? "allreduce-avg-inplace"
+						       : "allreduce-avg")
+					   : (in_place ? "allreduce-sum-inplace"
+						       : "allreduce-sum");
 	unsigned char *want = malloc(bytes ? bytes : 1);
 	unsigned char *got;
 	struct bufs b;
@@ -435,8 +435,8 @@ static void check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 	 * bufs_load's garbage out of place. */
 	if (refused)
 		memcpy(want, in_place ? b.in : b.out, bytes);
-	rc =
-	    dpt_allreduce(ctx, b.din, in_place ? b.din : b.dout, count, dt, op);
+	rc = dpt_allreduce(ctx, b.din, in_place ? b.din : b.dout, count, dt,
+			   op);
 	if (rc != refused) {
 		static char why[120];
 		snprintf(why, sizeof(why), "returned %s, want %s",
@@ -606,7 +606,7 @@ static void check_all(struct dpt_ctx *ctx)
 		int64_t v = rank + i, s;
 		int rc = dpt_allreduce(ctx, &v, &s, 1, DPT_INT64, DPT_SUM);
 		int64_t want =
-		    (int64_t)world * (world - 1) / 2 + (int64_t)world * i;
+			(int64_t)world * (world - 1) / 2 + (int64_t)world * i;
 		if (rc || s != want) {
 			report("allreduce-staged-loop", DPT_INT64, 1, HOST, rc,
 			       "wrong sum");

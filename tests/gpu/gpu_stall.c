@@ -93,8 +93,8 @@ int main(int argc, char **argv)
 	bytes = each * NTENSORS;
 
 	if (cuda_failed(
-		cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-		"cudaStreamCreate"))
+		    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+		    "cudaStreamCreate"))
 		goto out;
 	for (int i = 0; i < NTENSORS; i++) {
 		if (cuda_failed(cudaMalloc((void **)&dev[i], each),
@@ -115,20 +115,20 @@ int main(int argc, char **argv)
 	for (int i = 0; !drc && i < NTENSORS; i++) {
 		uint64_t shape[1] = {each / sizeof(float)};
 		snprintf(name[i], sizeof(name[i]), "t%02d", i);
-		drc = dpt_ckpt_register(
-		    ck, &(struct dpt_ckpt_tensor){.name = name[i],
-						  .dtype = DPT_FLOAT32,
-						  .kind = DPT_CKPT_REPLICATED,
-						  .ndim = 1,
-						  .shape = shape,
-						  .data = dev[i],
-						  .memory = DPT_CKPT_DEVICE});
+		drc = dpt_ckpt_register(ck, &(struct dpt_ckpt_tensor){
+						    .name = name[i],
+						    .dtype = DPT_FLOAT32,
+						    .kind = DPT_CKPT_REPLICATED,
+						    .ndim = 1,
+						    .shape = shape,
+						    .data = dev[i],
+						    .memory = DPT_CKPT_DEVICE});
 	}
 	if (!drc)
 		drc = dpt_ckpt_prepare(ck);
 	for (int r = 0; !drc && r <= rounds; r++) {
 		drc = dpt_ckpt_save(
-		    ck, &(struct dpt_ckpt_meta){.step = (uint64_t)r + 1});
+			ck, &(struct dpt_ckpt_meta){.step = (uint64_t)r + 1});
 		dpt_ckpt_stats(ck, &st);
 		if (!drc)
 			drc = dpt_ckpt_wait(ck);
@@ -155,14 +155,15 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (int i = 0; i < NTENSORS; i++) {
-		if (cuda_failed(
-			cudaMemcpy(host, dev[i], each, cudaMemcpyDeviceToHost),
-			"cudaMemcpy"))
+		if (cuda_failed(cudaMemcpy(host, dev[i], each,
+					   cudaMemcpyDeviceToHost),
+				"cudaMemcpy"))
 			goto out;
 		for (size_t k = 0; k < each; k++) {
-			unsigned char want = i == 0 && k < each / 2
-						 ? 0xa5
-						 : (unsigned char)(17 * i + 1);
+			unsigned char want =
+				i == 0 && k < each / 2
+					? 0xa5
+					: (unsigned char)(17 * i + 1);
 			if (host[k] != want) {
 				printf("FAIL tensor %s byte %zu is %#x after "
 				       "the load, "
@@ -183,11 +184,11 @@ int main(int argc, char **argv)
 	for (int r = 0; r <= rounds; r++) {
 		double t0 = now_s();
 		for (int i = 0; i < NTENSORS; i++)
-			if (cuda_failed(
-				cudaMemcpyAsync(pinned + (size_t)i * each,
+			if (cuda_failed(cudaMemcpyAsync(
+						pinned + (size_t)i * each,
 						dev[i], each,
 						cudaMemcpyDeviceToHost, stream),
-				"cudaMemcpyAsync"))
+					"cudaMemcpyAsync"))
 				goto out;
 		if (cuda_failed(cudaStreamSynchronize(stream),
 				"cudaStreamSynchronize"))

@@ -3,11 +3,10 @@
  *
  *   storage_tool [OPTIONS] URI put KEY FILE
  *   storage_tool [OPTIONS] URI put-if-absent KEY FILE
- *   storage_tool [OPTIONS] URI get KEY FILE [OFFSET LENGTH]   (FILE '-': stdout)
- *   storage_tool [OPTIONS] URI stat KEY
- *   storage_tool [OPTIONS] URI list [PREFIX]
- *   storage_tool [OPTIONS] URI delete KEY...
- *   storage_tool [OPTIONS] URI gc PREFIX OLDER_THAN_S
+ *   storage_tool [OPTIONS] URI get KEY FILE [OFFSET LENGTH]   (FILE '-':
+ * stdout) storage_tool [OPTIONS] URI stat KEY storage_tool [OPTIONS] URI list
+ * [PREFIX] storage_tool [OPTIONS] URI delete KEY... storage_tool [OPTIONS] URI
+ * gc PREFIX OLDER_THAN_S
  *
  * put writes FILE through a writer in pieces of --piece bytes from
  * --threads threads (thread i writes pieces i, i+T, ...), the way ranks
@@ -90,7 +89,8 @@ static char *slurp(const char *path, size_t *len)
 	while (buf && got < (size_t)st.st_size) {
 		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
 		if (n <= 0) {
-			fprintf(stderr, "storage_tool: cannot read '%s'\n", path);
+			fprintf(stderr, "storage_tool: cannot read '%s'\n",
+				path);
 			exit(1);
 		}
 		got += (size_t)n;
@@ -116,14 +116,16 @@ static void *write_stripe(void *p)
 	for (size_t off = (size_t)s->id * piece; off < s->len && !s->rc;
 	     off += piece * (size_t)s->t->threads) {
 		size_t n = s->len - off < piece ? s->len - off : piece;
-		s->rc = dpt__storage_writer_write_at(s->w, s->data + off, n, off);
+		s->rc = dpt__storage_writer_write_at(s->w, s->data + off, n,
+						     off);
 		if (!s->rc && s->t->progress) {
 			printf("wrote %zu\n", off + n);
 			fflush(stdout);
 		}
 		if (s->t->delay_ms) {
 			struct timespec ts = {s->t->delay_ms / 1000,
-					      (s->t->delay_ms % 1000) * 1000000};
+					      (s->t->delay_ms % 1000) *
+						      1000000};
 			nanosleep(&ts, NULL);
 		}
 	}
@@ -187,7 +189,8 @@ static int get(struct dpt__storage *s, const char *key, const char *path,
 	if (!rc) {
 		f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
 		if (!f || fwrite(buf, 1, len, f) != len) {
-			fprintf(stderr, "storage_tool: cannot write '%s'\n", path);
+			fprintf(stderr, "storage_tool: cannot write '%s'\n",
+				path);
 			rc = DPT_EIO;
 		}
 		if (f && f != stdout)
@@ -265,8 +268,10 @@ int main(int argc, char **argv)
 		char *data = slurp(argv[i + 1], &len);
 		rc = dpt__storage_put_if_absent(s, argv[i], data, len);
 		free(data);
-	} else if (strcmp(cmd, "get") == 0 && (argc - i == 2 || argc - i == 4)) {
-		rc = get(s, argv[i], argv[i + 1], argc - i == 4 ? argv[i + 2] : NULL,
+	} else if (strcmp(cmd, "get") == 0 &&
+		   (argc - i == 2 || argc - i == 4)) {
+		rc = get(s, argv[i], argv[i + 1],
+			 argc - i == 4 ? argv[i + 2] : NULL,
 			 argc - i == 4 ? argv[i + 3] : NULL);
 	} else if (strcmp(cmd, "stat") == 0 && argc - i == 1) {
 		uint64_t size;
@@ -281,7 +286,8 @@ int main(int argc, char **argv)
 					 (size_t)(argc - i));
 	} else if (strcmp(cmd, "gc") == 0 && argc - i == 2) {
 		size_t removed = 0;
-		rc = dpt__storage_gc(s, argv[i], number(argv[i + 1], 0, INT32_MAX),
+		rc = dpt__storage_gc(s, argv[i],
+				     number(argv[i + 1], 0, INT32_MAX),
 				     &removed);
 		if (!rc)
 			printf("%zu\n", removed);

@@ -25,11 +25,10 @@ static void young_daly_between_the_bounds(void **state)
 	/* 64 nodes of the default 30-day MTBF, a 2 s save: 402.5 s. */
 	assert_float_equal(dpt__ckpt_auto_interval(2, 30 * DAY / 64, 0),
 			   sqrt(2 * 2 * 40500.0), 1e-9);
-	assert_float_equal(dpt__ckpt_auto_interval(2, 30 * DAY / 64, 0),
-			   402.49, 0.01);
+	assert_float_equal(dpt__ckpt_auto_interval(2, 30 * DAY / 64, 0), 402.49,
+			   0.01);
 	/* Four times the cost, twice the interval. */
-	assert_float_equal(dpt__ckpt_auto_interval(0.5, 3600, 0),
-			   60.0, 1e-9);
+	assert_float_equal(dpt__ckpt_auto_interval(0.5, 3600, 0), 60.0, 1e-9);
 	assert_float_equal(dpt__ckpt_auto_interval(2, 3600, 0), 120.0, 1e-9);
 	/* A tiny MTBF makes the interval seconds (what the integration test
 	 * uses): 20 ms of cost, 25 s of MTBF, 1 s. */
@@ -57,8 +56,8 @@ static void the_site_floor_wins(void **state)
 	assert_float_equal(dpt__ckpt_auto_interval(0.5, 3600, 600), 600.0,
 			   1e-9);
 	/* Even over the cap. */
-	assert_float_equal(dpt__ckpt_auto_interval(10, 30 * DAY, 3600),
-			   3600.0, 1e-9);
+	assert_float_equal(dpt__ckpt_auto_interval(10, 30 * DAY, 3600), 3600.0,
+			   1e-9);
 	/* A floor below the formula changes nothing. */
 	assert_float_equal(dpt__ckpt_auto_interval(2, 3600, 60), 120.0, 1e-9);
 }

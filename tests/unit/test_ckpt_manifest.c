@@ -45,8 +45,8 @@ static void sample(struct dpt__manifest *m)
 		m->files[f].rank = (uint32_t)f;
 		m->files[f].size = 4096 + 60 + 8;
 	}
-	t = dpt__manifest_add_tensor(m, "w", DPT_FLOAT32, DPT_CKPT_REPLICATED, 2,
-				     shape);
+	t = dpt__manifest_add_tensor(m, "w", DPT_FLOAT32, DPT_CKPT_REPLICATED,
+				     2, shape);
 	for (int r = 0; r < 2; r++) {
 		c = dpt__tensor_add_chunk(t);
 		c->box.ndim = 2;
@@ -82,7 +82,8 @@ static void round_trip(void **state)
 	sample(&m);
 	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)), 0);
 	assert_int_equal(dpt__manifest_encode(&m, &json, &len), 0);
-	assert_int_equal(dpt__manifest_decode(json, len, &d, err, sizeof(err)), 0);
+	assert_int_equal(dpt__manifest_decode(json, len, &d, err, sizeof(err)),
+			 0);
 	assert_int_equal(dpt__manifest_check(&d, false, err, sizeof(err)), 0);
 	assert_int_equal(d.version, 1);
 	assert_int_equal(d.step, 1200);
@@ -152,30 +153,32 @@ static void refuses(void **state)
 				       sizeof(err)),
 			 DPT_EVERSION);
 	assert_non_null(strstr(err, "version 2"));
-	assert_int_equal(decode_edited("dptrain-ckpt", "other", err, sizeof(err)),
-			 DPT_ECORRUPT);
-	assert_int_equal(decode_edited("\"float32\"", "\"float128\"", err,
-				       sizeof(err)),
-			 DPT_ECORRUPT);
+	assert_int_equal(
+		decode_edited("dptrain-ckpt", "other", err, sizeof(err)),
+		DPT_ECORRUPT);
+	assert_int_equal(
+		decode_edited("\"float32\"", "\"float128\"", err, sizeof(err)),
+		DPT_ECORRUPT);
 	assert_non_null(strstr(err, "float128"));
 	assert_int_equal(decode_edited("0123456789abcdef", "0123456789abcdeg",
 				       err, sizeof(err)),
 			 DPT_ECORRUPT);
-	assert_int_equal(decode_edited("\"step\":1200", "\"step\":-1", err,
-				       sizeof(err)),
+	assert_int_equal(
+		decode_edited("\"step\":1200", "\"step\":-1", err, sizeof(err)),
+		DPT_ECORRUPT);
+	assert_int_equal(decode_edited("\"rng\":\"00ff10\"",
+				       "\"rng\":\"0ff10\"", err, sizeof(err)),
 			 DPT_ECORRUPT);
-	assert_int_equal(decode_edited("\"rng\":\"00ff10\"", "\"rng\":\"0ff10\"",
-				       err, sizeof(err)),
-			 DPT_ECORRUPT);
-	assert_int_equal(decode_edited("\"sample_cursor\"", "\"sample_cursor\":1,\"sample_cursor\"",
+	assert_int_equal(decode_edited("\"sample_cursor\"",
+				       "\"sample_cursor\":1,\"sample_cursor\"",
 				       err, sizeof(err)),
 			 DPT_ECORRUPT); /* duplicate keys */
 	assert_int_equal(decode_edited("rank-00001-of-00002.safetensors",
 				       "../x", err, sizeof(err)),
 			 DPT_ECORRUPT);
-	assert_int_equal(dpt__manifest_decode("{\"format\":", 11, &d, err,
-					      sizeof(err)),
-			 DPT_ECORRUPT);
+	assert_int_equal(
+		dpt__manifest_decode("{\"format\":", 11, &d, err, sizeof(err)),
+		DPT_ECORRUPT);
 	dpt__manifest_release(&d);
 }
 
@@ -267,15 +270,22 @@ static void safetensors_header(void **state)
 	assert_non_null(h);
 	e = json_object_get(h, "w@5,0");
 	assert_non_null(e);
-	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "F32");
-	assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "data_offsets"), 1)), 60);
-	assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "shape"), 0)), 5);
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")),
+			    "F32");
+	assert_int_equal(json_integer_value(json_array_get(
+				 json_object_get(e, "data_offsets"), 1)),
+			 60);
+	assert_int_equal(json_integer_value(json_array_get(
+				 json_object_get(e, "shape"), 0)),
+			 5);
 	e = json_object_get(h, "count");
-	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "I64");
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")),
+			    "I64");
 	assert_int_equal(json_array_size(json_object_get(e, "shape")), 0);
-	assert_string_equal(json_string_value(json_object_get(
-				    json_object_get(h, "__metadata__"), "step")),
-			    "1200");
+	assert_string_equal(
+		json_string_value(json_object_get(
+			json_object_get(h, "__metadata__"), "step")),
+		"1200");
 	assert_null(json_object_get(h, "w@0,0")); /* rank 0's chunk */
 	json_decref(h);
 	free(hdr);
@@ -292,28 +302,29 @@ static void every_dtype_named(void **state)
 		const char *name, *st;
 		size_t size;
 	} table[] = {
-	    {DPT_FLOAT32, 0, "float32", "F32", 4},
-	    {DPT_FLOAT64, 1, "float64", "F64", 8},
-	    {DPT_BFLOAT16, 2, "bfloat16", "BF16", 2},
-	    {DPT_FLOAT16, 3, "float16", "F16", 2},
-	    {DPT_INT32, 4, "int32", "I32", 4},
-	    {DPT_INT64, 5, "int64", "I64", 8},
-	    {DPT_UINT8, 6, "uint8", "U8", 1},
-	    {DPT_BOOL, 7, "bool", "BOOL", 1},
-	    {DPT_INT8, 8, "int8", "I8", 1},
-	    {DPT_INT16, 9, "int16", "I16", 2},
-	    {DPT_UINT16, 10, "uint16", "U16", 2},
-	    {DPT_UINT32, 11, "uint32", "U32", 4},
-	    {DPT_UINT64, 12, "uint64", "U64", 8},
-	    {DPT_COMPLEX64, 13, "complex64", "C64", 8},
-	    {DPT_COMPLEX128, 14, "complex128", "F64", 16},
+		{DPT_FLOAT32, 0, "float32", "F32", 4},
+		{DPT_FLOAT64, 1, "float64", "F64", 8},
+		{DPT_BFLOAT16, 2, "bfloat16", "BF16", 2},
+		{DPT_FLOAT16, 3, "float16", "F16", 2},
+		{DPT_INT32, 4, "int32", "I32", 4},
+		{DPT_INT64, 5, "int64", "I64", 8},
+		{DPT_UINT8, 6, "uint8", "U8", 1},
+		{DPT_BOOL, 7, "bool", "BOOL", 1},
+		{DPT_INT8, 8, "int8", "I8", 1},
+		{DPT_INT16, 9, "int16", "I16", 2},
+		{DPT_UINT16, 10, "uint16", "U16", 2},
+		{DPT_UINT32, 11, "uint32", "U32", 4},
+		{DPT_UINT64, 12, "uint64", "U64", 8},
+		{DPT_COMPLEX64, 13, "complex64", "C64", 8},
+		{DPT_COMPLEX128, 14, "complex128", "F64", 16},
 	};
 	enum dpt_dtype dt;
 	(void)state;
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
 		assert_int_equal((int)table[i].dt, table[i].number);
-		assert_string_equal(dpt__dtype_name(table[i].dt), table[i].name);
+		assert_string_equal(dpt__dtype_name(table[i].dt),
+				    table[i].name);
 		assert_string_equal(dpt__dtype_safetensors(table[i].dt),
 				    table[i].st);
 		assert_int_equal(dpt_dtype_size(table[i].dt), table[i].size);
@@ -344,11 +355,11 @@ static void new_dtypes_round_trip(void **state)
 		m.tensors[1].dtype = eight[i];
 		assert_int_equal(dpt__manifest_encode(&m, &json, &len), 0);
 		assert_non_null(strstr(json, dpt__dtype_name(eight[i])));
-		assert_int_equal(dpt__manifest_decode(json, len, &d, err,
-						      sizeof(err)),
-				 0);
-		assert_int_equal(dpt__manifest_check(&d, false, err, sizeof(err)),
-				 0);
+		assert_int_equal(
+			dpt__manifest_decode(json, len, &d, err, sizeof(err)),
+			0);
+		assert_int_equal(
+			dpt__manifest_check(&d, false, err, sizeof(err)), 0);
 		assert_int_equal(d.tensors[0].dtype, four[i]);
 		assert_int_equal(d.tensors[1].dtype, eight[i]);
 		free(json);
@@ -386,10 +397,12 @@ static void safetensors_header_new_dtypes(void **state)
 	h = json_loadb(hdr + 8, n, 0, &jerr);
 	assert_non_null(h);
 	e = json_object_get(h, "w@5,0");
-	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "BOOL");
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")),
+			    "BOOL");
 	assert_int_equal(json_array_size(json_object_get(e, "shape")), 2);
 	e = json_object_get(h, "count");
-	assert_string_equal(json_string_value(json_object_get(e, "dtype")), "F64");
+	assert_string_equal(json_string_value(json_object_get(e, "dtype")),
+			    "F64");
 	shape = json_object_get(e, "shape");
 	assert_int_equal(json_array_size(shape), 1);
 	assert_int_equal(json_integer_value(json_array_get(shape, 0)), 2);

@@ -40,8 +40,9 @@ static struct dpt__box cut(int ndim, const uint64_t *shape, int dim, int rank,
 		b.len[d] = shape[d];
 	if (ndim > 0) {
 		b.off[dim] = shape[dim] * (uint64_t)rank / (uint64_t)world;
-		b.len[dim] = shape[dim] * (uint64_t)(rank + 1) / (uint64_t)world -
-			     b.off[dim];
+		b.len[dim] =
+			shape[dim] * (uint64_t)(rank + 1) / (uint64_t)world -
+			b.off[dim];
 	}
 	return b;
 }
@@ -74,7 +75,8 @@ static size_t exec2d(const struct dpt__plan_run *pr, size_t n, char *dst,
 		chunk = pr[k].chunk;
 		if (!dpt__run2d_add(&acc, &pr[k].run, max_pitch)) {
 			copy2d(&acc, dst, src[chunk], &ncopies);
-			assert_true(dpt__run2d_add(&acc, &pr[k].run, max_pitch));
+			assert_true(
+				dpt__run2d_add(&acc, &pr[k].run, max_pitch));
 		}
 	}
 	copy2d(&acc, dst, src[chunk], &ncopies);
@@ -88,7 +90,8 @@ static size_t exec2d(const struct dpt__plan_run *pr, size_t n, char *dst,
 static void reshard(int ndim, const uint64_t *shape, bool replicated,
 		    int save_dim, int save_world, int load_dim, int load_world)
 {
-	struct dpt__tensor_desc t = {.name = "t", .dtype = DPT_INT32, .ndim = ndim};
+	struct dpt__tensor_desc t = {
+		.name = "t", .dtype = DPT_INT32, .ndim = ndim};
 	uint32_t **chunk_data = calloc((size_t)save_world, sizeof(*chunk_data));
 	size_t esz = 4;
 
@@ -110,15 +113,18 @@ static void reshard(int ndim, const uint64_t *shape, bool replicated,
 		n = dpt__box_volume(&b);
 		chunk_data[t.nchunks] = malloc(n * esz);
 		for (uint64_t i = 0; i < n; i++)
-			chunk_data[t.nchunks][i] = (uint32_t)linear(&b, shape, i);
+			chunk_data[t.nchunks][i] =
+				(uint32_t)linear(&b, shape, i);
 		t.chunks[t.nchunks].box = b;
 		t.chunks[t.nchunks].length = n * esz;
 		t.nchunks++;
 	}
 	for (int r = 0; r < load_world; r++) {
-		struct dpt__box local = cut(ndim, shape, load_dim, r, load_world);
+		struct dpt__box local =
+			cut(ndim, shape, load_dim, r, load_world);
 		uint64_t n = dpt__box_volume(&local), planned = 0;
-		uint32_t *dst = malloc(n * esz + 1), *dst2 = malloc(n * esz + 1);
+		uint32_t *dst = malloc(n * esz + 1),
+			 *dst2 = malloc(n * esz + 1);
 		unsigned char *hits = calloc(n * esz + 1, 1);
 		struct dpt__plan plan = {0};
 
@@ -137,15 +143,19 @@ static void reshard(int ndim, const uint64_t *shape, bool replicated,
 			planned += pr->run.len;
 			/* Sorted by chunk, then source offset. */
 			if (k > 0 && plan.runs[k - 1].chunk == pr->chunk)
-				assert_true(plan.runs[k - 1].run.src < pr->run.src);
+				assert_true(plan.runs[k - 1].run.src <
+					    pr->run.src);
 			if (k > 0)
-				assert_true(plan.runs[k - 1].chunk <= pr->chunk);
+				assert_true(plan.runs[k - 1].chunk <=
+					    pr->chunk);
 		}
-		assert_int_equal(planned, n * esz); /* nothing more than needed */
+		assert_int_equal(planned,
+				 n * esz); /* nothing more than needed */
 		for (uint64_t b = 0; b < n * esz; b++)
 			assert_int_equal(hits[b], 1);
 		for (uint64_t i = 0; i < n; i++)
-			assert_int_equal(dst[i], (uint32_t)linear(&local, shape, i));
+			assert_int_equal(dst[i],
+					 (uint32_t)linear(&local, shape, i));
 		/* The same runs merged into 2-D copies (device tensors), with
 		 * any pitch and with the smallest one: the same bytes, in no
 		 * more copies than runs. */
@@ -172,7 +182,8 @@ static void reshard(int ndim, const uint64_t *shape, bool replicated,
 
 static void split_covers(void **state)
 {
-	static const uint64_t shapes[][3] = {{10, 3, 2}, {3, 17, 5}, {2, 2, 2}, {1, 1, 1}, {0, 4, 4}};
+	static const uint64_t shapes[][3] = {
+		{10, 3, 2}, {3, 17, 5}, {2, 2, 2}, {1, 1, 1}, {0, 4, 4}};
 	(void)state;
 
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
@@ -185,12 +196,16 @@ static void split_covers(void **state)
 			for (int d = 0; d < 3; d++)
 				whole.len[d] = shapes[s][d];
 			for (int r = 0; r < world; r++) {
-				has[r] = dpt__box_split(3, shapes[s], world, r, &boxes[r]);
+				has[r] = dpt__box_split(3, shapes[s], world, r,
+							&boxes[r]);
 				if (has[r])
 					total += dpt__box_volume(&boxes[r]);
 				for (int q = 0; has[r] && q < r; q++) {
 					struct dpt__box x;
-					assert_false(has[q] && dpt__box_intersect(&boxes[q], &boxes[r], &x));
+					assert_false(has[q] &&
+						     dpt__box_intersect(
+							     &boxes[q],
+							     &boxes[r], &x));
 				}
 			}
 			assert_int_equal(total, dpt__box_volume(&whole));
@@ -250,7 +265,8 @@ static void runs_merge(void **state)
 {
 	/* A row-sharded tensor loaded with the same world: one run each. */
 	static const uint64_t shape[] = {64, 8, 8};
-	struct dpt__tensor_desc t = {.name = "t", .dtype = DPT_FLOAT64, .ndim = 3};
+	struct dpt__tensor_desc t = {
+		.name = "t", .dtype = DPT_FLOAT64, .ndim = 3};
 	struct dpt__chunk c[4];
 	struct dpt__plan plan = {0};
 	(void)state;
@@ -273,7 +289,8 @@ static void runs_merge(void **state)
 	}
 	/* Rows 10..40 of 4 chunks of 16 rows: 3 runs. */
 	{
-		struct dpt__box local = {.ndim = 3, .off = {10, 0, 0}, .len = {30, 8, 8}};
+		struct dpt__box local = {
+			.ndim = 3, .off = {10, 0, 0}, .len = {30, 8, 8}};
 		plan.n = 0;
 		assert_int_equal(dpt__plan_tensor(&t, &local, &plan), 0);
 		assert_int_equal(plan.n, 3);
@@ -282,7 +299,8 @@ static void runs_merge(void **state)
 	}
 	/* A box outside the tensor is refused. */
 	{
-		struct dpt__box bad = {.ndim = 3, .off = {60, 0, 0}, .len = {5, 8, 8}};
+		struct dpt__box bad = {
+			.ndim = 3, .off = {60, 0, 0}, .len = {5, 8, 8}};
 		assert_int_equal(dpt__plan_tensor(&t, &bad, &plan), DPT_EINVAL);
 	}
 	dpt__plan_release(&plan);
@@ -293,7 +311,8 @@ static void runs_2d(void **state)
 	/* A 6 x 50 x 4 tensor cut along its middle dimension into 4 chunks,
 	 * loaded whole: the 6 runs of a chunk are one 2-D copy. */
 	static const uint64_t shape[] = {6, 50, 4};
-	struct dpt__tensor_desc t = {.name = "t", .dtype = DPT_UINT8, .ndim = 3};
+	struct dpt__tensor_desc t = {
+		.name = "t", .dtype = DPT_UINT8, .ndim = 3};
 	struct dpt__chunk c[4];
 	struct dpt__plan plan = {0};
 	struct dpt__run2d acc = {0};
@@ -310,10 +329,11 @@ static void runs_2d(void **state)
 	{
 		struct dpt__box local = cut(3, shape, 1, 0, 1);
 		assert_int_equal(dpt__plan_tensor(&t, &local, &plan), 0);
-		assert_int_equal(plan.n, 4 * 6); /* one run per row */
+		assert_int_equal(plan.n, 4 * 6);  /* one run per row */
 		for (size_t k = 6; k < 12; k++) { /* chunk 1: 12..25 of 50 */
 			assert_int_equal(plan.runs[k].chunk, 1);
-			assert_true(dpt__run2d_add(&acc, &plan.runs[k].run, UINT64_MAX));
+			assert_true(dpt__run2d_add(&acc, &plan.runs[k].run,
+						   UINT64_MAX));
 		}
 		assert_int_equal(acc.count, 6);
 		assert_int_equal(acc.len, 13 * 4);
@@ -324,19 +344,28 @@ static void runs_2d(void **state)
 	}
 	/* Runs contiguous in both buffers make one longer row. */
 	acc.count = 0;
-	assert_true(dpt__run2d_add(&acc, &(struct dpt__run){.src = 0, .dst = 8, .len = 4}, 0));
-	assert_true(dpt__run2d_add(&acc, &(struct dpt__run){.src = 4, .dst = 12, .len = 4}, 0));
+	assert_true(dpt__run2d_add(
+		&acc, &(struct dpt__run){.src = 0, .dst = 8, .len = 4}, 0));
+	assert_true(dpt__run2d_add(
+		&acc, &(struct dpt__run){.src = 4, .dst = 12, .len = 4}, 0));
 	assert_int_equal(acc.count, 1);
 	assert_int_equal(acc.len, 8);
 	/* A pitch above the limit, another length, a broken stride, a row
 	 * that goes backwards: not merged, ACC unchanged. */
-	assert_false(dpt__run2d_add(&acc, &(struct dpt__run){.src = 100, .dst = 100, .len = 8}, 64));
-	assert_false(dpt__run2d_add(&acc, &(struct dpt__run){.src = 20, .dst = 20, .len = 4}, 64));
-	assert_false(dpt__run2d_add(&acc, &(struct dpt__run){.src = 4, .dst = 20, .len = 8}, 64));
+	assert_false(dpt__run2d_add(
+		&acc, &(struct dpt__run){.src = 100, .dst = 100, .len = 8},
+		64));
+	assert_false(dpt__run2d_add(
+		&acc, &(struct dpt__run){.src = 20, .dst = 20, .len = 4}, 64));
+	assert_false(dpt__run2d_add(
+		&acc, &(struct dpt__run){.src = 4, .dst = 20, .len = 8}, 64));
 	assert_int_equal(acc.count, 1);
-	assert_true(dpt__run2d_add(&acc, &(struct dpt__run){.src = 16, .dst = 40, .len = 8}, 64));
-	assert_false(dpt__run2d_add(&acc, &(struct dpt__run){.src = 33, .dst = 72, .len = 8}, 64));
-	assert_true(dpt__run2d_add(&acc, &(struct dpt__run){.src = 32, .dst = 72, .len = 8}, 64));
+	assert_true(dpt__run2d_add(
+		&acc, &(struct dpt__run){.src = 16, .dst = 40, .len = 8}, 64));
+	assert_false(dpt__run2d_add(
+		&acc, &(struct dpt__run){.src = 33, .dst = 72, .len = 8}, 64));
+	assert_true(dpt__run2d_add(
+		&acc, &(struct dpt__run){.src = 32, .dst = 72, .len = 8}, 64));
 	assert_int_equal(acc.count, 3);
 	assert_int_equal(acc.spitch, 16);
 	assert_int_equal(acc.dpitch, 32);
@@ -349,13 +378,14 @@ static void runs_scale_with_the_dtype(void **state)
 {
 	static const uint64_t shape[] = {6, 50, 4};
 	static const enum dpt_dtype dts[] = {
-	    DPT_BOOL,	DPT_INT8,   DPT_INT16,	   DPT_UINT16,
-	    DPT_UINT32, DPT_UINT64, DPT_COMPLEX64, DPT_COMPLEX128};
+		DPT_BOOL,   DPT_INT8,	DPT_INT16,     DPT_UINT16,
+		DPT_UINT32, DPT_UINT64, DPT_COMPLEX64, DPT_COMPLEX128};
 	static const uint64_t sizes[] = {1, 1, 2, 2, 4, 8, 8, 16};
 	(void)state;
 
 	for (size_t k = 0; k < sizeof(dts) / sizeof(dts[0]); k++) {
-		struct dpt__tensor_desc t = {.name = "t", .dtype = dts[k], .ndim = 3};
+		struct dpt__tensor_desc t = {
+			.name = "t", .dtype = dts[k], .ndim = 3};
 		struct dpt__box local = cut(3, shape, 1, 0, 1);
 		struct dpt__plan plan = {0};
 		struct dpt__chunk c[4];

@@ -24,7 +24,7 @@
 
 /* ------------------------------------------------------------ harness */
 
-#define SENT_MAX 8192
+#define SENT_MAX  8192
 #define NAMES_MAX 256
 
 /* What the coordinator sent, decoded, to whom (a routing id is a short
@@ -116,8 +116,8 @@ static void deliver(struct dpt__coord *c, const char *from,
  * every state a handler returns in these tests must be one its row lists.
  */
 #define DOC_ROWS_MAX 64
-#define LIST_MAX 16
-#define NAME_LEN 24
+#define LIST_MAX     16
+#define NAME_LEN     24
 
 static struct doc_row {
 	char states[LIST_MAX][NAME_LEN];
@@ -213,7 +213,8 @@ static int parse_doc(const char *path)
 				 handler[0]);
 		if (r->nstates < 1 || r->nevents < 1 || r->nnext < 1 ||
 		    nh != 1) {
-			fprintf(stderr, "%s:%d: unreadable row\n", path, lineno);
+			fprintf(stderr, "%s:%d: unreadable row\n", path,
+				lineno);
 			fclose(f);
 			return -1;
 		}
@@ -250,8 +251,7 @@ static void observe(void *arg, const struct dpt__coord_cell *cell,
 		fail_msg("%s in %s: no row in doc/protocol.md", cell->event,
 			 cell->state);
 	if (!in_list(r->next, r->nnext, next) &&
-	    !(in_list(r->next, r->nnext, "same") &&
-	      !strcmp(next, cell->state)))
+	    !(in_list(r->next, r->nnext, "same") && !strcmp(next, cell->state)))
 		fail_msg("%s in %s led to %s: doc/protocol.md:%d does not "
 			 "list it",
 			 cell->event, cell->state, next, r->line);
@@ -306,13 +306,14 @@ static void join_as(struct dpt__coord *c, const char *id, uint32_t task,
 	struct dpt__msg m;
 
 	dpt__msg_init(&m, DPT_MSG_JOIN, generation);
-	m.u.join = (struct dpt__msg_join){.node = 0,
-					  .local_rank = task,
-					  .task_id = task,
-					  .pid = 100 + task,
-					  .caps = caps,
-					  .addr = {.host = "127.0.0.1",
-						   .port = (uint16_t)(40000 + task)}};
+	m.u.join = (struct dpt__msg_join){
+		.node = 0,
+		.local_rank = task,
+		.task_id = task,
+		.pid = 100 + task,
+		.caps = caps,
+		.addr = {.host = "127.0.0.1",
+			 .port = (uint16_t)(40000 + task)}};
 	deliver(c, id, &m);
 }
 
@@ -521,16 +522,15 @@ static void other_version_join_is_refused(void **state)
 
 	(void)state;
 	dpt__msg_init(&m, DPT_MSG_JOIN, 0);
-	m.u.join = (struct dpt__msg_join){.task_id = 0,
-					  .caps = DPT_CAP_CPU,
-					  .addr = {.host = "127.0.0.1",
-						   .port = 40000}};
+	m.u.join = (struct dpt__msg_join){
+		.task_id = 0,
+		.caps = DPT_CAP_CPU,
+		.addr = {.host = "127.0.0.1", .port = 40000}};
 	len = dpt__wire_encode(&m, buf, sizeof(buf));
 	assert_true(len > 0);
 	buf[2] = DPT_WIRE_VERSION - 1;
 	dpt__coord_on_message(c, "old", 3, buf, (size_t)len, 10, now);
-	assert_int_equal(last("old", DPT_MSG_ERROR)->u.text.code,
-			 DPT_EVERSION);
+	assert_int_equal(last("old", DPT_MSG_ERROR)->u.text.code, DPT_EVERSION);
 	assert_non_null(strstr(last("old", DPT_MSG_ERROR)->u.text.text,
 			       "protocol version 3 is not supported: this "
 			       "coordinator speaks version 4"));
@@ -549,7 +549,8 @@ static void doc_table_matches_code(void **state)
 		struct doc_row *r = doc_row_of(cells[i].state, cells[i].event);
 
 		if (!cells[i].handler)
-			fail_msg("%s in %s has no handler in coordinator/coord.c",
+			fail_msg("%s in %s has no handler in "
+				 "coordinator/coord.c",
 				 cells[i].event, cells[i].state);
 		if (!r)
 			fail_msg("%s in %s (handler %s) has no row in "
@@ -557,7 +558,8 @@ static void doc_table_matches_code(void **state)
 				 cells[i].event, cells[i].state,
 				 cells[i].handler);
 		if (strcmp(r->handler, cells[i].handler))
-			fail_msg("%s in %s: doc/protocol.md:%d says %s, the code "
+			fail_msg("%s in %s: doc/protocol.md:%d says %s, the "
+				 "code "
 				 "%s",
 				 cells[i].event, cells[i].state, r->line,
 				 r->handler, cells[i].handler);
@@ -571,7 +573,8 @@ static void doc_table_matches_code(void **state)
 				size_t k;
 
 				if (doc_row_of(st, ev) != &doc_rows[i])
-					fail_msg("doc/protocol.md:%d: %s in %s is "
+					fail_msg("doc/protocol.md:%d: %s in %s "
+						 "is "
 						 "also in an earlier row",
 						 doc_rows[i].line, ev, st);
 				for (k = 0; k < ncells; k++)
@@ -714,8 +717,7 @@ static void join_timeout_forms_or_fails(void **state)
 	}
 	assert_true(done(c, &code));
 	assert_int_equal(code, 1);
-	assert_int_equal(last("w0", DPT_MSG_ERROR)->u.text.code,
-			 DPT_EPEERLOST);
+	assert_int_equal(last("w0", DPT_MSG_ERROR)->u.text.code, DPT_EPEERLOST);
 	dpt__coord_destroy(&c);
 }
 
@@ -738,8 +740,7 @@ static void join_timeout_drops_the_missing(void **state)
 	clear_sent();
 	tick(c, 1000);
 	assert_string_equal(state_now, "RUNNING");
-	assert_int_equal(last("w2", DPT_MSG_ERROR)->u.text.code,
-			 DPT_ETIMEDOUT);
+	assert_int_equal(last("w2", DPT_MSG_ERROR)->u.text.code, DPT_ETIMEDOUT);
 	assert_int_equal(last("w0", DPT_MSG_WELCOME)->u.welcome.world, 2);
 	assert_int_equal(last("w0", DPT_MSG_WELCOME)->generation, 2);
 	dpt__coord_destroy(&c);

@@ -96,8 +96,8 @@ static void bf16_round_trips(void **state)
 		float f = dpt__bf16_to_float((uint16_t)h);
 		assert_int_equal(float_bits(f), h << 16);
 		if (isnan(f))
-			assert_true(
-			    isnan(dpt__bf16_to_float(dpt__bf16_from_float(f))));
+			assert_true(isnan(
+				dpt__bf16_to_float(dpt__bf16_from_float(f))));
 		else
 			assert_int_equal(dpt__bf16_from_float(f), h);
 	}
@@ -196,9 +196,9 @@ static void fp16_rounds_to_nearest_even(void **state)
 /* ------------------------------------------------------- reductions */
 
 static const enum dpt_dtype all_dtypes[] = {
-    DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16, DPT_FLOAT16, DPT_INT32,
-    DPT_INT64,	 DPT_UINT8,   DPT_BOOL,	    DPT_INT8,	 DPT_INT16,
-    DPT_UINT16,	 DPT_UINT32,  DPT_UINT64,   DPT_COMPLEX64, DPT_COMPLEX128};
+	DPT_FLOAT32, DPT_FLOAT64, DPT_BFLOAT16, DPT_FLOAT16,   DPT_INT32,
+	DPT_INT64,   DPT_UINT8,	  DPT_BOOL,	DPT_INT8,      DPT_INT16,
+	DPT_UINT16,  DPT_UINT32,  DPT_UINT64,	DPT_COMPLEX64, DPT_COMPLEX128};
 
 /* Element I of source K: small integers (exact in every float type),
  * except the integers, which also cover wrap-around, and booleans: zero
@@ -295,15 +295,15 @@ static void expected(enum dpt_dtype dt, void *p, size_t i, int nsrc,
 		break;
 	case DPT_BFLOAT16:
 		((uint16_t *)p)[i] =
-		    dpt__bf16_from_float((float)exact / (float)divisor);
+			dpt__bf16_from_float((float)exact / (float)divisor);
 		break;
 	case DPT_FLOAT16:
 		((uint16_t *)p)[i] =
-		    dpt__fp16_from_float((float)exact / (float)divisor);
+			dpt__fp16_from_float((float)exact / (float)divisor);
 		break;
 	case DPT_INT32:
 		((int32_t *)p)[i] =
-		    (int32_t)(uint32_t)wrapped / (int32_t)divisor;
+			(int32_t)(uint32_t)wrapped / (int32_t)divisor;
 		break;
 	case DPT_INT64:
 		((int64_t *)p)[i] = (int64_t)wrapped / (int64_t)divisor;
@@ -316,11 +316,11 @@ static void expected(enum dpt_dtype dt, void *p, size_t i, int nsrc,
 		break;
 	case DPT_INT8:
 		((int8_t *)p)[i] =
-		    (int8_t)((int8_t)(uint8_t)wrapped / (int)divisor);
+			(int8_t)((int8_t)(uint8_t)wrapped / (int)divisor);
 		break;
 	case DPT_INT16:
 		((int16_t *)p)[i] =
-		    (int16_t)((int16_t)(uint16_t)wrapped / (int)divisor);
+			(int16_t)((int16_t)(uint16_t)wrapped / (int)divisor);
 		break;
 	case DPT_UINT16:
 		((uint16_t *)p)[i] = (uint16_t)((uint16_t)wrapped / divisor);
@@ -402,8 +402,10 @@ static void reduces_every_dtype(void **state)
 			for (size_t l = 0;
 			     l < sizeof(lengths) / sizeof(lengths[0]); l++)
 				for (unsigned div = 1; div <= 3; div += 2)
-					for (int alias = 0; alias < 3 &&
-					     (div == 1 || all_dtypes[d] != DPT_BOOL);
+					for (int alias = 0;
+					     alias < 3 &&
+					     (div == 1 ||
+					      all_dtypes[d] != DPT_BOOL);
 					     alias++)
 						reduce_case(all_dtypes[d], nsrc,
 							    lengths[l], div,
@@ -477,7 +479,7 @@ static void narrow_integers_wrap_in_their_width(void **state)
 	(void)state;
 	dpt__reduce(DPT_INT8, &o8, NULL, s8, 3, 1, 1);
 	assert_int_equal(o8, (int8_t)(100 + 100 - 56)); /* 144 - 256 = -112 */
-	dpt__reduce(DPT_INT8, &t8, NULL, s8, 2, 1, 1); /* 200: -56 */
+	dpt__reduce(DPT_INT8, &t8, NULL, s8, 2, 1, 1);	/* 200: -56 */
 	assert_int_equal(t8, -56);
 	dpt__reduce(DPT_INT8, &t8, NULL, p8, 2, 1, 3); /* -112 / 3 */
 	assert_int_equal(t8, -37);
@@ -527,8 +529,8 @@ static void validates_dtype_and_op(void **state)
 	assert_null(dpt__reduce_refusal(DPT_UINT64, DPT_AVG));
 	/* No boolean average, and the reason says what to do instead. */
 	assert_false(dpt__reduce_valid(DPT_BOOL, DPT_AVG));
-	assert_non_null(strstr(dpt__reduce_refusal(DPT_BOOL, DPT_AVG),
-			       "DPT_SUM"));
+	assert_non_null(
+		strstr(dpt__reduce_refusal(DPT_BOOL, DPT_AVG), "DPT_SUM"));
 	assert_false(dpt__reduce_valid((enum dpt_dtype)15, DPT_SUM));
 	assert_string_equal(dpt__reduce_refusal((enum dpt_dtype)15, DPT_SUM),
 			    "unknown dtype");
@@ -539,18 +541,18 @@ static void validates_dtype_and_op(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(bf16_round_trips),
-	    cmocka_unit_test(bf16_rounds_to_nearest_even),
-	    cmocka_unit_test(fp16_decodes_every_value),
-	    cmocka_unit_test(fp16_rounds_to_nearest_even),
-	    cmocka_unit_test(reduces_every_dtype),
-	    cmocka_unit_test(bf16_sums_round_once),
-	    cmocka_unit_test(fp16_average_rounds_after_division),
-	    cmocka_unit_test(integers_wrap_and_truncate),
-	    cmocka_unit_test(narrow_integers_wrap_in_their_width),
-	    cmocka_unit_test(bool_sum_is_or),
-	    cmocka_unit_test(complex_mean),
-	    cmocka_unit_test(validates_dtype_and_op),
+		cmocka_unit_test(bf16_round_trips),
+		cmocka_unit_test(bf16_rounds_to_nearest_even),
+		cmocka_unit_test(fp16_decodes_every_value),
+		cmocka_unit_test(fp16_rounds_to_nearest_even),
+		cmocka_unit_test(reduces_every_dtype),
+		cmocka_unit_test(bf16_sums_round_once),
+		cmocka_unit_test(fp16_average_rounds_after_division),
+		cmocka_unit_test(integers_wrap_and_truncate),
+		cmocka_unit_test(narrow_integers_wrap_in_their_width),
+		cmocka_unit_test(bool_sum_is_or),
+		cmocka_unit_test(complex_mean),
+		cmocka_unit_test(validates_dtype_and_op),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

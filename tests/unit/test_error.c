@@ -51,7 +51,8 @@ static void quiet(enum dpt__log_level level, const char *msg)
 static void *other_thread(void *arg)
 {
 	(void)arg;
-	dpt__error("cannot write '%s': %s", "/elsewhere", "Disk quota exceeded");
+	dpt__error("cannot write '%s': %s", "/elsewhere",
+		   "Disk quota exceeded");
 	return NULL;
 }
 
@@ -68,12 +69,14 @@ static void last_error_is_per_thread(void **state)
 	dpt__error("cannot create directory '%s': %s", "/ckpt/run",
 		   "Permission denied");
 	dpt__warn("retrying");
-	assert_string_equal(dpt_last_error(),
-			    "cannot create directory '/ckpt/run': Permission denied");
+	assert_string_equal(
+		dpt_last_error(),
+		"cannot create directory '/ckpt/run': Permission denied");
 	assert_int_equal(pthread_create(&t, NULL, other_thread, NULL), 0);
 	pthread_join(t, NULL);
-	assert_string_equal(dpt_last_error(),
-			    "cannot create directory '/ckpt/run': Permission denied");
+	assert_string_equal(
+		dpt_last_error(),
+		"cannot create directory '/ckpt/run': Permission denied");
 	dpt__set_last_error("handed over");
 	assert_string_equal(dpt_last_error(), "handed over");
 	dpt_last_error_clear();

@@ -36,14 +36,14 @@ static void durations(void **state)
 		const char *in;
 		long want;
 	} ok[] = {
-		{"10", 600},	     {"05:30", 330},  {"1:02:03", 3723},
-		{"2-12", 216000},    {"1-0:30", 88200}, {"1-00:00:10", 86410},
-		{"45s", 45},	     {"10m", 600},	{"2h", 7200},
-		{"5d", 432000},      {"0", 0},
+		{"10", 600},	  {"05:30", 330},    {"1:02:03", 3723},
+		{"2-12", 216000}, {"1-0:30", 88200}, {"1-00:00:10", 86410},
+		{"45s", 45},	  {"10m", 600},	     {"2h", 7200},
+		{"5d", 432000},	  {"0", 0},
 	};
 	static const char *const bad[] = {
-		"", "m", "10x", "1:2:3:4", "-5", "1-", "1-2:3:4:5", "a:b",
-		"10 m", "1.5h", "::",
+		"",	     "m",   "10x",  "1:2:3:4", "-5", "1-",
+		"1-2:3:4:5", "a:b", "10 m", "1.5h",    "::",
 	};
 	long v;
 	(void)state;
@@ -73,10 +73,12 @@ static void ckpt_every(void **state)
 	assert_int_equal(steps, 500);
 	assert_int_equal(dpt__parse_ckpt_every("500steps", &secs, NULL), 0);
 	assert_int_equal(secs, 0);
-	const char *bad[] = {"", "0s", "0steps", "steps", "-3steps", "3stepz",
-			     "10 steps", "2000000000steps", "often"};
+	const char *bad[] = {"",	"0s",	  "0steps",   "steps",
+			     "-3steps", "3stepz", "10 steps", "2000000000steps",
+			     "often"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_not_equal(dpt__parse_ckpt_every(bad[i], &secs, &steps), 0);
+		assert_int_not_equal(
+			dpt__parse_ckpt_every(bad[i], &secs, &steps), 0);
 }
 
 static void format_durations(void **state)

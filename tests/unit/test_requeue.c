@@ -13,9 +13,8 @@
 
 static char msg[512];
 
-static enum dpt__requeue_verdict decide(long restarts, long max,
-					const char *resumed,
-					const char *committed)
+static enum dpt__requeue_verdict
+decide(long restarts, long max, const char *resumed, const char *committed)
 {
 	struct dpt__requeue_facts f = {
 		.job_id = 42,

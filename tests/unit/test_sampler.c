@@ -43,12 +43,13 @@ static void check_prefix(uint64_t seed, uint64_t epoch, uint64_t n,
 
 	for (size_t i = 0; i < nwant; i++)
 		if (p[i] != want[i])
-			fail_msg(
-			    "seed %llu epoch %llu n %llu: entry %zu is "
-			    "%llu, want %llu",
-			    (unsigned long long)seed, (unsigned long long)epoch,
-			    (unsigned long long)n, i, (unsigned long long)p[i],
-			    (unsigned long long)want[i]);
+			fail_msg("seed %llu epoch %llu n %llu: entry %zu is "
+				 "%llu, want %llu",
+				 (unsigned long long)seed,
+				 (unsigned long long)epoch,
+				 (unsigned long long)n, i,
+				 (unsigned long long)p[i],
+				 (unsigned long long)want[i]);
 	free(p);
 }
 
@@ -74,10 +75,10 @@ static void known_answers(void **state)
 	check_prefix(0xdeadbeef, 0, 5, (uint64_t[]){2, 4, 0, 1, 3}, 5);
 	check_prefix(1, 2, 2, (uint64_t[]){1, 0}, 2);
 	p = perm_of(2026, 5, 100000);
-	assert_memory_equal(
-	    p,
-	    ((uint64_t[]){99149, 93148, 33209, 74, 78996, 68814, 78632, 35151}),
-	    8 * sizeof(uint64_t));
+	assert_memory_equal(p,
+			    ((uint64_t[]){99149, 93148, 33209, 74, 78996, 68814,
+					  78632, 35151}),
+			    8 * sizeof(uint64_t));
 	assert_memory_equal(p + 100000 - 4,
 			    ((uint64_t[]){66641, 99414, 41367, 88180}),
 			    4 * sizeof(uint64_t));
@@ -90,10 +91,10 @@ static void known_answers(void **state)
 static void stream_known_answers(void **state)
 {
 	static const uint64_t big[] = {
-	    5313783761930159449ull, 832860599877902977ull,
-	    6750031320341670196ull, 1623516025674929553ull,
-	    2677950643558589039ull, 2043029493203810240ull,
-	    170783684158985637ull,  981551369437037073ull};
+		5313783761930159449ull, 832860599877902977ull,
+		6750031320341670196ull, 1623516025674929553ull,
+		2677950643558589039ull, 2043029493203810240ull,
+		170783684158985637ull,	981551369437037073ull};
 	static const uint64_t ten[] = {4, 6, 5, 0, 7, 1, 7, 2};
 	uint64_t s;
 	(void)state;
@@ -161,7 +162,7 @@ static void world_new(struct dpt_sampler **s, int w, uint64_t len,
 {
 	for (int r = 0; r < w; r++) {
 		assert_int_equal(
-		    dpt_sampler_new(&s[r], len, batch, seed, shuffle), 0);
+			dpt_sampler_new(&s[r], len, batch, seed, shuffle), 0);
 		assert_int_equal(dpt_sampler_set_world(s[r], r, w), 0);
 	}
 }
@@ -172,9 +173,10 @@ static void world_step(struct dpt_sampler **s, int w, uint64_t batch,
 {
 	for (int r = 0; r < w; r++)
 		assert_int_equal(
-		    dpt_sampler_next(s[r],
-				     out + (uint64_t)r * (batch / (uint64_t)w)),
-		    0);
+			dpt_sampler_next(s[r],
+					 out + (uint64_t)r *
+							 (batch / (uint64_t)w)),
+			0);
 }
 
 static void world_destroy(struct dpt_sampler **s, int w)
@@ -402,15 +404,15 @@ static void bad_state_and_arguments(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(known_answers),
-	    cmocka_unit_test(stream_known_answers),
-	    cmocka_unit_test(permutations_are_valid),
-	    cmocka_unit_test(every_world_size_sees_the_same_steps),
-	    cmocka_unit_test(resume_from_state),
-	    cmocka_unit_test(epochs_roll_over_and_drop_the_last_batch),
-	    cmocka_unit_test(no_shuffle_is_the_identity),
-	    cmocka_unit_test(bad_world_size),
-	    cmocka_unit_test(bad_state_and_arguments),
+		cmocka_unit_test(known_answers),
+		cmocka_unit_test(stream_known_answers),
+		cmocka_unit_test(permutations_are_valid),
+		cmocka_unit_test(every_world_size_sees_the_same_steps),
+		cmocka_unit_test(resume_from_state),
+		cmocka_unit_test(epochs_roll_over_and_drop_the_last_batch),
+		cmocka_unit_test(no_shuffle_is_the_identity),
+		cmocka_unit_test(bad_world_size),
+		cmocka_unit_test(bad_state_and_arguments),
 	};
 	dpt__log_set_sink(capture);
 	return cmocka_run_group_tests(tests, NULL, NULL);

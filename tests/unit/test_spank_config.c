@@ -77,20 +77,20 @@ static void requeue_keys_bound_the_user(void **state)
 
 	dpt__admin_defaults(&a);
 	assert_int_equal(dpt__admin_load(&a, 1, cap, report), 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		0);
 	assert_int_equal(s.max_requeues, 5);
 	assert_int_equal(s.requeue, DPT_REQUEUE_AUTO);
 	assert_int_equal(dpt__user_set(&u, "max-requeues", "2", report), 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		0);
 	assert_int_equal(s.max_requeues, 2);
 	assert_int_equal(dpt__user_set(&u, "max-requeues", "6", report), 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 	assert_non_null(strstr(last, "at most 5 requeues"));
 	assert_int_equal(dpt__user_set(&u, "max-requeues", "-1", report),
 			 DPT_EINVAL);
@@ -100,14 +100,14 @@ static void requeue_keys_bound_the_user(void **state)
 	/* A site without requeues: off by default, auto refused. */
 	dpt__admin_defaults(&a);
 	assert_int_equal(dpt__admin_load(&a, 1, never, report), 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		0);
 	assert_int_equal(s.requeue, DPT_REQUEUE_OFF);
 	dpt__user_set(&u, "requeue", "auto", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 	assert_non_null(strstr(last, "allow_requeue=no"));
 
 	dpt__admin_defaults(&a);
@@ -135,9 +135,9 @@ static void mtbf_reaches_the_settings(void **state)
 	assert_int_equal(a.node_mtbf, 30 * 86400);
 	assert_int_equal(dpt__admin_load(&a, 2, av, report), 0);
 	dpt__user_set(&u, "train", "r1", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		0);
 	assert_int_equal(s.node_mtbf, 7 * 86400);
 	assert_int_equal(s.min_ckpt_interval, 120);
 	assert_int_equal(s.every.kind, DPT_EVERY_AUTO);
@@ -156,8 +156,11 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 	struct dpt__admin a;
 	struct dpt__user u = {0};
 	struct dpt__settings s;
-	char *av[] = {"max_keep=5", "min_grace=2m", "max_grace=1h",
-		      "min_ckpt_interval=10m", "allow_requeue_off=no",
+	char *av[] = {"max_keep=5",
+		      "min_grace=2m",
+		      "max_grace=1h",
+		      "min_ckpt_interval=10m",
+		      "allow_requeue_off=no",
 		      "ckpt_root=file:///lustre/%u",
 		      "allowed_roots=file:///lustre/%u,s3://ckpt/%u",
 		      "config=/nonexistent/ok-only-if-missing-is-an-error"};
@@ -172,9 +175,9 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 	assert_int_equal(dpt__admin_load(&a, 7, av, report), 0);
 
 	dpt__user_set(&u, "train", "r1", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		0);
 	/* The root holds the runs: the library opens ckpt_uri/run, so the
 	 * run is not in the URI (it was twice: root/r1/r1). */
 	assert_string_equal(s.ckpt_uri, "file:///lustre/alice");
@@ -182,58 +185,58 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 	assert_int_equal(s.max_requeues, 100);
 
 	dpt__user_set(&u, "keep", "6", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 	assert_non_null(strstr(last, "at most 5"));
 	u.keep_set = false;
 
 	dpt__user_set(&u, "grace", "90s", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 	assert_non_null(strstr(last, "2m to 1h"));
 	u.grace_set = false;
 
 	dpt__user_set(&u, "ckpt-every", "5m", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 	assert_non_null(strstr(last, "minimum checkpoint interval is 10m"));
 	u.every_set = false;
 
 	/* Steps cannot be held to a minimum interval: refused (1steps
 	 * passed a 10m minimum before). */
 	dpt__user_set(&u, "ckpt-every", "1steps", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 	assert_non_null(strstr(last, "--dp-ckpt-every=1steps: the site sets a "
 				     "minimum checkpoint interval (10m)"));
 	u.every_set = false;
 
 	dpt__user_set(&u, "requeue", "off", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 	assert_non_null(strstr(last, "allow_requeue_off=no"));
 	u.requeue_set = false;
 
 	/* Roots: substitution, and a prefix must end at a path boundary. */
 	dpt__user_set(&u, "ckpt", "s3://ckpt/alice/run-%j", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		0);
 	assert_string_equal(s.ckpt_uri, "s3://ckpt/alice/run-42");
 	dpt__user_set(&u, "ckpt", "file:///lustre/alicex/r", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 	assert_non_null(strstr(last, "not under a checkpoint root"));
 	dpt__user_set(&u, "ckpt", "file:///lustre/%q", report);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42",
-					       "job", report),
-			 DPT_EINVAL);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_EINVAL);
 	assert_non_null(strstr(last, "unknown substitution"));
 }
 
@@ -246,10 +249,14 @@ static void roots_are_compared_normalised(void **state)
 	struct dpt__settings s;
 	char *av[] = {"allowed_roots=file:///ckpt/%u,s3://ckpt/%u"};
 	const char *escapes[] = {
-		"file:///ckpt/alice/../bob",	 "file:///ckpt/alice/..",
-		"file:///ckpt/alice/%%2e%%2e/bob", "file:///ckpt/alice/.%%2E/bob",
-		"file:///ckpt/alice/./../bob",	 "file:///ckpt/alice%%2f..%%2fbob",
-		"s3://ckpt/alice/../bob",	 "s3://ckpt/alice/%%2e%%2e/bob",
+		"file:///ckpt/alice/../bob",
+		"file:///ckpt/alice/..",
+		"file:///ckpt/alice/%%2e%%2e/bob",
+		"file:///ckpt/alice/.%%2E/bob",
+		"file:///ckpt/alice/./../bob",
+		"file:///ckpt/alice%%2f..%%2fbob",
+		"s3://ckpt/alice/../bob",
+		"s3://ckpt/alice/%%2e%%2e/bob",
 	};
 	(void)state;
 
@@ -258,7 +265,8 @@ static void roots_are_compared_normalised(void **state)
 	assert_int_equal(dpt__user_set(&u, "train", "r1", report), 0);
 	for (size_t i = 0; i < sizeof(escapes) / sizeof(escapes[0]); i++) {
 		last[0] = '\0';
-		assert_int_equal(dpt__user_set(&u, "ckpt", escapes[i], report), 0);
+		assert_int_equal(dpt__user_set(&u, "ckpt", escapes[i], report),
+				 0);
 		if (dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
 					  report) != DPT_EINVAL)
 			fail_msg("'%s' was accepted", escapes[i]);
@@ -268,15 +276,18 @@ static void roots_are_compared_normalised(void **state)
 	/* Decoded before the check, never after: "%%252e%%252e" is the
 	 * component "%2e%2e", which the storage does not decode again. */
 	assert_int_equal(dpt__user_set(&u, "ckpt",
-				       "file:///ckpt/alice/%%252e%%252e", report),
+				       "file:///ckpt/alice/%%252e%%252e",
+				       report),
 			 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
-					       report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		0);
 	/* Equivalent spellings of an allowed directory are accepted. */
 	const char *fine[] = {
-		"file:///ckpt//alice/r1/", "file:///ckpt/al%%69ce/r1",
-		"file:///ckpt/alice/..r1", "s3://ckpt/alice/runs",
+		"file:///ckpt//alice/r1/",
+		"file:///ckpt/al%%69ce/r1",
+		"file:///ckpt/alice/..r1",
+		"s3://ckpt/alice/runs",
 	};
 	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
 		assert_int_equal(dpt__user_set(&u, "ckpt", fine[i], report), 0);
@@ -287,9 +298,9 @@ static void roots_are_compared_normalised(void **state)
 	/* Another user's directory, spelled normally, stays refused. */
 	assert_int_equal(dpt__user_set(&u, "ckpt", "file:///ckpt/bob", report),
 			 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
-					       report),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
+		DPT_ERANGE);
 
 	/* Run names. */
 	assert_int_equal(dpt__user_set(&u, "train", "..", report), DPT_EINVAL);
@@ -303,9 +314,9 @@ static void roots_are_compared_normalised(void **state)
 	/* A job name becomes the run name without --dp-train=NAME. */
 	assert_int_equal(dpt__user_set(&u, "train", NULL, report), 0);
 	u.ckpt[0] = '\0';
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "42", "..",
-					       report),
-			 DPT_EINVAL);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "42", "..", report),
+		DPT_EINVAL);
 	assert_non_null(strstr(last, "the job name '..' cannot name the run"));
 	assert_non_null(strstr(last, "--dp-train=NAME"));
 }
@@ -355,23 +366,23 @@ static void gpu_bind_and_torchelastic(void **state)
 	(void)state;
 
 	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
-					       report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
 	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_NONE);
 	assert_string_equal(dpt__gpu_bind_string(s.gpu_bind), "none");
 	assert_false(s.torchelastic);
 
 	assert_int_equal(dpt__admin_set(&a, "gpu_bind", "rank", "f:3", report),
 			 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
-					       report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
 	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_RANK);
 	assert_string_equal(dpt__gpu_bind_string(s.gpu_bind), "rank");
-	assert_int_equal(dpt__admin_set(&a, "gpu_bind", "socket", "f:4",
-					report),
-			 DPT_ECONFIG);
+	assert_int_equal(
+		dpt__admin_set(&a, "gpu_bind", "socket", "f:4", report),
+		DPT_ECONFIG);
 	assert_string_equal(last, "dptrain: f:4: gpu_bind='socket': expected "
 				  "none or rank");
 
@@ -379,12 +390,12 @@ static void gpu_bind_and_torchelastic(void **state)
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(dpt__user_set(&u, "gpu-bind", "none", report),
 				 0);
-		assert_int_equal(dpt__user_set(&u, "torchelastic", NULL, report),
-				 0);
+		assert_int_equal(
+			dpt__user_set(&u, "torchelastic", NULL, report), 0);
 	}
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
-					       report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
 	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_NONE);
 	assert_true(s.torchelastic);
 
@@ -406,14 +417,15 @@ static void private_runs(void **state)
 	(void)state;
 
 	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
-					       report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
 	assert_false(s.private_run);
-	assert_int_equal(dpt__admin_set(&a, "private", "yes", "f:2", report), 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
-					       report),
+	assert_int_equal(dpt__admin_set(&a, "private", "yes", "f:2", report),
 			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
 	assert_true(s.private_run);
 	assert_int_equal(dpt__admin_set(&a, "private", "maybe", "f:3", report),
 			 DPT_ECONFIG);
@@ -423,9 +435,9 @@ static void private_runs(void **state)
 	/* The user's no wins over the site's yes. */
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(dpt__user_set(&u, "private", "no", report), 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
-					       report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
 	assert_false(s.private_run);
 
 	/* And the user's yes (the bare option) over the site's no. */
@@ -433,22 +445,24 @@ static void private_runs(void **state)
 	memset(&u, 0, sizeof(u));
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(dpt__user_set(&u, "private", NULL, report), 0);
-	assert_int_equal(dpt__settings_resolve(&s, &a, &u, "alice", "7", "job",
-					       report),
-			 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
 	assert_true(s.private_run);
 	assert_int_equal(dpt__user_set(&u, "private", "yes", report), 0);
 	assert_true(u.private_run);
 	assert_int_equal(dpt__user_set(&u, "private", "0700", report),
 			 DPT_EINVAL);
-	assert_non_null(strstr(last, "--dp-private: '0700': expected yes or no"));
+	assert_non_null(
+		strstr(last, "--dp-private: '0700': expected yes or no"));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(user_values_are_checked),
-		cmocka_unit_test(bounds_are_enforced_with_the_bound_in_the_message),
+		cmocka_unit_test(
+			bounds_are_enforced_with_the_bound_in_the_message),
 		cmocka_unit_test(requeue_keys_bound_the_user),
 		cmocka_unit_test(roots_are_compared_normalised),
 		cmocka_unit_test(admin_file_errors_name_file_and_line),

@@ -63,9 +63,9 @@ static void committed_object_survives(void **state)
 		small[i] = (unsigned char)(i * 31);
 	memset(big, 0xab, 8 * MIB);
 	assert_int_equal(dpt__storage_open(dir, NULL, &s), 0);
-	assert_int_equal(dpt__storage_put_if_absent(s, "step-1/manifest", small,
-						    MIB),
-			 0);
+	assert_int_equal(
+		dpt__storage_put_if_absent(s, "step-1/manifest", small, MIB),
+		0);
 
 	/* A writer: the failure comes from write_at or from finish. */
 	dpt__buf_reset(&logged);
@@ -76,22 +76,26 @@ static void committed_object_survives(void **state)
 	else
 		dpt__storage_writer_abort(&w);
 	assert_int_equal(rc, DPT_ENOSPC);
-	snprintf(want, sizeof(want), "cannot write '%s/step-2/shard': No space "
-				     "left on device",
+	snprintf(want, sizeof(want),
+		 "cannot write '%s/step-2/shard': No space "
+		 "left on device",
 		 dir);
 	if (!strstr(logged.data, want))
-		fail_msg("expected '%s' in the log, got '%s'", want, logged.data);
-	assert_int_equal(dpt__storage_stat(s, "step-2/shard", &size), DPT_ENOENT);
+		fail_msg("expected '%s' in the log, got '%s'", want,
+			 logged.data);
+	assert_int_equal(dpt__storage_stat(s, "step-2/shard", &size),
+			 DPT_ENOENT);
 	snprintf(path, sizeof(path), "%s/step-2", dir);
 	assert_int_equal(count_entries(path), 0);
 
 	/* The commit primitive too. */
 	dpt__buf_reset(&logged);
-	assert_int_equal(dpt__storage_put_if_absent(s, "step-2/manifest", big,
-						    8 * MIB),
-			 DPT_ENOSPC);
-	snprintf(want, sizeof(want), "cannot write '%s/step-2/manifest': No "
-				     "space left on device",
+	assert_int_equal(
+		dpt__storage_put_if_absent(s, "step-2/manifest", big, 8 * MIB),
+		DPT_ENOSPC);
+	snprintf(want, sizeof(want),
+		 "cannot write '%s/step-2/manifest': No "
+		 "space left on device",
 		 dir);
 	assert_non_null(strstr(logged.data, want));
 	assert_int_equal(count_entries(path), 0);

@@ -137,15 +137,15 @@ static void round_trip_and_ranges(void **state)
 
 	fill(src, n, 1);
 	assert_int_equal(open_with(f, false, MIB), 0);
-	assert_int_equal(dpt__storage_writer_new(f->s, "step-1/shard-0.bin", &w),
-			 0);
+	assert_int_equal(
+		dpt__storage_writer_new(f->s, "step-1/shard-0.bin", &w), 0);
 	/* Out of order, one range spanning several pool jobs. */
-	assert_int_equal(dpt__storage_writer_write_at(w, src + 2 * MIB, n - 2 * MIB,
-						      2 * MIB),
+	assert_int_equal(dpt__storage_writer_write_at(w, src + 2 * MIB,
+						      n - 2 * MIB, 2 * MIB),
 			 0);
-	assert_int_equal(dpt__storage_writer_write_at(w, src + 100, 2 * MIB - 100,
-						      100),
-			 0);
+	assert_int_equal(
+		dpt__storage_writer_write_at(w, src + 100, 2 * MIB - 100, 100),
+		0);
 	/* Not visible while being written. */
 	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size),
 			 DPT_ENOENT);
@@ -156,40 +156,42 @@ static void round_trip_and_ranges(void **state)
 	assert_int_equal(dpt__storage_writer_finish(&w), 0);
 	assert_null(w);
 
-	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size), 0);
+	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size),
+			 0);
 	assert_int_equal(size, n);
 	memset(dst, 0, n);
-	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", 0, n, dst),
-			 0);
+	assert_int_equal(
+		dpt__storage_read(f->s, "step-1/shard-0.bin", 0, n, dst), 0);
 	assert_memory_equal(dst, src, n);
 	/* Ranged reads, one of them across pool jobs. */
-	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", 777, 10,
-					   dst),
-			 0);
+	assert_int_equal(
+		dpt__storage_read(f->s, "step-1/shard-0.bin", 777, 10, dst), 0);
 	assert_memory_equal(dst, src + 777, 10);
 	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", MIB - 5,
 					   2 * MIB + 7, dst),
 			 0);
 	assert_memory_equal(dst, src + MIB - 5, 2 * MIB + 7);
-	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", n - 1, 1,
-					   dst),
-			 0);
-	assert_int_equal(dpt__storage_read(f->s, "step-1/shard-0.bin", n - 1, 2,
-					   dst),
-			 DPT_ERANGE);
+	assert_int_equal(
+		dpt__storage_read(f->s, "step-1/shard-0.bin", n - 1, 1, dst),
+		0);
+	assert_int_equal(
+		dpt__storage_read(f->s, "step-1/shard-0.bin", n - 1, 2, dst),
+		DPT_ERANGE);
 	assert_non_null(strstr(logged.data, "past its end"));
 	assert_int_equal(dpt__storage_read(f->s, "step-1/none", 0, 1, dst),
 			 DPT_ENOENT);
 	assert_int_equal(dpt__storage_read(f->s, "step-1", 0, 1, dst),
 			 DPT_ENOENT); /* a directory is not an object */
-	assert_int_equal(dpt__storage_read(f->s, "../x", 0, 1, dst), DPT_EINVAL);
+	assert_int_equal(dpt__storage_read(f->s, "../x", 0, 1, dst),
+			 DPT_EINVAL);
 
 	/* Finishing over an existing key replaces it. */
-	assert_int_equal(dpt__storage_writer_new(f->s, "step-1/shard-0.bin", &w),
-			 0);
+	assert_int_equal(
+		dpt__storage_writer_new(f->s, "step-1/shard-0.bin", &w), 0);
 	assert_int_equal(dpt__storage_writer_write_at(w, "new", 3, 0), 0);
 	assert_int_equal(dpt__storage_writer_finish(&w), 0);
-	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size), 0);
+	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size),
+			 0);
 	assert_int_equal(size, 3);
 	free(src);
 	free(dst);
@@ -203,7 +205,8 @@ static void abort_and_holes_leave_nothing(void **state)
 	uint64_t size;
 
 	assert_int_equal(dpt__storage_writer_new(f->s, "a/b/x", &w), 0);
-	assert_int_equal(dpt__storage_writer_write_at(w, buf, sizeof(buf), 0), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, buf, sizeof(buf), 0),
+			 0);
 	snprintf(path, sizeof(path), "%s/root/a/b", f->dir);
 	assert_int_equal(count_files(path), 1); /* the temporary file */
 	dpt__storage_writer_abort(&w);
@@ -213,7 +216,8 @@ static void abort_and_holes_leave_nothing(void **state)
 
 	/* A hole: bytes 64..127 never written. */
 	assert_int_equal(dpt__storage_writer_new(f->s, "a/b/x", &w), 0);
-	assert_int_equal(dpt__storage_writer_write_at(w, buf, sizeof(buf), 0), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, buf, sizeof(buf), 0),
+			 0);
 	assert_int_equal(dpt__storage_writer_write_at(w, buf, sizeof(buf), 128),
 			 0);
 	assert_int_equal(dpt__storage_writer_finish(&w), DPT_EINVAL);
@@ -243,8 +247,10 @@ static void *write_stripes(void *p)
 	 * their parts of one shard file. */
 	for (size_t off = (size_t)a->id * a->piece; off < a->total && !a->rc;
 	     off += a->piece * (size_t)a->nthreads) {
-		size_t len = a->total - off < a->piece ? a->total - off : a->piece;
-		a->rc = dpt__storage_writer_write_at(a->w, a->src + off, len, off);
+		size_t len =
+			a->total - off < a->piece ? a->total - off : a->piece;
+		a->rc = dpt__storage_writer_write_at(a->w, a->src + off, len,
+						     off);
 	}
 	return NULL;
 }
@@ -262,9 +268,9 @@ static void concurrent_writes(struct fixture *f, bool direct, size_t piece,
 	assert_int_equal(dpt__storage_writer_new(f->s, "c/shard", &w), 0);
 	for (int i = 0; i < 6; i++) {
 		args[i] = (struct stripe_arg){w, src, i, 6, piece, total, 0};
-		assert_int_equal(pthread_create(&t[i], NULL, write_stripes,
-						&args[i]),
-				 0);
+		assert_int_equal(
+			pthread_create(&t[i], NULL, write_stripes, &args[i]),
+			0);
 	}
 	for (int i = 0; i < 6; i++) {
 		pthread_join(t[i], NULL);
@@ -297,7 +303,8 @@ static void direct_io(void **state)
 	fill(src, n, 3);
 	assert_int_equal(open_with(f, true, MIB), 0);
 	assert_int_equal(dpt__storage_writer_new(f->s, "d/x", &w), 0);
-	assert_int_equal(dpt__storage_writer_write_at(w, src + 10, n - 10, 10), 0);
+	assert_int_equal(dpt__storage_writer_write_at(w, src + 10, n - 10, 10),
+			 0);
 	assert_int_equal(dpt__storage_writer_write_at(w, src, 10, 0), 0);
 	assert_int_equal(dpt__storage_writer_finish(&w), 0);
 	assert_int_equal(dpt__storage_read(f->s, "d/x", 0, n, dst), 0);
@@ -315,12 +322,12 @@ static void direct_reads(void **state)
 		size_t len;
 		size_t mem; /* offset of the destination from a page */
 	} r[] = {
-		{0, 5 * MIB + 333, 0},	  /* whole file, aligned memory */
-		{4096, 3 * MIB, 0},	  /* all aligned: no bounce */
-		{4096, 3 * MIB, 8},	  /* aligned file, unaligned memory */
-		{17, 2 * MIB + 5, 0},	  /* unaligned head and tail */
-		{4095, 4098, 1},	  /* one whole block between two bytes */
-		{100, 3000, 0},		  /* inside one block */
+		{0, 5 * MIB + 333, 0}, /* whole file, aligned memory */
+		{4096, 3 * MIB, 0},    /* all aligned: no bounce */
+		{4096, 3 * MIB, 8},    /* aligned file, unaligned memory */
+		{17, 2 * MIB + 5, 0},  /* unaligned head and tail */
+		{4095, 4098, 1},       /* one whole block between two bytes */
+		{100, 3000, 0},	       /* inside one block */
 		{5 * MIB - 4096, 4429, 0}, /* up to the unaligned end */
 	};
 	struct fixture *f = *state;
@@ -354,17 +361,18 @@ static void put_if_absent_commits_once(void **state)
 	char buf[16] = {0};
 	char path[160];
 
-	assert_int_equal(dpt__storage_put_if_absent(f->s, "step-2/manifest.json",
+	assert_int_equal(dpt__storage_put_if_absent(f->s,
+						    "step-2/manifest.json",
 						    "{\"step\":2}", 10),
 			 0);
 	dpt__buf_reset(&logged);
-	assert_int_equal(dpt__storage_put_if_absent(f->s, "step-2/manifest.json",
+	assert_int_equal(dpt__storage_put_if_absent(f->s,
+						    "step-2/manifest.json",
 						    "{\"step\":3}", 10),
 			 DPT_EEXIST);
 	assert_null(logged.data ? strstr(logged.data, "manifest") : NULL);
-	assert_int_equal(dpt__storage_read(f->s, "step-2/manifest.json", 0, 10,
-					   buf),
-			 0);
+	assert_int_equal(
+		dpt__storage_read(f->s, "step-2/manifest.json", 0, 10, buf), 0);
 	assert_string_equal(buf, "{\"step\":2}");
 	snprintf(path, sizeof(path), "%s/root/step-2", f->dir);
 	assert_int_equal(count_files(path), 1); /* no temporary file left */
@@ -399,7 +407,8 @@ static void put_if_absent_race_has_one_winner(void **state)
 	}
 	for (int i = 0; i < 8; i++)
 		pthread_join(t[i], NULL);
-	assert_int_equal(dpt__storage_read(f->s, "race/manifest", 0, 8, got), 0);
+	assert_int_equal(dpt__storage_read(f->s, "race/manifest", 0, 8, got),
+			 0);
 	for (int i = 0; i < 8; i++) {
 		if (r[i].rc == 0) {
 			winners++;
@@ -422,11 +431,12 @@ static void list_delete_gc(void **state)
 	int fd;
 
 	for (size_t i = 0; i < 5; i++)
-		assert_int_equal(dpt__storage_put_if_absent(f->s, keys[i], "xy",
-							    i % 3),
-				 0);
+		assert_int_equal(
+			dpt__storage_put_if_absent(f->s, keys[i], "xy", i % 3),
+			0);
 	/* A writer in progress and a file no key can name: not listed. */
-	assert_int_equal(dpt__storage_writer_new(f->s, "step-1/pending", &w), 0);
+	assert_int_equal(dpt__storage_writer_new(f->s, "step-1/pending", &w),
+			 0);
 	snprintf(path, sizeof(path), "%s/root/step-1/bad name", f->dir);
 	fd = open(path, O_CREAT | O_WRONLY, 0644);
 	close(fd);
@@ -451,8 +461,8 @@ static void list_delete_gc(void **state)
 	/* gc keeps a recent temporary file, removes an old one. */
 	assert_int_equal(dpt__storage_gc(f->s, "", 3600, &removed), 0);
 	assert_int_equal(removed, 0);
-	snprintf(path, sizeof(path), "%s/root/step-2/.a.dpt-tmp.0123456789abcdef",
-		 f->dir);
+	snprintf(path, sizeof(path),
+		 "%s/root/step-2/.a.dpt-tmp.0123456789abcdef", f->dir);
 	fd = open(path, O_CREAT | O_WRONLY, 0644);
 	struct timespec old[2] = {{.tv_sec = 1000}, {.tv_sec = 1000}};
 	futimens(fd, old);
@@ -629,7 +639,8 @@ static void recycle_claims_race(void **state)
 		fill(want, n, (uint64_t)c[i].key[4]);
 		assert_int_equal(dpt__storage_stat(f->s, c[i].key, &size), 0);
 		assert_int_equal(size, n);
-		assert_int_equal(dpt__storage_read(f->s, c[i].key, 0, n, got), 0);
+		assert_int_equal(dpt__storage_read(f->s, c[i].key, 0, n, got),
+				 0);
 		assert_memory_equal(got, want, n);
 	}
 	assert_int_equal(reused, 2);
@@ -650,7 +661,8 @@ static void open_errors(void **state)
 	assert_int_equal(dpt__storage_open(uri, NULL, &s), DPT_ENOENT);
 	assert_non_null(strstr(logged.data, "cannot create directory"));
 	assert_null(s);
-	assert_int_equal(dpt__storage_open("relative/dir", NULL, &s), DPT_EINVAL);
+	assert_int_equal(dpt__storage_open("relative/dir", NULL, &s),
+			 DPT_EINVAL);
 	assert_non_null(strstr(logged.data, "invalid storage URI"));
 }
 
@@ -690,9 +702,9 @@ static void private_modes(void **state)
 	assert_int_equal(mode_of(f->dir, "new/parent/run/step-1/"
 					 "rank-00000-of-00001.safetensors"),
 			 0600);
-	assert_int_equal(dpt__storage_put_if_absent(p, "step-1/manifest.json",
-						    "{}", 2),
-			 0);
+	assert_int_equal(
+		dpt__storage_put_if_absent(p, "step-1/manifest.json", "{}", 2),
+		0);
 	assert_int_equal(mode_of(f->dir, "new/parent/run/step-1/manifest.json"),
 			 0600);
 	dpt__storage_destroy(&p);
@@ -732,11 +744,12 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(direct_io, setup, teardown),
 		cmocka_unit_test_setup_teardown(direct_reads, setup, teardown),
-		cmocka_unit_test_setup_teardown(put_if_absent_commits_once, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(put_if_absent_race_has_one_winner,
+		cmocka_unit_test_setup_teardown(put_if_absent_commits_once,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(list_delete_gc, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			put_if_absent_race_has_one_winner, setup, teardown),
+		cmocka_unit_test_setup_teardown(list_delete_gc, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(recycle_reuses_files, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(recycle_claims_race, setup,

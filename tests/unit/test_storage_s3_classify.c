@@ -23,11 +23,12 @@
 static struct dpt__s3 s3 = {
 	.bucket = "ckpt",
 	.endpoint_msg = ENDPOINT,
-	.cfg = {
-		.region = "eu-west-3",
-		.access_key = "AKIDEXAMPLE",
-		.cred_source = "AWS_ACCESS_KEY_ID",
-	},
+	.cfg =
+		{
+			.region = "eu-west-3",
+			.access_key = "AKIDEXAMPLE",
+			.cred_source = "AWS_ACCESS_KEY_ID",
+		},
 	.conf = {.stall_timeout_ms = 30000},
 };
 
@@ -58,13 +59,15 @@ static void check_req(struct dpt__s3_req *r, const struct answer *a,
 	if (a->code || a->msg) {
 		assert_int_equal(dpt__buf_puts(&r->resp, "<Error>"), 0);
 		if (a->code)
-			assert_int_equal(dpt__buf_printf(&r->resp, "<Code>%s"
-								   "</Code>",
+			assert_int_equal(dpt__buf_printf(&r->resp,
+							 "<Code>%s"
+							 "</Code>",
 							 a->code),
 					 0);
 		if (a->msg)
-			assert_int_equal(dpt__buf_printf(&r->resp, "<Message>%s"
-								   "</Message>",
+			assert_int_equal(dpt__buf_printf(&r->resp,
+							 "<Message>%s"
+							 "</Message>",
 							 a->msg),
 					 0);
 		assert_int_equal(dpt__buf_puts(&r->resp, "</Error>"), 0);
@@ -92,7 +95,7 @@ static void check(const struct answer *a, const struct outcome *want)
 }
 
 #define KEY_HINT                                                               \
-	" (bucket 'ckpt' at " ENDPOINT " refuses the key 'AKIDEXAMPLE' from " \
+	" (bucket 'ckpt' at " ENDPOINT " refuses the key 'AKIDEXAMPLE' from "  \
 	"AWS_ACCESS_KEY_ID: check the key, its secret and its permissions)"
 
 static void http_statuses(void **state)
@@ -112,16 +115,16 @@ static void http_statuses(void **state)
 		  "HTTP 404 NoSuchKey: The key does not exist"}},
 		{{0, 404, "NoSuchBucket", NULL},
 		 {DPT_ENOENT, DPT__S3_DONE, false,
-		  "HTTP 404 NoSuchBucket (bucket 'ckpt' does not exist at "
-		  ENDPOINT ")"}},
+		  "HTTP 404 NoSuchBucket (bucket 'ckpt' does not exist "
+		  "at " ENDPOINT ")"}},
 		{{0, 404, "NoSuchUpload", NULL},
 		 {DPT_ES3, DPT__S3_DONE, false,
 		  "HTTP 404 NoSuchUpload (the multipart upload was aborted or "
 		  "lost by the server)"}},
 		{{0, 301, "PermanentRedirect", NULL},
 		 {DPT_ES3, DPT__S3_DONE, false,
-		  "HTTP 301 PermanentRedirect (bucket 'ckpt' is not served by "
-		  ENDPOINT " in region eu-west-3: set AWS_REGION or "
+		  "HTTP 301 PermanentRedirect (bucket 'ckpt' is not served "
+		  "by " ENDPOINT " in region eu-west-3: set AWS_REGION or "
 		  "DPTRAIN_S3_ENDPOINT)"}},
 		{{0, 307, NULL, NULL},
 		 {DPT_ES3, DPT__S3_DONE, false,

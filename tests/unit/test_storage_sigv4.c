@@ -18,11 +18,11 @@
 #include "buf.h"
 #include "storage/sigv4.h"
 
-#define AK "AKIAIOSFODNN7EXAMPLE"
-#define SK "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-#define DATE "20130524T000000Z"
+#define AK    "AKIAIOSFODNN7EXAMPLE"
+#define SK    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+#define DATE  "20130524T000000Z"
 #define EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-#define HOST "examplebucket.s3.amazonaws.com"
+#define HOST  "examplebucket.s3.amazonaws.com"
 
 static const struct dpt__sigv4_key key = {
 	.access_key = AK,
@@ -37,8 +37,8 @@ static void sign(const struct dpt__sigv4_request *req, const char *want_auth,
 	struct dpt__buf auth, canon;
 	dpt__buf_init(&auth, 4096);
 	dpt__buf_init(&canon, 4096);
-	assert_int_equal(dpt__sigv4_authorization(&key, DATE, req, &auth, &canon),
-			 0);
+	assert_int_equal(
+		dpt__sigv4_authorization(&key, DATE, req, &auth, &canon), 0);
 	if (want_canonical)
 		assert_string_equal(canon.data, want_canonical);
 	assert_string_equal(auth.data, want_auth);
@@ -128,8 +128,8 @@ static void get_lifecycle(void **state)
 	     "Signature="
 	     "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543",
 	     "GET\n/\nlifecycle=\nhost:" HOST "\nx-amz-content-sha256:" EMPTY
-	     "\nx-amz-date:" DATE "\n\nhost;x-amz-content-sha256;x-amz-date\n"
-	     EMPTY);
+	     "\nx-amz-date:" DATE
+	     "\n\nhost;x-amz-content-sha256;x-amz-date\n" EMPTY);
 }
 
 static void list_objects_sorts_query(void **state)
@@ -188,15 +188,17 @@ static void canonical_details(void **state)
 	(void)state;
 	dpt__buf_init(&auth, 4096);
 	dpt__buf_init(&canon, 4096);
-	assert_int_equal(dpt__sigv4_authorization(&key, DATE, &req, &auth, &canon),
-			 0);
-	assert_string_equal(canon.data,
-			    "POST\n/ckpt/step%201/x\n"
-			    "continuation-token=1%2Fx%2By%3D&prefix=runs%2Fa%20b&"
-			    "uploads=\n"
-			    "host:127.0.0.1:5055\nx-amz-meta-note:a b c\n\n"
-			    "host;x-amz-meta-note\nUNSIGNED-PAYLOAD");
-	assert_non_null(strstr(auth.data, "SignedHeaders=host;x-amz-meta-note,"));
+	assert_int_equal(
+		dpt__sigv4_authorization(&key, DATE, &req, &auth, &canon), 0);
+	assert_string_equal(
+		canon.data,
+		"POST\n/ckpt/step%201/x\n"
+		"continuation-token=1%2Fx%2By%3D&prefix=runs%2Fa%20b&"
+		"uploads=\n"
+		"host:127.0.0.1:5055\nx-amz-meta-note:a b c\n\n"
+		"host;x-amz-meta-note\nUNSIGNED-PAYLOAD");
+	assert_non_null(
+		strstr(auth.data, "SignedHeaders=host;x-amz-meta-note,"));
 	dpt__buf_release(&auth);
 	dpt__buf_release(&canon);
 }
@@ -207,7 +209,8 @@ static void encoding_and_helpers(void **state)
 	char hex[65], date[17];
 	(void)state;
 	dpt__buf_init(&b, 256);
-	assert_int_equal(dpt__sigv4_uri_encode(&b, "aZ09-._~/$ \xc3\xa9", true), 0);
+	assert_int_equal(dpt__sigv4_uri_encode(&b, "aZ09-._~/$ \xc3\xa9", true),
+			 0);
 	assert_string_equal(b.data, "aZ09-._~/%24%20%C3%A9");
 	dpt__buf_reset(&b);
 	assert_int_equal(dpt__sigv4_uri_encode(&b, "a/b", false), 0);
@@ -229,11 +232,12 @@ static void rejects_bad_input(void **state)
 	struct dpt__buf auth;
 	(void)state;
 	dpt__buf_init(&auth, 4096);
-	assert_int_equal(dpt__sigv4_authorization(&key, DATE, &req, &auth, NULL),
-			 DPT_EINVAL); /* no headers */
-	assert_int_equal(dpt__sigv4_authorization(&key, "2013-05-24", &req, &auth,
-						  NULL),
-			 DPT_EINVAL);
+	assert_int_equal(
+		dpt__sigv4_authorization(&key, DATE, &req, &auth, NULL),
+		DPT_EINVAL); /* no headers */
+	assert_int_equal(
+		dpt__sigv4_authorization(&key, "2013-05-24", &req, &auth, NULL),
+		DPT_EINVAL);
 	dpt__buf_release(&auth);
 }
 

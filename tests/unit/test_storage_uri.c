@@ -28,7 +28,8 @@ static void file_uris(void **state)
 	assert_int_equal(u.scheme, DPT__STORAGE_FILE);
 	assert_string_equal(u.path, "/lustre/ckpt");
 	dpt__storage_uri_release(&u);
-	assert_int_equal(dpt__storage_uri_parse("file://localhost/a%20b", &u), 0);
+	assert_int_equal(dpt__storage_uri_parse("file://localhost/a%20b", &u),
+			 0);
 	assert_string_equal(u.path, "/a b");
 	dpt__storage_uri_release(&u);
 	/* What admins write in dptrain.conf: a plain absolute path. */
@@ -39,8 +40,8 @@ static void file_uris(void **state)
 	assert_string_equal(u.path, "/");
 	dpt__storage_uri_release(&u);
 	/* Empty components go; a name that merely starts with dots stays. */
-	assert_int_equal(dpt__storage_uri_parse("file:///ckpt//alice///..x/", &u),
-			 0);
+	assert_int_equal(
+		dpt__storage_uri_parse("file:///ckpt//alice///..x/", &u), 0);
 	assert_string_equal(u.path, "/ckpt/alice/..x");
 	dpt__storage_uri_release(&u);
 	assert_int_equal(dpt__storage_uri_parse("file:////", &u), 0);
@@ -50,18 +51,28 @@ static void file_uris(void **state)
 	/* "." and ".." components are refused after decoding: a root must
 	 * not climb out of the directory it names (issue 14, defect 2). */
 	const char *bad[] = {
-		"file://host/x",	    "file://relative",
-		"file:///a%00b",	    "file:///a%zz",
-		"file:///a?q",		    "relative/path",
-		"http://x/y",		    "",
-		"file:///ckpt/alice/../bob", "file:///ckpt/alice/..",
-		"file:///ckpt/./alice",	    "/ckpt/alice/..",
-		"file:///ckpt/alice/%2e%2e", "file:///ckpt/alice/%2E%2e/bob",
-		"file:///ckpt/alice/.%2e/bob", "file:///ckpt/alice%2f..%2fbob",
-		"file:///..",		    "file:///ckpt/alice//./x",
+		"file://host/x",
+		"file://relative",
+		"file:///a%00b",
+		"file:///a%zz",
+		"file:///a?q",
+		"relative/path",
+		"http://x/y",
+		"",
+		"file:///ckpt/alice/../bob",
+		"file:///ckpt/alice/..",
+		"file:///ckpt/./alice",
+		"/ckpt/alice/..",
+		"file:///ckpt/alice/%2e%2e",
+		"file:///ckpt/alice/%2E%2e/bob",
+		"file:///ckpt/alice/.%2e/bob",
+		"file:///ckpt/alice%2f..%2fbob",
+		"file:///..",
+		"file:///ckpt/alice//./x",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(dpt__storage_uri_parse(bad[i], &u), DPT_EINVAL);
+		assert_int_equal(dpt__storage_uri_parse(bad[i], &u),
+				 DPT_EINVAL);
 		assert_null(u.path);
 	}
 	assert_int_equal(dpt__storage_uri_parse(NULL, &u), DPT_EINVAL);
@@ -87,9 +98,10 @@ static void s3_uris(void **state)
 	dpt__storage_uri_release(&u);
 
 	const char *bad[] = {
-		"s3://",	  "s3://ab",	   "s3://Upper",  "s3://-ckpt",
-		"s3://ckpt-",	  "s3://ck_pt",	   "s3://ckpt//x", "s3://ckpt/a/../b",
-		"s3://ckpt/a b",  "s3://ckpt/x/.", "S3://ckpt",
+		"s3://",	 "s3://ab",	     "s3://Upper",
+		"s3://-ckpt",	 "s3://ckpt-",	     "s3://ck_pt",
+		"s3://ckpt//x",	 "s3://ckpt/a/../b", "s3://ckpt/a b",
+		"s3://ckpt/x/.", "S3://ckpt",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = dpt__storage_uri_parse(bad[i], &u);
@@ -101,8 +113,8 @@ static void s3_uris(void **state)
 static void keys(void **state)
 {
 	(void)state;
-	assert_int_equal(dpt__storage_key_check("step-00000100/shard-0.safetensors",
-						false),
+	assert_int_equal(dpt__storage_key_check(
+				 "step-00000100/shard-0.safetensors", false),
 			 0);
 	assert_int_equal(dpt__storage_key_check("a/b/c~d_e.f", false), 0);
 	assert_int_equal(dpt__storage_key_check(".hidden", false), 0);
@@ -110,8 +122,19 @@ static void keys(void **state)
 	assert_int_equal(dpt__storage_key_check("step-1/", true), 0);
 
 	const char *bad[] = {
-		"",	"/abs",	 "a//b", "a/",	   "./a",   "a/..",  "..",
-		"a b",	"a\\b",	 "a?b",	 "a%20b", "\xc3\xa9", "x/.y.dpt-tmp.0",
+		"",
+		"/abs",
+		"a//b",
+		"a/",
+		"./a",
+		"a/..",
+		"..",
+		"a b",
+		"a\\b",
+		"a?b",
+		"a%20b",
+		"\xc3\xa9",
+		"x/.y.dpt-tmp.0",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (dpt__storage_key_check(bad[i], false) != DPT_EINVAL)
@@ -145,14 +168,14 @@ static void endpoints(void **state)
 	free(host);
 	assert_int_equal(dpt__storage_endpoint_parse("ftp://x", &https, &host),
 			 DPT_EINVAL);
-	assert_int_equal(dpt__storage_endpoint_parse("http://x/path", &https,
-						     &host),
-			 DPT_EINVAL);
+	assert_int_equal(
+		dpt__storage_endpoint_parse("http://x/path", &https, &host),
+		DPT_EINVAL);
 	assert_int_equal(dpt__storage_endpoint_parse("http://", &https, &host),
 			 DPT_EINVAL);
-	assert_int_equal(dpt__storage_endpoint_parse("http://a b", &https,
-						     &host),
-			 DPT_EINVAL);
+	assert_int_equal(
+		dpt__storage_endpoint_parse("http://a b", &https, &host),
+		DPT_EINVAL);
 }
 
 static char tmpdir[] = "/tmp/dpt-test-uri-XXXXXX";
@@ -184,9 +207,8 @@ static void credentials_file(void **state)
 			 "region = eu-west-1\n"
 			 "[half]\n"
 			 "aws_access_key_id=AKHALF\n");
-	assert_int_equal(dpt__aws_credentials_read(path, "default", &ak, &sk,
-						   &tok),
-			 0);
+	assert_int_equal(
+		dpt__aws_credentials_read(path, "default", &ak, &sk, &tok), 0);
 	assert_string_equal(ak, "AKDEFAULT");
 	assert_string_equal(sk, "SKDEFAULT");
 	assert_null(tok);
@@ -200,27 +222,31 @@ static void credentials_file(void **state)
 	free(ak);
 	free(sk);
 	free(tok);
-	assert_int_equal(dpt__aws_credentials_read(path, "half", &ak, &sk, &tok),
-			 DPT_ENOENT);
-	assert_int_equal(dpt__aws_credentials_read(path, "none", &ak, &sk, &tok),
-			 DPT_ENOENT);
+	assert_int_equal(
+		dpt__aws_credentials_read(path, "half", &ak, &sk, &tok),
+		DPT_ENOENT);
+	assert_int_equal(
+		dpt__aws_credentials_read(path, "none", &ak, &sk, &tok),
+		DPT_ENOENT);
 	assert_int_equal(dpt__aws_credentials_read("/nonexistent/x", "default",
 						   &ak, &sk, &tok),
 			 DPT_ENOENT);
 	write_file(path, "[default]\nnot ini\n");
-	assert_int_equal(dpt__aws_credentials_read(path, "default", &ak, &sk,
-						   &tok),
-			 DPT_ECONFIG);
+	assert_int_equal(
+		dpt__aws_credentials_read(path, "default", &ak, &sk, &tok),
+		DPT_ECONFIG);
 	unlink(path);
 }
 
 static void clear_env(void)
 {
 	const char *vars[] = {
-		"DPTRAIN_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",
-		"AWS_REGION",	       "AWS_DEFAULT_REGION",  "AWS_ACCESS_KEY_ID",
-		"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-		"AWS_SHARED_CREDENTIALS_FILE", "DPTRAIN_S3_PATH_STYLE",
+		"DPTRAIN_S3_ENDPOINT",	 "AWS_ENDPOINT_URL_S3",
+		"AWS_ENDPOINT_URL",	 "AWS_REGION",
+		"AWS_DEFAULT_REGION",	 "AWS_ACCESS_KEY_ID",
+		"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+		"AWS_PROFILE",		 "AWS_SHARED_CREDENTIALS_FILE",
+		"DPTRAIN_S3_PATH_STYLE",
 	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
@@ -366,9 +392,12 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(file_uris),	    cmocka_unit_test(s3_uris),
-		cmocka_unit_test(keys),		    cmocka_unit_test(endpoints),
-		cmocka_unit_test(credentials_file), cmocka_unit_test(config_sources),
+		cmocka_unit_test(file_uris),
+		cmocka_unit_test(s3_uris),
+		cmocka_unit_test(keys),
+		cmocka_unit_test(endpoints),
+		cmocka_unit_test(credentials_file),
+		cmocka_unit_test(config_sources),
 		cmocka_unit_test(open_checks_options),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -35,12 +35,16 @@ static void list_objects_v2(void **state)
 		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/"
 		"2006-03-01/\">\n"
-		"  <Name>ckpt</Name><Prefix>runs/</Prefix><KeyCount>2</KeyCount>"
+		"  "
+		"<Name>ckpt</Name><Prefix>runs/</Prefix><KeyCount>2</KeyCount>"
 		"<MaxKeys>2</MaxKeys><IsTruncated>true</IsTruncated>\n"
-		"  <Contents><Key>runs/a&amp;b</Key><LastModified>2024-01-01T00:"
+		"  "
+		"<Contents><Key>runs/a&amp;b</Key><LastModified>2024-01-01T00:"
 		"00:00.000Z</LastModified><ETag>&quot;abc&quot;</ETag>"
-		"<Size>10</Size><StorageClass>STANDARD</StorageClass></Contents>"
-		"\n  <Contents>\n    <Key>runs/c</Key>\n    <Size>20971520</Size>\n"
+		"<Size>10</Size><StorageClass>STANDARD</StorageClass></"
+		"Contents>"
+		"\n  <Contents>\n    <Key>runs/c</Key>\n    "
+		"<Size>20971520</Size>\n"
 		"  </Contents>\n"
 		"  <NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/"
 		"wm36Hy4vbOwM=</NextContinuationToken>\n"
@@ -121,8 +125,8 @@ static void errors_and_malformed(void **state)
 	assert_false(dpt__xml_find(span("<Code"), "Code", &v));
 	assert_false(dpt__xml_find(span("<Code>a</Cod>"), "Code", &v));
 	/* A span is a bound: nothing past it is read. */
-	assert_false(dpt__xml_find((struct dpt__xml_span){"<A>x</A>", 7}, "A",
-				   &v));
+	assert_false(
+		dpt__xml_find((struct dpt__xml_span){"<A>x</A>", 7}, "A", &v));
 	assert_true(dpt__xml_find(span("<A>x</A >"), "A", &v));
 }
 
@@ -136,8 +140,9 @@ static void entities(void **state)
 	assert_string_equal(s, "a<b>'\"&A\xe2\x98\xba\xf0\x9f\x98\x80");
 	free(s);
 	dpt__buf_init(&b, 64);
-	const char *bad[] = {"&", "&amp", "&bogus;", "&#0;", "&#xD800;",
-			     "&#x110000;", "&#;", "&#12a;", "&verylongname;"};
+	const char *bad[] = {"&",    "&amp",	 "&bogus;",
+			     "&#0;", "&#xD800;", "&#x110000;",
+			     "&#;",  "&#12a;",	 "&verylongname;"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		dpt__buf_reset(&b);
 		if (dpt__xml_text(&b, span(bad[i])) != DPT_EPROTO)

@@ -14,7 +14,8 @@
 #include "client.h"
 #include "wire.h"
 
-#define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+#define SECRET                                                                 \
+	"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 /* Encode M into a fresh buffer; *LEN receives its size. */
 static uint8_t *encode(const struct dpt__msg *m, size_t *len)
@@ -51,7 +52,8 @@ static struct dpt__msg join_msg(void)
 	m.u.join.pid = 4242;
 	m.u.join.caps = DPT_CAP_CPU | DPT_CAP_NCCL;
 	m.u.join.addr.port = 40001;
-	snprintf(m.u.join.addr.host, sizeof(m.u.join.addr.host), "%s", "10.1.2.3");
+	snprintf(m.u.join.addr.host, sizeof(m.u.join.addr.host), "%s",
+		 "10.1.2.3");
 	snprintf(m.u.join.name, sizeof(m.u.join.name), "%s", "node-07.cluster");
 	return m;
 }
@@ -97,7 +99,8 @@ static void every_message_roundtrips(void **state)
 	dpt__msg_init(&in, DPT_MSG_GEN_END, 4);
 	in.u.text.code = DPT_END_PEER_LOST;
 	in.u.text.lost_rank = 3;
-	snprintf(in.u.text.text, sizeof(in.u.text.text), "%s", "rank 3 (node-2, pid 17) missed heartbeats");
+	snprintf(in.u.text.text, sizeof(in.u.text.text), "%s",
+		 "rank 3 (node-2, pid 17) missed heartbeats");
 	roundtrip(&in, &out);
 	assert_int_equal(out.u.text.code, DPT_END_PEER_LOST);
 	assert_int_equal(out.u.text.lost_rank, 3);
@@ -105,7 +108,8 @@ static void every_message_roundtrips(void **state)
 
 	dpt__msg_init(&in, DPT_MSG_ERROR, 0);
 	in.u.text.code = DPT_EVERSION;
-	snprintf(in.u.text.text, sizeof(in.u.text.text), "%s", "protocol version 2 is not supported");
+	snprintf(in.u.text.text, sizeof(in.u.text.text), "%s",
+		 "protocol version 2 is not supported");
 	roundtrip(&in, &out);
 	assert_int_equal(out.u.text.code, DPT_EVERSION);
 	assert_string_equal(out.u.text.text, in.u.text.text);
@@ -170,9 +174,9 @@ static void every_message_roundtrips(void **state)
 	in.u.vote.code = DPT_EIO;
 	assert_int_equal(dpt__wire_size(&in), 0);
 
-	const enum dpt__msg_type empty[] = {DPT_MSG_BARRIER, DPT_MSG_BARRIER_DONE,
-					    DPT_MSG_HEARTBEAT, DPT_MSG_LEAVE,
-					    DPT_MSG_ACK};
+	const enum dpt__msg_type empty[] = {
+		DPT_MSG_BARRIER, DPT_MSG_BARRIER_DONE, DPT_MSG_HEARTBEAT,
+		DPT_MSG_LEAVE, DPT_MSG_ACK};
 	for (size_t i = 0; i < sizeof(empty) / sizeof(empty[0]); i++) {
 		dpt__msg_init(&in, empty[i], 6);
 		in.seq = 1;
@@ -242,7 +246,8 @@ static void truncated_and_extended_are_rejected(void **state)
 	msgs[1].roster = peers;
 	dpt__msg_init(&msgs[2], DPT_MSG_ERROR, 1);
 	msgs[2].u.text.code = DPT_EBUSY;
-	snprintf(msgs[2].u.text.text, sizeof(msgs[2].u.text.text), "%s", "full");
+	snprintf(msgs[2].u.text.text, sizeof(msgs[2].u.text.text), "%s",
+		 "full");
 
 	for (int k = 0; k < 3; k++) {
 		size_t len;
@@ -254,7 +259,8 @@ static void truncated_and_extended_are_rejected(void **state)
 		for (size_t cut = 0; cut < len; cut++) {
 			expect_reject(buf, cut, DPT_EPROTO);
 			if (cut >= DPT_WIRE_HDR_SIZE) {
-				uint32_t b = (uint32_t)(cut - DPT_WIRE_HDR_SIZE);
+				uint32_t b =
+					(uint32_t)(cut - DPT_WIRE_HDR_SIZE);
 				memcpy(longer, buf, cut);
 				longer[12] = (uint8_t)(b >> 24);
 				longer[13] = (uint8_t)(b >> 16);
@@ -342,17 +348,18 @@ static void field_rules(void **state)
 	 * host length 38, host 39.. */
 	patched_is_rejected(&m, 35, 0);	   /* no caps */
 	patched_is_rejected(&m, 35, 4);	   /* unknown cap */
-	patched_is_rejected(&m, 39, 'x');   /* not a numeric address */
-	patched_is_rejected(&m, 39, '\0');  /* embedded NUL */
+	patched_is_rejected(&m, 39, 'x');  /* not a numeric address */
+	patched_is_rejected(&m, 39, '\0'); /* embedded NUL */
 	patched_is_rejected(&m, 38, 0);	   /* empty host */
-	patched_is_rejected(&m, 38, 64);	   /* host longer than the field */
+	patched_is_rejected(&m, 38, 64);   /* host longer than the field */
 	patched_is_rejected(&m, 48, '\n'); /* control character in the name */
 
 	m.u.join.addr.port = 0; /* a CPU worker needs a data-plane port */
 	assert_int_equal(dpt__wire_size(&m), 0);
 	m.u.join.caps = DPT_CAP_NCCL;
 	assert_true(dpt__wire_size(&m) > 0);
-	snprintf(m.u.join.addr.host, sizeof(m.u.join.addr.host), "%s", "host.example"); /* not numeric */
+	snprintf(m.u.join.addr.host, sizeof(m.u.join.addr.host), "%s",
+		 "host.example"); /* not numeric */
 	assert_int_equal(dpt__wire_size(&m), 0);
 
 	dpt__msg_init(&m, DPT_MSG_WELCOME, 1);
@@ -366,12 +373,12 @@ static void field_rules(void **state)
 	assert_true(dpt__wire_size(&m) > 0);
 	/* WELCOME body: rank 16, world 20, local 24, local world 28,
 	 * backend 32, flags 33, reserved 34. */
-	patched_is_rejected(&m, 19, 2);	 /* rank == world */
-	patched_is_rejected(&m, 23, 0);	 /* world 0 */
-	patched_is_rejected(&m, 32, 3);	 /* unknown backend */
-	patched_is_rejected(&m, 33, 1);	 /* CREATE_ID for a CPU rank 1 */
-	patched_is_rejected(&m, 34, 1);	 /* reserved bits */
-	patched_is_rejected(&m, 31, 3);	 /* local world > world */
+	patched_is_rejected(&m, 19, 2); /* rank == world */
+	patched_is_rejected(&m, 23, 0); /* world 0 */
+	patched_is_rejected(&m, 32, 3); /* unknown backend */
+	patched_is_rejected(&m, 33, 1); /* CREATE_ID for a CPU rank 1 */
+	patched_is_rejected(&m, 34, 1); /* reserved bits */
+	patched_is_rejected(&m, 31, 3); /* local world > world */
 	m.u.welcome.backend = DPT_BACKEND_NCCL;
 	m.u.welcome.flags = DPT_WELCOME_CREATE_ID;
 	assert_int_equal(dpt__wire_size(&m), 0); /* rank 1 may not create */
@@ -480,14 +487,14 @@ static void exit_report_gives_up_in_time(void **state)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* Nobody listens on port 1: the report must time out, not hang. */
-	assert_int_equal(dpt__client_report_exit("tcp://127.0.0.1:1", SECRET,
-						3, 0, 200),
-			 DPT_ETIMEDOUT);
+	assert_int_equal(
+		dpt__client_report_exit("tcp://127.0.0.1:1", SECRET, 3, 0, 200),
+		DPT_ETIMEDOUT);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	assert_true(t1.tv_sec - t0.tv_sec < 2);
-	assert_int_equal(dpt__client_report_exit("tcp://127.0.0.1:1", "bad", 3,
-						0, 200),
-			 DPT_EINVAL);
+	assert_int_equal(
+		dpt__client_report_exit("tcp://127.0.0.1:1", "bad", 3, 0, 200),
+		DPT_EINVAL);
 }
 
 static struct dpt__msg kv_msg(enum dpt__msg_type type, const char *key,
@@ -559,14 +566,14 @@ static void kv_client_gives_up_in_time(void **state)
 	char value[64];
 	(void)state;
 
-	assert_int_equal(dpt__client_kv_put("tcp://127.0.0.1:1", SECRET, "k",
-					   "v", 200),
-			 DPT_ETIMEDOUT);
+	assert_int_equal(
+		dpt__client_kv_put("tcp://127.0.0.1:1", SECRET, "k", "v", 200),
+		DPT_ETIMEDOUT);
 	assert_int_equal(dpt__client_kv_get("tcp://127.0.0.1:1", SECRET, "k",
-					   value, sizeof(value), 300),
+					    value, sizeof(value), 300),
 			 DPT_ETIMEDOUT);
 	assert_int_equal(dpt__client_kv_put("tcp://127.0.0.1:1", SECRET,
-					   "bad key", "v", 200),
+					    "bad key", "v", 200),
 			 DPT_EINVAL);
 }
 
