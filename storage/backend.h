@@ -49,30 +49,17 @@ struct dpt__storage_ops {
 	int (*reserve)(struct dpt__storage_backend *b, uint64_t bytes);
 };
 
-/* Options with every default filled in (see dpt__storage_opts). */
-struct dpt__storage_conf {
-	size_t part_size;
-	int max_inflight;
-	int retries;
-	long retry_base_ms;
-	long retry_max_ms;
-	long connect_timeout_ms;
-	long stall_timeout_ms;
-	bool unsigned_payload;
-	int list_page_size;
-	bool direct_io;
-	bool no_create;
-	bool private_mode;
-};
+/* The backends get a struct dpt__storage_opts with every default filled
+ * in (storage.c, fill_conf): "conf" below. */
 
 /* Each backend's open: on success *OUT is the backend, released by its
  * ops->destroy. URI, OPTS and CONF are only borrowed. */
 int dpt__posix_open(const struct dpt__storage_uri *uri,
-		    const struct dpt__storage_conf *conf,
+		    const struct dpt__storage_opts *conf,
 		    struct dpt__storage_backend **out);
 int dpt__s3_open(const struct dpt__storage_uri *uri,
 		 const struct dpt__storage_opts *opts,
-		 const struct dpt__storage_conf *conf,
+		 const struct dpt__storage_opts *conf,
 		 struct dpt__storage_backend **out);
 
 /* Maps an errno value to the closest dpt_error (ENOSPC and EDQUOT to

@@ -140,7 +140,7 @@ int dpt__posix_pool_run(struct dpt__posix_io_pool *p,
 /* The worker's DPT__DIO_ALIGN-aligned bounce buffer of part_size (rounded
  * up), made on first use; NULL when memory is short. */
 char *dpt__posix_bounce(struct dpt__posix_io_worker *wk,
-			const struct dpt__storage_conf *conf)
+			const struct dpt__storage_opts *conf)
 {
 	if (!wk->bounce) {
 		size_t n = (conf->part_size + DPT__DIO_ALIGN - 1) &
@@ -497,7 +497,7 @@ out:
 /* Reads an aligned range through the O_DIRECT descriptor FD, into BUF
  * or, when BUF is not aligned, through the worker's bounce buffer. */
 static int read_direct(int fd, struct dpt__posix_io_worker *wk,
-		       const struct dpt__storage_conf *conf, char *buf,
+		       const struct dpt__storage_opts *conf, char *buf,
 		       size_t len, uint64_t off)
 {
 	if (((uintptr_t)buf & (DPT__DIO_ALIGN - 1)) == 0)
@@ -680,7 +680,7 @@ static int private_root(struct dpt__posix *b)
 }
 
 int dpt__posix_open(const struct dpt__storage_uri *uri,
-		    const struct dpt__storage_conf *conf,
+		    const struct dpt__storage_opts *conf,
 		    struct dpt__storage_backend **out)
 {
 	struct dpt__posix *b;

@@ -73,7 +73,7 @@ struct dpt__posix {
 	char *root;
 	const char *root_msg; /* root for messages: "" for "/" */
 	int rootfd;
-	struct dpt__storage_conf conf;
+	struct dpt__storage_opts conf;
 	struct dpt__posix_io_pool pool;
 };
 
@@ -84,7 +84,7 @@ int dpt__posix_pool_run(struct dpt__posix_io_pool *p,
 			struct dpt__posix_io_job *jobs, size_t n);
 /* WK's aligned bounce buffer of part_size (rounded up); NULL: no memory. */
 char *dpt__posix_bounce(struct dpt__posix_io_worker *wk,
-			const struct dpt__storage_conf *conf);
+			const struct dpt__storage_opts *conf);
 /* pwrite() of all LEN bytes, EINTR retried; returns 0 or an errno. */
 int dpt__posix_pwrite_all(int fd, const char *buf, size_t len, uint64_t off);
 /* fsync(), EINTR retried; returns 0 or an errno. */

@@ -574,7 +574,7 @@ static const struct dpt__storage_ops s3_ops = {
 
 int dpt__s3_open(const struct dpt__storage_uri *uri,
 		 const struct dpt__storage_opts *opts,
-		 const struct dpt__storage_conf *conf,
+		 const struct dpt__storage_opts *conf,
 		 struct dpt__storage_backend **out)
 {
 	struct dpt__s3 *s3;

@@ -40,7 +40,7 @@ struct dpt__s3_config {
 
 struct dpt__s3 {
 	struct dpt__storage_backend base; /* first: the ops take it */
-	struct dpt__storage_conf conf;
+	struct dpt__storage_opts conf;
 	struct dpt__s3_config cfg;
 	char *bucket;
 	char *prefix;	    /* "" or "runs/a/" */

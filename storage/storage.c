@@ -81,8 +81,9 @@ int dpt__storage_key_check(const char *key, bool empty_ok)
 }
 
 static int fill_conf(const struct dpt__storage_opts *o,
-		     struct dpt__storage_conf *c)
+		     struct dpt__storage_opts *c)
 {
+	*c = *o; /* then the defaults of what was left 0 */
 	c->part_size = o->part_size ? o->part_size : 8 * MIB;
 	c->max_inflight = o->max_inflight ? o->max_inflight : 4;
 	c->retries = o->retries < 0 ? 0 : o->retries ? o->retries : 5;
@@ -92,11 +93,7 @@ static int fill_conf(const struct dpt__storage_opts *o,
 		o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 10000;
 	c->stall_timeout_ms =
 		o->stall_timeout_ms > 0 ? o->stall_timeout_ms : 60000;
-	c->unsigned_payload = o->unsigned_payload;
 	c->list_page_size = o->list_page_size ? o->list_page_size : 1000;
-	c->direct_io = o->direct_io;
-	c->no_create = o->no_create;
-	c->private_mode = o->private_mode;
 	if (c->max_inflight < 1 || c->max_inflight > 64) {
 		dpt__error("invalid storage option max_inflight %d: it must be "
 			   "between 1 and 64",
@@ -118,7 +115,7 @@ int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
 		      struct dpt__storage **out)
 {
 	struct dpt__storage_opts defaults;
-	struct dpt__storage_conf conf;
+	struct dpt__storage_opts conf;
 	struct dpt__storage_uri u;
 	struct dpt__storage *s = NULL;
 	int rc;
