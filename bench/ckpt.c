@@ -65,6 +65,7 @@
 #include <dptrain/dptrain.h>
 
 #include "bench/bench.h"
+#include "bench/join.h"
 #include "bench/ckpt_peers.h"
 #include "ckpt/ckpt_int.h"
 #include "storage/storage.h"
@@ -192,21 +193,13 @@ static void report(int fd, const char *fmt, ...)
 static int worker(const struct bench_config *c, const char *endpoint,
 		  const char *secret, int task, int world, bool load, int fd)
 {
-	struct dpt_init_opts io;
 	struct dpt_ckpt_opts co;
 	struct dpt_ckpt *ck = NULL;
 	struct dpt_ctx *ctx = NULL;
 	struct state s;
 	int rc, rank;
 
-	dpt_init_opts_default(&io);
-	io.coordinator = endpoint;
-	io.secret = secret;
-	io.backend = "cpu";
-	io.node = 0;
-	io.local_rank = task;
-	io.task_id = task;
-	rc = dpt_init(&ctx, &io);
+	rc = bench_join(&ctx, endpoint, secret, task);
 	if (rc)
 		return 1;
 	rank = dpt_rank(ctx);

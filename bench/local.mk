@@ -6,7 +6,8 @@
 # coordinator/sodium_alloc.c for the same reason the coordinator does: its
 # thousands of CURVE clients live in one process.
 noinst_PROGRAMS += bench/rendezvous
-bench_rendezvous_SOURCES = bench/rendezvous.c coordinator/sodium_alloc.c
+bench_rendezvous_SOURCES = bench/rendezvous.c bench/join.h \
+	coordinator/sodium_alloc.c
 bench_rendezvous_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS) \
 	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"' \
 	-DDPT_TCPSTORE_SCRIPT='"$(abs_top_srcdir)/bench/rendezvous_tcpstore.py"'
@@ -42,7 +43,7 @@ endif
 # to and from S3 against curl (doc/PERFORMANCE.md, "Checkpoints on S3").
 noinst_PROGRAMS += bench/ckpt
 bench_ckpt_SOURCES = bench/ckpt.c bench/ckpt_peers.c bench/ckpt_peers.h \
-	bench/bench.h
+	bench/bench.h bench/join.h
 bench_ckpt_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) $(JANSSON_CFLAGS) \
 	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"'
 # With --s3 it deletes its objects at the end through ckpt/ and storage/

@@ -51,6 +51,7 @@
 
 #include <dptrain/dptrain.h>
 
+#include "bench/join.h"
 #include "parse.h"
 #include "wire.h"
 
@@ -576,20 +577,12 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 static void failover_worker(const char *endpoint, const char *secret, int index,
 			    bool barriers_only, int out)
 {
-	struct dpt_init_opts o;
 	struct dpt_ctx *ctx = NULL;
 	float grad[256];
 	char line[96];
 	int rc, len;
 
-	dpt_init_opts_default(&o);
-	o.coordinator = endpoint;
-	o.secret = secret;
-	o.backend = "cpu";
-	o.node = 0;
-	o.local_rank = index;
-	o.task_id = index;
-	if (dpt_init(&ctx, &o) != 0)
+	if (bench_join(&ctx, endpoint, secret, index) != 0)
 		_exit(1);
 	len = snprintf(line, sizeof(line), "joined %u %lld %d\n",
 		       dpt_generation(ctx), (long long)now_ns(), (int)getpid());
