@@ -4,6 +4,11 @@
  * dpt__coord_on_message as coordinator/main.c would hand them over, the
  * replies are recorded by an injected sender and decoded, and the time is
  * a number the test moves.
+ *
+ * Over 900 lines on purpose: one test per row group of doc/protocol.md's
+ * transition table, each a short scenario, and the check that the table
+ * and the code agree; split, the scenarios would share their recorder and
+ * helpers through a header for no reader's benefit.
  */
 #include <stdarg.h>
 #include <stddef.h>
