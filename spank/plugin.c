@@ -28,7 +28,7 @@
 #include <dptrain/error.h>
 
 #include "log.h"
-#include "spank/plugin.h"
+#include "plugin.h"
 
 SPANK_PLUGIN(dptrain, 1)
 

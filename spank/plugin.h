@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "spank/settings.h"
+#include "settings.h"
 
 struct dpt__plugin {
 	struct dpt__admin admin;

@@ -9,7 +9,7 @@
 
 #include "buf.h"
 #include "parse.h"
-#include "spank/settings.h"
+#include "settings.h"
 
 #ifndef DPT_COORDINATOR_PATH
 #define DPT_COORDINATOR_PATH "/usr/bin/dptrain-coordinator"

@@ -27,7 +27,7 @@
 
 #include <slurm/spank.h>
 
-#include "spank/plugin.h"
+#include "plugin.h"
 
 #define START_TIMEOUT_MS 10000
 

@@ -28,7 +28,7 @@
 #include "client.h"
 #include "net.h"
 #include "parse.h"
-#include "spank/plugin.h"
+#include "plugin.h"
 #include "wire.h"
 
 /* How long task 0 may take to publish MASTER_ADDR:MASTER_PORT, and the
