@@ -78,8 +78,9 @@ include $(srcdir)/tests/ckpt/local.mk
 
 # `make check-unit`: the unit tests alone. `make check-sanitized`: those
 # and the integration tests of the coordinator and the checkpoints, whose
-# programs are all C (what the sanitizer build of contrib/setup/check.sh
-# runs: no Python, whose interpreter is not built with the sanitizers).
+# programs are C (what the sanitizer build of contrib/setup/check.sh runs,
+# with DPT_SANITIZED=1: the Python parts of those tests skip, python3 not
+# being built with the sanitizers).
 check-unit:
 	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(UNIT_TESTS)"
 check-sanitized:

@@ -51,8 +51,8 @@ cd build-asan
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 ./configure -q --enable-werror CFLAGS="-O1 -g $san" LDFLAGS="$san"
 make -j"$jobs"
-if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	make -j"$jobs" check-sanitized; then
+if ! DPT_SANITIZED=1 ASAN_OPTIONS=detect_leaks=1 \
+	UBSAN_OPTIONS=print_stacktrace=1 make -j"$jobs" check-sanitized; then
 	show_failures .
 	exit 1
 fi

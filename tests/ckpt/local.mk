@@ -11,6 +11,10 @@ tests_ckpt_ckpt_worker_LDADD = worker/libdptrain.la $(XXHASH_LIBS)
 check_PROGRAMS += tests/ckpt/train_loop
 tests_ckpt_train_loop_SOURCES = tests/ckpt/train_loop.c
 tests_ckpt_train_loop_LDADD = worker/libdptrain.la
+# Steps of one run saved without a coordinator (tests/ckpt/cli.sh).
+check_PROGRAMS += tests/ckpt/save_steps
+tests_ckpt_save_steps_SOURCES = tests/ckpt/save_steps.c
+tests_ckpt_save_steps_LDADD = worker/libdptrain.la
 if HAVE_CUDA
 # --device: the tensors in GPU memory (tests/ckpt/cuda.sh).
 tests_ckpt_ckpt_worker_CFLAGS += $(CUDA_CFLAGS)
