@@ -137,7 +137,7 @@ def main():
     if trace:
         trace.close()
     ck.close()
-    if stop:
+    if stop and step < args.steps:
         if rank == 0:
             print("fmnist: stopped at step %d: checkpoint committed, the job is "
                   "requeued" % step, flush=True)

@@ -63,7 +63,7 @@ is "$(grep -o '^rank=[0-9]* next_random=[0-9.e-]*' <<<"$out" | cut -d= -f3 | sor
 run 4 $py "$worker" adam save "$ckpt" adam
 ok $? "4 ranks save a model, Adam and an LR scheduler after 3 steps" || diag "$out"
 run 2 $py "$worker" adam load "$ckpt" adam
-ranks_ok 2 adam "2 ranks load them into a fresh optimizer without state: equal, and 2 more steps bitwise equal"
+ranks_ok 2 adam "2 ranks load them into a fresh optimizer without state: equal, saving the loaded step again is a no-op, and 2 more steps bitwise equal"
 
 if $py -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
 	run 1 $py "$worker" cuda "$ckpt" cuda

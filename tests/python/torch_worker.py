@@ -246,6 +246,11 @@ def main():
             check(same(ref.state_dict(), fresh.state_dict()), "parameters restored")
             check(same(ref_opt.state_dict(), fopt.state_dict()), "Adam's moments, steps and param_groups restored")
             check(ref_sched.state_dict() == fsched.state_dict(), "the LR scheduler restored")
+            # A run resumed at its last step saves that step again: a
+            # no-op (it is committed), not DPT_EEXIST.
+            check(ck.last_saved == 3, "last_saved is the step loaded")
+            ck.save(3, {"model": fresh, "optim": fopt, "sched": fsched})
+            ck.wait()
             train(ref, ref_opt, ref_sched, 2)
             train(fresh, fopt, fsched, 2)
             check(same(ref.state_dict(), fresh.state_dict()), "two more steps bitwise equal")

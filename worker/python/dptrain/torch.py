@@ -275,6 +275,7 @@ class Checkpoint:
         self._layout = None  # what is registered: (name, address, shape, dtype, device)
         self._staging = {}  # name -> pinned host copy of a CUDA tensor
         self._device_ok = True  # registering device memory works in this build
+        self._loaded = None  # the committed step load() restored
         self._signals = {}
         self._stopped = False
         self.stop_signal = None
@@ -301,8 +302,11 @@ class Checkpoint:
 
     @property
     def last_saved(self):
-        """The step of the last save started, or None."""
-        return self._ck.last_saved
+        """The step of the last save started, else the committed step that
+        load() restored (the state is that step's), else None."""
+        if self._ck.last_saved is not None:
+            return self._ck.last_saved
+        return self._loaded
 
     @property
     def restart_count(self):
@@ -375,7 +379,11 @@ class Checkpoint:
 
     def save(self, step, state):
         """Snapshots STATE as STEP (the tensors are copied before it returns)
-        and writes it in the background; commits the save before it."""
+        and writes it in the background; commits the save before it. The
+        step load() restored, with no save since, is committed already:
+        nothing to do (a run resumed at its last step saves nothing)."""
+        if self._ck.last_saved is None and step == self._loaded:
+            return
         flat = _Flat(state, step)
         self._register(flat)
         cursor, user = self._meta(flat)
@@ -518,6 +526,7 @@ class Checkpoint:
             if doc is None:  # written by a C program: the manifest's cursor
                 s._total = info.sample_cursor
             s._anchor = (info.step, s._total)
+        self._loaded = info.step
         return info.step
 
     def _document(self, user, step):
