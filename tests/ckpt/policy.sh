@@ -77,7 +77,8 @@ ok $? "a root with '..' (written %2e%2e) is refused by the storage; nothing is w
 # (DPTRAIN_MTBF), at most min(30 min, M), at least the site's
 # DPTRAIN_MIN_CKPT_INTERVAL. A tiny MTBF (4 s) makes the interval
 # seconds: the first save comes at the cap, 4 s, then the interval
-# follows the cost, which 128 MiB of ballast per rank raises. Jobs of 2
+# follows the cost, which 384 MiB of ballast per rank raises (the two
+# newest steps kept, so that /tmp holds them). Jobs of 2
 # training loops with a real coordinator; each request is logged:
 # "auto checkpoint due: S s since the last save, interval T s (save cost
 # C s, MTBF M s)".
@@ -86,7 +87,7 @@ auto_job() { # NAME EXTRA_MIB [NAME=VALUE...]: a job of 2 loops under auto
 	shift 2
 	(
 		export DPTRAIN_CKPT_EVERY=auto DPTRAIN_MTBF=4 DPTRAIN_LOG_LEVEL=info \
-			DPTRAIN_CKPT_URI=file://$ckpt_dir/auto DPTRAIN_RUN=$name "$@"
+			DPTRAIN_CKPT_URI=file://$ckpt_dir/auto DPTRAIN_RUN=$name DPTRAIN_KEEP=2 "$@"
 		ckpt_program=$top_builddir/tests/ckpt/train_loop
 		ckpt_job 2 "$ckpt_dir/auto-$name" --auto --steps 400 --step-ms 20 --extra-mib "$mib"
 	)
@@ -114,7 +115,7 @@ auto_mean() { # NAME FIELD
 	auto_lines "$1" | awk -v f="$2" '{ s += $f; n++ } END { printf "%.4f\n", n ? s / n : 0 }'
 }
 
-for job in small:0 large:128; do
+for job in small:0 large:384; do
 	name=${job%:*}
 	auto_job "$name" "${job#*:}"
 	ok $? "auto, $name state: both ranks finish" || diag "$(cat "$ckpt_dir/auto-$name".*)"
@@ -128,11 +129,13 @@ ok $? "auto: every later interval is sqrt(2 x measured cost x MTBF), and the sav
 small_t=$(auto_mean small 2) large_t=$(auto_mean large 2)
 small_c=$(auto_mean small 3) large_c=$(auto_mean large 3)
 # Each interval's formula is checked above, line by line; here only the
-# direction, with room for a loaded machine, where small saves cost more
-# than on an idle one (seen: 0.016 s against 0.047 s for the large state).
+# direction. No ratio: on a loaded machine a small save's fixed costs
+# grow (seen in CI: 0.036 s, against 0.016 s idle) while 128 MiB of
+# ballast added only 0.013 s, so a ratio is a timed test; 384 MiB keeps
+# the difference well above that noise.
 awk -v st="$small_t" -v lt="$large_t" -v sc="$small_c" -v lc="$large_c" \
-	'BEGIN { exit !(lc > 1.5 * sc && lt > st) }'
-ok $? "auto: 128 MiB more per rank costs more per save (mean $small_c s -> $large_c s) and spaces the saves out ($small_t s -> $large_t s)"
+	'BEGIN { exit !(lc > sc && lt > st) }'
+ok $? "auto: 384 MiB more per rank costs more per save (mean $small_c s -> $large_c s) and spaces the saves out ($small_t s -> $large_t s)"
 same=0
 for name in small large; do
 	[ "$(grep '^saved' "$ckpt_dir/auto-$name.0" | sed 's/ rank=.*//')" = \
