@@ -28,6 +28,30 @@ int dpt__parse_long(const char *s, long min, long max, long *out)
 	return 0;
 }
 
+int dpt__parse_range(const char *s, long lo, long hi, long *min, long *max)
+{
+	char buf[48];
+	const char *dash = s ? strchr(s, '-') : NULL;
+	long a, b;
+	int rc;
+
+	if (!s || strlen(s) >= sizeof(buf))
+		return DPT_EINVAL;
+	memcpy(buf, s, strlen(s) + 1);
+	if (dash)
+		buf[dash - s] = '\0';
+	rc = dpt__parse_long(buf, lo, hi, &a);
+	if (!rc)
+		rc = dash ? dpt__parse_long(dash + 1, lo, hi, &b) : (b = a, 0);
+	if (!rc && a > b)
+		rc = DPT_ERANGE;
+	if (rc)
+		return rc;
+	*min = a;
+	*max = b;
+	return 0;
+}
+
 /* Parse exactly N colon-separated decimal fields of S into F. */
 static int parse_fields(const char *s, long *f, int n)
 {

@@ -13,6 +13,12 @@
  * DPT_ERANGE if it is outside the bounds. */
 int dpt__parse_long(const char *s, long min, long max, long *out);
 
+/* A range "MIN" (MIN-MIN) or "MIN-MAX" with LO <= MIN <= MAX <= HI, as
+ * sbatch --nodes takes one. DPT_EINVAL or DPT_ERANGE as above. */
+int dpt__parse_range(const char *s, long lo, long hi, long *min, long *max);
+/* The largest node count a --dp-nodes range may name. */
+#define DPT_MAX_NODES 1000000
+
 /*
  * A duration in seconds. Accepted forms, as Slurm's --time and with unit
  * suffixes: "90" (minutes, as Slurm), "MM:SS", "HH:MM:SS", "D-HH",

@@ -656,6 +656,8 @@ int main(int argc, char **argv)
 			.job_id = (uint32_t)o.job_id,
 			.restart_count = o.restart_count,
 			.max_requeues = o.max_requeues,
+			.nodes_min = o.nodes_min,
+			.nodes_max = o.nodes_max,
 		};
 
 		await_task_exits(router, zap, mon, sfd, pidfd, worker_key, &o,

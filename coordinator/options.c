@@ -62,6 +62,10 @@
 	X(MAX_REQUEUES, "max-requeues", "DPTRAIN_MAX_REQUEUES", "N",          \
 	  "not when the job was requeued N times already",                    \
 	  "default: no limit")                                                \
+	X(NODES, "nodes", "DPTRAIN_NODES", "MIN[-MAX]",                       \
+	  "after a requeue, give the job this node range back (and "         \
+	  "MIN x its tasks per node as its task count)",                      \
+	  "default: Slurm's pinned count")                                    \
 	X(RESTART_COUNT, "restart-count", "SLURM_RESTART_COUNT", "N",         \
 	  "the job's requeues so far", "default 0")                           \
 	X(CKPT_EVERY, "ckpt-every", "DPTRAIN_CKPT_EVERY",                     \
@@ -282,6 +286,13 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 	if (!rc && V(OPT_MAX_REQUEUES))
 		rc = number(N(OPT_MAX_REQUEUES), V(OPT_MAX_REQUEUES), 0, 65535,
 			    &o->max_requeues);
+	if (!rc && V(OPT_NODES) &&
+	    (rc = dpt__parse_range(V(OPT_NODES), 1, DPT_MAX_NODES,
+				   &o->nodes_min, &o->nodes_max)) != 0)
+		fprintf(stderr,
+			PROG ": %s: '%s' is not a node count or a range "
+			     "MIN-MAX (1 to %d)\n",
+			N(OPT_NODES), V(OPT_NODES), DPT_MAX_NODES);
 	if (!rc && V(OPT_RESTART_COUNT))
 		rc = number(N(OPT_RESTART_COUNT), V(OPT_RESTART_COUNT), 0,
 			    INT_MAX, &o->restart_count);

@@ -28,6 +28,8 @@ struct options {
 	long grace;
 	bool requeue;
 	long max_requeues;  /* -1: no cap */
+	long nodes_min;	    /* --nodes: the range a requeue gives back; */
+	long nodes_max;	    /* 0: none */
 	long restart_count; /* the job's requeues so far */
 	long ckpt_every;    /* seconds; 0: no periodic SAVE */
 };

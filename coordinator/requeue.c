@@ -22,7 +22,7 @@ dpt__requeue_decide(const struct dpt__requeue_facts *f, char *msg, size_t size)
 	long resumed = step_of(f->resumed);
 	long committed = step_of(f->committed);
 	long last = committed > resumed ? committed : resumed;
-	char good[48];
+	char good[48], onto[64] = "";
 
 	if (last >= 0)
 		snprintf(good, sizeof(good), "step %ld", last);
@@ -60,20 +60,26 @@ dpt__requeue_decide(const struct dpt__requeue_facts *f, char *msg, size_t size)
 				 f->job_id, f->job_id);
 		return DPT_RQ_HOLD;
 	}
+	if (f->nodes_min > 0 && f->nodes_min < f->nodes_max)
+		snprintf(onto, sizeof(onto), " onto %ld-%ld nodes",
+			 f->nodes_min, f->nodes_max);
+	else if (f->nodes_min > 0)
+		snprintf(onto, sizeof(onto), " onto %ld node%s", f->nodes_min,
+			 f->nodes_min == 1 ? "" : "s");
 	if (committed >= 0)
 		snprintf(
 			msg, size,
-			"requeueing job %u after step %ld (committed): it "
+			"requeueing job %u after step %ld (committed)%s: it "
 			"resumes from there; the line \"slurmstepd: error: "
 			"*** JOB %u ... CANCELLED ... DUE TO JOB REQUEUE ***\" "
 			"that follows is expected",
-			f->job_id, committed, f->job_id);
+			f->job_id, committed, onto, f->job_id);
 	else
 		snprintf(msg, size,
-			 "requeueing job %u: it resumes from its last "
+			 "requeueing job %u%s: it resumes from its last "
 			 "checkpoint; the line \"slurmstepd: error: *** JOB %u "
 			 "... CANCELLED ... DUE TO JOB REQUEUE ***\" that "
 			 "follows is expected",
-			 f->job_id, f->job_id);
+			 f->job_id, onto, f->job_id);
 	return DPT_RQ_REQUEUE;
 }

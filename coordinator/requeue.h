@@ -17,6 +17,8 @@ struct dpt__requeue_facts {
 	long max_requeues;     /* -1: no cap */
 	const char *resumed;   /* DPT_KV_RESUMED's value, or NULL */
 	const char *committed; /* DPT_KV_COMMITTED's value, or NULL */
+	long nodes_min;	       /* --nodes: the range given back after */
+	long nodes_max;	       /* the requeue; 0: none */
 };
 
 enum dpt__requeue_verdict {

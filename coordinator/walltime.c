@@ -41,14 +41,20 @@ static const char *slurm_why(int rc)
 	return slurm_strerror(rc == -1 ? slurm_get_errno() : rc);
 }
 
-/* The end time of job JOB_ID from its job record, in *END, and its time
- * limit in seconds in *LIMIT (LIMIT may be NULL; 0 when it has none). Not
- * slurm_get_end_time(): libslurm answers that from a cache for 60 s, so a
- * TimeLimit changed by scontrol was seen up to a minute late, after the old
- * stop or after Slurm's kill. SHOW_ALL and no SHOW_DETAIL: a job in a hidden
- * partition is found, and slurmctld does not gather the per-node details
- * this does not need. Returns 0, or what slurm_why() takes. */
-static int read_job(uint32_t job_id, time_t *end, long *limit)
+/* What the coordinator reads of its job's record. */
+struct job_facts {
+	time_t end;	     /* its end time */
+	long limit;	     /* its time limit in seconds; 0: none */
+	long tasks_per_node; /* --ntasks-per-node; 0: not given */
+};
+
+/* The record of job JOB_ID into *JF. Not slurm_get_end_time(): libslurm
+ * answers that from a cache for 60 s, so a TimeLimit changed by scontrol
+ * was seen up to a minute late, after the old stop or after Slurm's kill.
+ * SHOW_ALL and no SHOW_DETAIL: a job in a hidden partition is found, and
+ * slurmctld does not gather the per-node details this does not need.
+ * Returns 0, or what slurm_why() takes. */
+static int read_job(uint32_t job_id, struct job_facts *jf)
 {
 	job_info_msg_t *msg = NULL;
 	int rc;
@@ -62,13 +68,16 @@ static int read_job(uint32_t job_id, time_t *end, long *limit)
 		 * the one asked for carries its id. */
 		if (msg->job_array[i].job_id == job_id ||
 		    i + 1 == msg->record_count) {
-			uint32_t min = msg->job_array[i].time_limit;
+			const slurm_job_info_t *j = &msg->job_array[i];
 
-			*end = msg->job_array[i].end_time;
-			if (limit)
-				*limit = min == INFINITE || min == NO_VAL
-						 ? 0
-						 : (long)min * 60;
+			jf->end = j->end_time;
+			jf->limit = j->time_limit == INFINITE ||
+						    j->time_limit == NO_VAL
+					    ? 0
+					    : (long)j->time_limit * 60;
+			jf->tasks_per_node = j->ntasks_per_node == NO_VAL16
+						     ? 0
+						     : j->ntasks_per_node;
 			rc = 0;
 			break;
 		}
@@ -85,11 +94,13 @@ static void *poll_main(void *arg)
 
 	pthread_mutex_lock(&w->lock);
 	while (!w->quit) {
-		time_t end = 0;
+		struct job_facts jf = {0};
+		time_t end;
 		int rc;
 
 		pthread_mutex_unlock(&w->lock);
-		rc = read_job(w->job_id, &end, NULL);
+		rc = read_job(w->job_id, &jf);
+		end = jf.end;
 		if (rc != 0 && !warned)
 			dpt__warn("cannot read the end time of job %u from "
 				  "Slurm: %s (retrying every %d s)",
@@ -125,19 +136,18 @@ static void *poll_main(void *arg)
 static int check_limit(struct dpt__walltime *w, long grace)
 {
 	char g[32], l[32];
-	time_t end = 0;
-	long limit = 0;
+	struct job_facts jf = {0};
 
-	if (read_job(w->job_id, &end, &limit) != 0)
+	if (read_job(w->job_id, &jf) != 0)
 		return 0;
-	w->end = end;
-	if (limit == 0 || grace < limit)
+	w->end = jf.end;
+	if (jf.limit == 0 || grace < jf.limit)
 		return 0;
 	dpt__error("--dp-grace=%s is not shorter than job %u's time limit "
 		   "(%s): dptrain would stop every run as soon as it starts; "
 		   "ask for a shorter --dp-grace or a longer --time",
 		   dpt__format_duration(grace, g, sizeof(g)), w->job_id,
-		   dpt__format_duration(limit, l, sizeof(l)));
+		   dpt__format_duration(jf.limit, l, sizeof(l)));
 	return DPT_ERANGE;
 }
 
@@ -220,6 +230,41 @@ static void set_comment(uint32_t job_id, const char *why)
 			  slurm_why(rc));
 }
 
+/*
+ * Give the job, requeued and pending again, the node range of --dp-nodes
+ * back (doc/walltime.md, "Requeue onto the node range"): at its start
+ * Slurm pinned its node and task counts to what it got. The task count
+ * goes back to the minimum's where the job has tasks per node; Slurm
+ * raises it again when it starts the job on more nodes.
+ */
+static void give_range_back(const struct dpt__requeue_facts *f)
+{
+	struct job_facts jf = {0};
+	job_desc_msg_t desc;
+	char tasks[48] = "";
+	int rc;
+
+	if (f->nodes_min <= 0)
+		return;
+	slurm_init_job_desc_msg(&desc);
+	desc.job_id = f->job_id;
+	desc.min_nodes = (uint32_t)f->nodes_min;
+	desc.max_nodes = (uint32_t)f->nodes_max;
+	if (read_job(f->job_id, &jf) == 0 && jf.tasks_per_node > 0) {
+		desc.num_tasks = (uint32_t)(f->nodes_min * jf.tasks_per_node);
+		snprintf(tasks, sizeof(tasks), ", %ld tasks per node",
+			 jf.tasks_per_node);
+	}
+	rc = slurm_update_job(&desc);
+	if (rc != SLURM_SUCCESS)
+		dpt__warn("cannot give job %u its node range %ld-%ld back: %s; "
+			  "it waits for as many nodes as it ran on",
+			  f->job_id, f->nodes_min, f->nodes_max, slurm_why(rc));
+	else
+		dpt__info("job %u may start again on %ld to %ld nodes%s",
+			  f->job_id, f->nodes_min, f->nodes_max, tasks);
+}
+
 int dpt__walltime_requeue(const struct dpt__requeue_facts *f)
 {
 	char why[DPT_WALLTIME_MSG_MAX];
@@ -242,5 +287,6 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f)
 			   f->job_id, slurm_why(rc));
 		return DPT_EIO;
 	}
+	give_range_back(f);
 	return 0;
 }

@@ -73,6 +73,10 @@ struct dpt__plugin dpt__plugin = {
 	X(MAX_REQUEUES, "max-requeues", "N", 1,                               \
 	  "dptrain: requeue the job at most N times (default and largest: "   \
 	  "the site's, or 100; 0: never)")                                    \
+	X(NODES, "nodes", "MIN[-MAX]", 1,                                     \
+	  "dptrain: the node range to requeue the job with, as sbatch "       \
+	  "--nodes (Slurm keeps only the count the job started on; "          \
+	  "dptrain(8))")                                                      \
 	X(MIN_WORKERS, "min-workers", "N", 1,                                 \
 	  "dptrain: smallest world size a step may shrink to when workers "   \
 	  "die (default 1)")                                                  \

@@ -547,6 +547,12 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 			    name, value);
 		u->max_requeues = n;
 		u->max_requeues_set = true;
+	} else if (strcmp(name, "nodes") == 0) {
+		if (dpt__parse_range(value, 1, DPT_MAX_NODES, &u->nodes_min,
+				     &u->nodes_max))
+			BAD("'%s': expected a node count or a range MIN-MAX, "
+			    "as sbatch --nodes takes (e.g. 1-2)",
+			    name, value);
 	} else if (strcmp(name, "min-workers") == 0) {
 		if (dpt__parse_long(value, 1, 1000000, &n))
 			BAD("'%s': expected a number of workers, 1 or more",
@@ -634,6 +640,8 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 					      : DPT_REQUEUE_OFF,
 		.max_requeues =
 			u->max_requeues_set ? u->max_requeues : a->max_requeues,
+		.nodes_min = u->nodes_min,
+		.nodes_max = u->nodes_max,
 		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,

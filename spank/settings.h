@@ -72,6 +72,7 @@ struct dpt__user {
 		backend_set, gpu_bind_set, max_requeues_set;
 	struct dpt__ckpt_every every;
 	long keep, grace, min_workers, max_requeues;
+	long nodes_min, nodes_max; /* --dp-nodes; 0: not given */
 	enum dpt__requeue requeue;
 	char backend[8];
 	enum dpt__gpu_bind gpu_bind;
@@ -88,6 +89,9 @@ struct dpt__settings {
 	char ckpt_uri[DPT_CFG_STR];
 	struct dpt__ckpt_every every;
 	long keep, grace, min_workers, max_requeues;
+	/* --dp-nodes: the node range a requeue gives the job back; 0: none,
+	 * the requeued job keeps the count it started on. */
+	long nodes_min, nodes_max;
 	/* The site's, for --dp-ckpt-every=auto: one node's MTBF and the
 	 * shortest interval, in seconds (stepd.c exports them). */
 	long node_mtbf, min_ckpt_interval;

@@ -6,7 +6,10 @@
 # rank; the user's option wins over the site's default; bad values and a
 # node with fewer GPUs than tasks are refused with a message saying what
 # to do; Slurm's own per-task binding and steps without GPUs are left
-# alone. The cluster's GPUs are fake (character devices): the checks are
+# alone. In a batch job of a node range (dptrain(8)'s elastic example),
+# --ntasks-per-node with --gres, and --dp-gpu-bind=rank or srun
+# --gpus-per-task=1, gives one rank per GPU; --gres alone one task per
+# node. The cluster's GPUs are fake (character devices): the checks are
 # on what the tasks are told, which is what CUDA reads.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
@@ -18,7 +21,7 @@ dpt_scratch+=("$conf")
 chmod 644 "$conf"
 cluster_up NODES=2 CPUS=8 GPUS=4 \
 	DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
-plan 15
+plan 18
 
 # One line per task, sorted by rank: "node local gpus".
 show='echo "$RANK $SLURMD_NODENAME ${LOCAL_RANK-unset} $CUDA_VISIBLE_DEVICES"'
@@ -119,3 +122,23 @@ ok $? "--dp-gpu-bind=socket: srun fails with the accepted values" || diag "exit 
 # 15. Without --dp-train the option changes nothing.
 is "$(layout -N 1 -n 2 --gres=gpu:4 --dp-gpu-bind=rank)" "n1 unset 0,1,2,3;n1 unset 0,1,2,3;" \
 	"--dp-gpu-bind=rank without --dp-train: GPUs as Slurm sets them, no LOCAL_RANK"
+
+# 16-18. Batch jobs on a node range, srun without -n or -N (the world
+# follows the allocation): the forms of dptrain(8)'s elastic example.
+batch() { # SBATCH-OPTIONS SRUN-OPTIONS: the layout of the job's step
+	local out=$work_dir/batch.$RANDOM
+	(cd /tmp && sbatch_t --wait -o "$out" $1 --wrap "srun --dp-train=gpus $2 sh -c '$show' | sort -n") >/dev/null 2>&1 &&
+		cut -d' ' -f2- "$out" | tr '\n' ';'
+}
+work_dir=$(mktemp -d /tmp/dptrain-gpus-batch.XXXXXX) || bail_out "mktemp failed"
+dpt_scratch+=("$work_dir")
+chmod 777 "$work_dir"
+is "$(batch "--nodes=1-2 --ntasks-per-node=2 --gres=gpu:2" --dp-gpu-bind=rank)" \
+	"n1 0 0;n1 1 1;n2 0 0;n2 1 1;" \
+	"--nodes=1-2 --ntasks-per-node=2 --gres=gpu:2, --dp-gpu-bind=rank: a rank per GPU"
+# (sbatch refuses --gpus-per-task without -n: it goes to srun.)
+is "$(batch "--nodes=1-2 --ntasks-per-node=2 --gres=gpu:2" --gpus-per-task=1)" \
+	"n1 0 0;n1 1 1;n2 0 0;n2 1 1;" \
+	"the same with srun --gpus-per-task=1: a rank per GPU, Slurm's binding"
+is "$(batch "--nodes=1-2 --gres=gpu:2" "")" "n1 0 0,1;n2 0 0,1;" \
+	"--nodes=1-2 --gres=gpu:2 alone: one task per node, as dptrain(8) warns"

@@ -30,6 +30,47 @@ static void longs(void **state)
 	assert_int_equal(v, -3);
 }
 
+static void ranges(void **state)
+{
+	static const struct {
+		const char *in;
+		int rc;
+		long min, max;
+	} cases[] = {
+		{"1-2", 0, 1, 2},
+		{"3", 0, 3, 3},
+		{"2-2", 0, 2, 2},
+		{"2-1", DPT_ERANGE, 0, 0},
+		{"0-2", DPT_ERANGE, 0, 0},
+		{"1-9", DPT_ERANGE, 0, 0},
+		{"1-", DPT_EINVAL, 0, 0},
+		{"-2", DPT_EINVAL, 0, 0},
+		{"1--2", DPT_ERANGE, 0, 0},
+		{"1-2-3", DPT_EINVAL, 0, 0},
+		{"a-2", DPT_EINVAL, 0, 0},
+		{"", DPT_EINVAL, 0, 0},
+		{" 1-2", DPT_EINVAL, 0, 0},
+		{"1 -2", DPT_EINVAL, 0, 0},
+		{"1-22222222222222222222222222222222222222222222222",
+		 DPT_EINVAL, 0, 0},
+	};
+	long a, b;
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		a = b = -7;
+		assert_int_equal(dpt__parse_range(cases[i].in, 1, 8, &a, &b),
+				 cases[i].rc);
+		if (cases[i].rc == 0) {
+			assert_int_equal(a, cases[i].min);
+			assert_int_equal(b, cases[i].max);
+		} else {
+			assert_int_equal(a, -7); /* untouched on error */
+			assert_int_equal(b, -7);
+		}
+	}
+	assert_int_equal(dpt__parse_range(NULL, 1, 8, &a, &b), DPT_EINVAL);
+}
+
 static void durations(void **state)
 {
 	static const struct {
@@ -155,6 +196,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(longs),
+		cmocka_unit_test(ranges),
 		cmocka_unit_test(durations),
 		cmocka_unit_test(ckpt_every),
 		cmocka_unit_test(format_durations),

@@ -42,6 +42,36 @@ static void progress_is_requeued(void **state)
 	assert_non_null(strstr(msg, "resumes from its last checkpoint"));
 }
 
+/* --dp-nodes: the message names the range the requeued job gets back. */
+static void the_range_is_named(void **state)
+{
+	struct dpt__requeue_facts f = {
+		.job_id = 42,
+		.max_requeues = 100,
+		.resumed = "none",
+		.committed = "40",
+		.nodes_min = 1,
+		.nodes_max = 2,
+	};
+	(void)state;
+	assert_int_equal(dpt__requeue_decide(&f, msg, sizeof(msg)),
+			 DPT_RQ_REQUEUE);
+	assert_non_null(strstr(msg, "requeueing job 42 after step 40 "
+				    "(committed) onto 1-2 nodes: it resumes"));
+	f.nodes_min = f.nodes_max = 1;
+	f.committed = NULL;
+	f.resumed = NULL;
+	dpt__requeue_decide(&f, msg, sizeof(msg));
+	assert_non_null(strstr(msg, "requeueing job 42 onto 1 node: it "
+				    "resumes from its last checkpoint"));
+	f.nodes_min = f.nodes_max = 3;
+	dpt__requeue_decide(&f, msg, sizeof(msg));
+	assert_non_null(strstr(msg, "requeueing job 42 onto 3 nodes: "));
+	/* Without the option, no range. */
+	assert_int_equal(decide(0, 100, "none", "40"), DPT_RQ_REQUEUE);
+	assert_null(strstr(msg, "onto"));
+}
+
 static void the_cap_ends_the_job(void **state)
 {
 	(void)state;
@@ -76,6 +106,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(progress_is_requeued),
+		cmocka_unit_test(the_range_is_named),
 		cmocka_unit_test(the_cap_ends_the_job),
 		cmocka_unit_test(no_progress_is_held),
 	};
