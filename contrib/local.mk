@@ -11,6 +11,8 @@ EXTRA_DIST += \
 	contrib/examples/fmnist_ddp.py \
 	contrib/examples/fmnist_dptrain.py \
 	contrib/examples/train_walltime.py \
+	contrib/demo/elastic.sh \
+	contrib/demo/report.py \
 	.ci/run
 
 # The bash completion of the dptrain tool (configure: --with-bash-completion-dir).

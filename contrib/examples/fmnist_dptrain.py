@@ -81,7 +81,8 @@ def main():
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--trace", help="append one JSON line per step and rank: step, "
-                    "world size, the rank's sample indices, the global loss")
+                    "world size, the rank's sample indices, the global loss, "
+                    "the job's restart count, the wall time")
     args = ap.parse_args()
 
     backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -107,7 +108,8 @@ def main():
         print("fmnist: %s at step %d on %d ranks (restart %d)" % (
             "resumed" if step else "starting", step, world, ck.restart_count), flush=True)
 
-    trace = open(args.trace, "a") if args.trace else None
+    # Line-buffered: each line is one append, whole, beside the other ranks'.
+    trace = open(args.trace, "a", buffering=1) if args.trace else None
     t0, seen = time.time(), 0
     stop = False
     while step < args.steps and not stop:
@@ -124,7 +126,9 @@ def main():
             mean = mean.item() / world
             if trace:
                 trace.write(json.dumps({"step": step, "rank": rank, "world": world,
-                                        "loss": mean, "indices": index.tolist()}) + "\n")
+                                        "loss": mean, "indices": index.tolist(),
+                                        "restart": ck.restart_count,
+                                        "time": round(time.time(), 3)}) + "\n")
             if rank == 0 and step % args.log_every == 0:
                 print("step %d loss %.4f samples/s %.0f" % (
                     step, mean, seen / (time.time() - t0)), flush=True)

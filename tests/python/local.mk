@@ -16,3 +16,6 @@ check_PROGRAMS += tests/python/layout
 tests_python_layout_SOURCES = tests/python/layout.c
 TESTS += tests/python/layout.sh
 EXTRA_DIST += tests/python/layout.sh tests/python/layout_check.py
+# The README's demo (contrib/demo/elastic.sh), shorter.
+TESTS += tests/python/demo.sh
+EXTRA_DIST += tests/python/demo.sh

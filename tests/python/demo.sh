@@ -1,0 +1,69 @@
+#!/bin/bash
+# The README's demo, contrib/demo/elastic.sh, on the real test cluster and
+# shorter (run 3 trains 40 steps): one batch job of --nodes=1-2 trains
+# Fashion-MNIST with PyTorch DDP through dptrain.torch on 4 ranks, is
+# stopped before its walltime and requeued, runs on 2 ranks while the demo
+# drains a node, then on 4 again, and finishes. Checked here: the world
+# sizes and restarts the demo reports and the job's own output shows, that
+# every run resumed the step the previous one committed, that no global
+# step was trained twice or skipped (the demo's report.py checks each
+# step's samples too, and fails the demo otherwise), that the model
+# learned, and that the plot is a PNG.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+
+require_root
+py=/usr/bin/python3
+$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+	skip_all "Debian's dataset-fashion-mnist is not installed"
+command -v gnuplot >/dev/null || skip_all "gnuplot is not installed (apt-get install gnuplot-nox)"
+[ -f "$top_builddir/worker/.libs/libdptrain.so" ] || skip_all "build libdptrain first"
+
+cluster_up NODES=2 CPUS=4 GPUS=0
+dir=$(dpt_state_dir demo) || exit 1
+dpt_scratch+=("$dir")
+plan 8
+
+# The demo finds the build tree's library and package by itself.
+out=$(DPT_TIMEOUT=480 timed bash "$top_srcdir/contrib/demo/elastic.sh" --dir "$dir/run" --last-steps 40 2>&1)
+rc=$?
+last=$(tail -n 1 <<<"$out")
+[ $rc = 0 ] && [[ $last =~ ^dptrain\ demo:\ restarts=2\ world_sizes=4,2,4\ final_step=([0-9]+)\ test_accuracy=(0\.[0-9]+)\ plot=$dir/run/demo.png$ ]]
+ok $? "the demo ends: restarts=2 world_sizes=4,2,4 ($last)" || diag "exit $rc" "$out"
+final=${BASH_REMATCH[1]:-0} accuracy=${BASH_REMATCH[2]:-0}
+job=$dir/run/job.out
+is "$(grep -o '^fmnist: \(starting\|resumed\) at step [0-9]* on [0-9]* ranks (restart [0-9])' "$job" | sed 's/ at step [0-9]*//' | tr '\n' ';')" \
+	"fmnist: starting on 4 ranks (restart 0);fmnist: resumed on 2 ranks (restart 1);fmnist: resumed on 4 ranks (restart 2);" \
+	"the job's output: 4 ranks, 2 while a node was drained, 4 again" || diag "$(cat "$job")"
+stops=$(grep -o '^fmnist: stopped at step [0-9]*' "$job" | grep -o '[0-9]*$' | tr '\n' ' ')
+resumes=$(grep -o '^fmnist: resumed at step [0-9]*' "$job" | grep -o '[0-9]*$' | tr '\n' ' ')
+is "$resumes" "${stops:-none}" "each run resumed the step the previous one committed at its stop ($stops)" ||
+	diag "$(cat "$job")"
+[ "$(grep -c "requeueing job [0-9]* after step [0-9]* (committed) onto 1-2 nodes" "$job")" = 2 ]
+ok $? "dptrain said both requeues, with the node range" || diag "$(cat "$job")"
+stop2=$(cut -d' ' -f2 <<<"$stops")
+[ -n "$stop2" ] && [ "$final" = $((stop2 + 40)) ] && grep -q "^fmnist: done at step $final " "$job"
+ok $? "run 3 trained to step $final, 40 steps after run 2's stop" || diag "$(cat "$job")"
+# The report's checks, again here on the trace: each step once, by one
+# whole world.
+res=$($py - "$dir/run/trace.jsonl" "$final" <<'PY'
+import json, sys
+seen = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    seen.setdefault(r["step"], set()).add((r["world"], r["restart"], r["rank"]))
+final = int(sys.argv[2])
+bad = [s for s in range(1, final + 1) if s not in seen
+       or len({(w, k) for w, k, _ in seen[s]}) != 1
+       or sorted(r for _, _, r in seen[s]) != list(range(next(iter(seen[s]))[0]))]
+print("%d steps, %d bad %s" % (len(seen), len(bad), bad[:5]))
+sys.exit(1 if bad or max(seen) != final else 0)
+PY
+)
+ok $? "the trace: steps 1 to $final, each trained once by every rank of one world ($res)"
+awk -v a="$accuracy" 'BEGIN { exit !(a > 0.75) }'
+ok $? "the model learned: test accuracy $accuracy" || diag "$out"
+[ "$(head -c 8 "$dir/run/demo.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
+	[ "$(stat -c %s "$dir/run/demo.png")" -gt 10000 ]
+ok $? "the plot is a PNG ($(stat -c %s "$dir/run/demo.png" 2>/dev/null) bytes)"
