@@ -134,7 +134,8 @@ struct dpt__msg_task_exit {
  */
 #define DPT_KV_STATUS_PREFIX "dptrain."
 #define DPT_KV_RESUMED	     "dptrain.resumed"	 /* loaded step, or "none" */
-#define DPT_KV_COMMITTED     "dptrain.committed" /* newest step committed */
+#define DPT_KV_COMMITTED     "dptrain.committed" /* "STEP BYTES MS" */
+#define DPT_KV_RUN	     "dptrain.run"	 /* the run's URI */
 
 struct dpt__msg_kv {
 	uint32_t wait_ms;
