@@ -155,10 +155,15 @@ struct dpt__coord_note {
 	uint64_t step;	    /* DPT_STATUS_NO_STEP: none */
 	uint64_t bytes;
 	double seconds;
+	int64_t end_time; /* start: Unix s, 0: none */
+	int status;	  /* end: the exit status */
 };
 typedef void dpt__coord_reporter(void *arg, const struct dpt__coord_note *n);
 void dpt__coord_set_reporter(struct dpt__coord *c, dpt__coord_reporter *fn,
 			     void *arg);
+/* Tell the reporter N (nothing without one): the state machine's notes,
+ * and the event loop's own (start, requeue, end). */
+void dpt__coord_note(struct dpt__coord *c, const struct dpt__coord_note *n);
 
 /* The job's facts that a STATUS_REPLY carries and the state machine does
  * not know: the job id, its restart count, the coordinator's start (Unix

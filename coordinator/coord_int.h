@@ -199,7 +199,6 @@ enum coord_state dpt__coord_drop_peer(struct dpt__coord *c, struct peer *p,
 				      int64_t now);
 enum coord_state dpt__coord_gather(struct dpt__coord *c, int64_t now);
 void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now);
-void dpt__coord_note(struct dpt__coord *c, const struct dpt__coord_note *n);
 const char *dpt__coord_end_reason_name(uint32_t reason);
 bool dpt__coord_room_for_newcomer(struct dpt__coord *c, const uint8_t *id,
 				  size_t id_len);
