@@ -10,6 +10,7 @@ TESTS += \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
 	tests/spank/requeue-guard.sh \
+	tests/spank/status.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh
 EXTRA_DIST += \
@@ -24,6 +25,7 @@ EXTRA_DIST += \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
 	tests/spank/requeue-guard.sh \
+	tests/spank/status.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh \
 	tests/spank/ddp.py
