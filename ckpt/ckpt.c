@@ -181,6 +181,10 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		free(ck);
 		return rc;
 	}
+	/* Where the coordinator writes the run's events
+	 * (doc/checkpoint-format.md, "Events"). */
+	if (ctx && dpt_rank(ctx) == 0)
+		dpt__report(ctx, DPT_KV_RUN, dpt__storage_uri(ck->st));
 	*out = ck;
 	return 0;
 }

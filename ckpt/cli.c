@@ -16,6 +16,7 @@
 #include "ckpt_int.h"
 #include "log.h"
 #include "parse.h"
+#include "status.h"
 
 /* The subcommands of `dptrain ckpt`, their options and their help. */
 struct command {
@@ -59,6 +60,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: dptrain ckpt COMMAND URI [OPTION...]\n"
 	      "       dptrain ckpt COMMAND --help\n"
+	      "       dptrain status [JOBID | RUN | URI] [--json]\n"
 	      "       dptrain --help | --version\n"
 	      "\n"
 	      "Inspect and maintain the checkpoints of dptrain runs, without a "
@@ -348,6 +350,55 @@ static int open_root(const char *uri, struct dpt__storage **s)
 	return rc;
 }
 
+static const char status_help[] =
+	"usage: dptrain status [JOBID | RUN | URI] [--json]\n"
+	"\n"
+	"A running job's state from its coordinator: generation, world size\n"
+	"and nodes, step, last committed step and its age, end time and time\n"
+	"left, restarts. A queued or finished job, a run name (under\n"
+	"$DPTRAIN_CKPT_URI, or a directory) or a run URI: the story of the\n"
+	"run from its events. Without an argument: $SLURM_JOB_ID.\n"
+	"  --json     one JSON object, for scripts\n";
+
+static int status_command(int argc, char **argv)
+{
+	const char *what = NULL;
+	bool json = false;
+
+	for (int i = 0; i < argc; i++) {
+		if (is_help(argv[i])) {
+			fputs(status_help, stdout);
+			return 0;
+		}
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr,
+				"dptrain: 'status' has no option '%s'\n\n",
+				argv[i]);
+			fputs(status_help, stderr);
+			return 2;
+		} else if (what) {
+			fprintf(stderr,
+				"dptrain: 'status' takes one JOBID, RUN or "
+				"URI, not '%s' and '%s'\n",
+				what, argv[i]);
+			return 2;
+		} else {
+			what = argv[i];
+		}
+	}
+	if (!what)
+		what = getenv("SLURM_JOB_ID");
+	if (!what || !*what) {
+		fprintf(stderr, "dptrain: 'status' needs a JOBID, RUN or URI "
+				"(outside a job)\n\n");
+		fputs(status_help, stderr);
+		return 2;
+	}
+	return dpt__status_main(what, json);
+}
+
 int main(int argc, char **argv)
 {
 	struct dpt__storage *s = NULL;
@@ -366,6 +417,8 @@ int main(int argc, char **argv)
 		printf("dptrain %s\n", dpt_version());
 		return 0;
 	}
+	if (argc >= 2 && !strcmp(argv[1], "status"))
+		return status_command(argc - 2, argv + 2);
 	if (argc < 2 || strcmp(argv[1], "ckpt")) {
 		if (argc >= 2)
 			fprintf(stderr, "dptrain: unknown command '%s'\n",

@@ -257,12 +257,21 @@ static int commit(struct dpt_ckpt *ck)
 		ck->committed = (int64_t)ck->frag.step;
 	}
 	if (!rc && ck->rank == 0) {
-		char step[24];
+		char step[72];
 
 		dpt__info("committed step %" PRIu64 " of %d ranks in '%s'",
 			  ck->frag.step, ck->world, dpt__storage_uri(ck->st));
 		start_retention(ck);
-		snprintf(step, sizeof(step), "%" PRIu64, ck->frag.step);
+		/* After the manifest: the coordinator writes the run's
+		 * "save" and "commit" events from this report, so neither
+		 * can name a step that is not committed. */
+		uint64_t bytes = 0,
+			 ms = (dpt__now_ns() - ck->last_save_ns) / 1000000;
+
+		for (size_t i = 0; i < m.nfiles; i++)
+			bytes += m.files[i].size;
+		snprintf(step, sizeof(step), "%" PRIu64 " %" PRIu64 " %" PRIu64,
+			 ck->frag.step, bytes, ms);
 		dpt__report(ck->ctx, DPT_KV_COMMITTED, step);
 	}
 out:

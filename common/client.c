@@ -25,10 +25,11 @@
  * came: the coordinator is gone, or the secret is wrong (CURVE drops the
  * connection without a word).
  */
-static int request(const char *endpoint, const char *secret_hex,
-		   struct dpt__msg *req, int timeout_ms, struct dpt__msg *reply)
+static int request_keys(const char *endpoint, const char *server_public,
+			const char *client_public, const char *client_secret,
+			struct dpt__msg *req, int timeout_ms,
+			struct dpt__msg *reply)
 {
-	struct dpt__curve_keys keys;
 	uint8_t out[DPT_WIRE_IN_MAX];
 	void *ctx = NULL, *sock = NULL;
 	long len, deadline;
@@ -36,9 +37,6 @@ static int request(const char *endpoint, const char *secret_hex,
 
 	if (!endpoint || timeout_ms < 0)
 		return DPT_EINVAL;
-	rc = dpt__wire_derive_keys(secret_hex, &keys);
-	if (rc)
-		return rc;
 	ctx = zmq_ctx_new();
 	sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
 	if (!sock) {
@@ -46,11 +44,11 @@ static int request(const char *endpoint, const char *secret_hex,
 		goto out;
 	}
 	if (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero)) ||
-	    zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, keys.coord_public,
+	    zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server_public,
 			   DPT_Z85_KEY_LEN) ||
-	    zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, keys.worker_public,
+	    zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, client_public,
 			   DPT_Z85_KEY_LEN) ||
-	    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, keys.worker_secret,
+	    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, client_secret,
 			   DPT_Z85_KEY_LEN)) {
 		rc = errno == EINVAL ? DPT_ENOTSUP : DPT_ESYS;
 		goto out;
@@ -108,8 +106,47 @@ out:
 		zmq_close(sock);
 	if (ctx)
 		zmq_ctx_term(ctx);
+	return rc;
+}
+
+static int request(const char *endpoint, const char *secret_hex,
+		   struct dpt__msg *req, int timeout_ms, struct dpt__msg *reply)
+{
+	struct dpt__curve_keys keys;
+	int rc = dpt__wire_derive_keys(secret_hex, &keys);
+
+	if (rc)
+		return rc;
+	rc = request_keys(endpoint, keys.coord_public, keys.worker_public,
+			  keys.worker_secret, req, timeout_ms, reply);
 	explicit_bzero(&keys, sizeof(keys));
 	return rc;
+}
+
+int dpt__client_status(const char *endpoint, const char *coord_public,
+		       const char *status_public, const char *status_secret,
+		       int timeout_ms, struct dpt__msg_status *out)
+{
+	struct dpt__msg m, reply;
+	int rc;
+
+	if (!coord_public || !status_public || !status_secret ||
+	    strlen(coord_public) != DPT_Z85_KEY_LEN ||
+	    strlen(status_public) != DPT_Z85_KEY_LEN ||
+	    strlen(status_secret) != DPT_Z85_KEY_LEN)
+		return DPT_EINVAL;
+	dpt__msg_init(&m, DPT_MSG_STATUS, 0);
+	rc = request_keys(endpoint, coord_public, status_public, status_secret,
+			  &m, timeout_ms, &reply);
+	if (rc)
+		return rc;
+	if (reply.type != DPT_MSG_STATUS_REPLY) {
+		dpt__msg_release(&reply);
+		return DPT_EPROTO;
+	}
+	*out = reply.u.status;
+	dpt__msg_release(&reply);
+	return 0;
 }
 
 int dpt__client_report_exit(const char *endpoint, const char *secret_hex,

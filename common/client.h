@@ -34,4 +34,17 @@ int dpt__client_kv_get(const char *endpoint, const char *secret_hex,
 		       const char *key, char *value, size_t size,
 		       int timeout_ms);
 
+/*
+ * Ask the coordinator at ENDPOINT for its STATUS (doc/protocol.md,
+ * "Status requests"), authenticated with the status key pair (Z85,
+ * 40 characters each), not the step secret. Waits up to TIMEOUT_MS.
+ * Returns 0 with the reply in *OUT, DPT_ETIMEDOUT (no coordinator, wrong
+ * keys, or one that predates STATUS), DPT_EBUSY (too many requests), or
+ * another dpt_error.
+ */
+struct dpt__msg_status;
+int dpt__client_status(const char *endpoint, const char *coord_public,
+		       const char *status_public, const char *status_secret,
+		       int timeout_ms, struct dpt__msg_status *out);
+
 #endif

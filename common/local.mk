@@ -8,6 +8,7 @@ common_libdptcommon_la_SOURCES = \
 	common/log.c common/log.h \
 	common/parse.c common/parse.h \
 	common/buf.c common/buf.h \
+	common/jsonl.c common/jsonl.h \
 	common/wire.c common/wire.h \
 	common/client.c common/client.h \
 	common/net.c common/net.h

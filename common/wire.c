@@ -186,11 +186,26 @@ static int fields_ok(const struct dpt__msg *m)
 				 is_name_char) >= 0 &&
 		       str_check(m->u.kv.value, 0, DPT_KV_VALUE_MAX,
 				 is_text_char) >= 0;
+	case DPT_MSG_STATUS_REPLY: {
+		const struct dpt__msg_status *st = &m->u.status;
+		return st->state >= DPT_STATUS_GATHERING &&
+		       st->state <= DPT_STATUS_DONE &&
+		       (st->flags & ~DPT_STATUS_STOPPING) == 0 &&
+		       st->world <= DPT_WIRE_WORLD_MAX &&
+		       st->nodes <= st->world &&
+		       str_check(st->run, 0, DPT_WIRE_TEXT_MAX, is_text_char) >=
+			       0 &&
+		       str_check(st->hosts, 0, DPT_WIRE_TEXT_MAX,
+				 is_text_char) >= 0 &&
+		       str_check(st->last, 0, DPT_WIRE_TEXT_MAX,
+				 is_text_char) >= 0;
+	}
 	case DPT_MSG_UNIQUE_ID:
 	case DPT_MSG_HEARTBEAT:
 	case DPT_MSG_LEAVE:
 	case DPT_MSG_TASK_EXIT:
 	case DPT_MSG_ACK:
+	case DPT_MSG_STATUS:
 		return 1;
 	}
 	return 0;
@@ -218,6 +233,12 @@ static void put_u32(struct writer *w, uint32_t v)
 {
 	put_u16(w, (uint16_t)(v >> 16));
 	put_u16(w, (uint16_t)v);
+}
+
+static void put_u64(struct writer *w, uint64_t v)
+{
+	put_u32(w, (uint32_t)(v >> 32));
+	put_u32(w, (uint32_t)v);
 }
 
 static void put_bytes(struct writer *w, const void *p, size_t n)
@@ -268,6 +289,9 @@ static size_t body_size(const struct dpt__msg *m)
 		return 2 + strlen(m->u.kv.key) + strlen(m->u.kv.value);
 	case DPT_MSG_KV_GET:
 		return 5 + strlen(m->u.kv.key);
+	case DPT_MSG_STATUS_REPLY:
+		return 67 + strlen(m->u.status.run) +
+		       strlen(m->u.status.hosts) + strlen(m->u.status.last);
 	}
 	return 0;
 }
@@ -370,6 +394,26 @@ long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size)
 		put_u32(&w, m->u.kv.wait_ms);
 		put_str(&w, m->u.kv.key);
 		break;
+	case DPT_MSG_STATUS_REPLY: {
+		const struct dpt__msg_status *st = &m->u.status;
+		put_u8(&w, st->state);
+		put_u8(&w, st->flags);
+		put_u16(&w, 0);
+		put_u32(&w, st->job_id);
+		put_u32(&w, st->restarts);
+		put_u32(&w, st->world);
+		put_u32(&w, st->nodes);
+		put_u32(&w, st->expected);
+		put_u64(&w, st->step);
+		put_u64(&w, st->committed);
+		put_u64(&w, st->committed_at);
+		put_u64(&w, st->started_at);
+		put_u64(&w, st->end_time);
+		put_str(&w, st->run);
+		put_str(&w, st->hosts);
+		put_str(&w, st->last);
+		break;
+	}
 	}
 	return (long)w.len;
 }
@@ -411,6 +455,12 @@ static uint32_t get_u32(struct reader *r)
 {
 	uint32_t hi = get_u16(r);
 	return hi << 16 | get_u16(r);
+}
+
+static uint64_t get_u64(struct reader *r)
+{
+	uint64_t hi = get_u32(r);
+	return hi << 32 | get_u32(r);
 }
 
 static void get_bytes(struct reader *r, void *out, size_t n)
@@ -553,11 +603,33 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 		m->u.kv.wait_ms = get_u32(&r);
 		get_str(&r, m->u.kv.key, sizeof(m->u.kv.key));
 		break;
+	case DPT_MSG_STATUS_REPLY: {
+		struct dpt__msg_status *st = &m->u.status;
+		st->state = get_u8(&r);
+		st->flags = get_u8(&r);
+		if (get_u16(&r) != 0)
+			r.bad = 1;
+		st->job_id = get_u32(&r);
+		st->restarts = get_u32(&r);
+		st->world = get_u32(&r);
+		st->nodes = get_u32(&r);
+		st->expected = get_u32(&r);
+		st->step = get_u64(&r);
+		st->committed = get_u64(&r);
+		st->committed_at = get_u64(&r);
+		st->started_at = get_u64(&r);
+		st->end_time = get_u64(&r);
+		get_str(&r, st->run, sizeof(st->run));
+		get_str(&r, st->hosts, sizeof(st->hosts));
+		get_str(&r, st->last, sizeof(st->last));
+		break;
+	}
 	case DPT_MSG_BARRIER:
 	case DPT_MSG_BARRIER_DONE:
 	case DPT_MSG_HEARTBEAT:
 	case DPT_MSG_LEAVE:
 	case DPT_MSG_ACK:
+	case DPT_MSG_STATUS:
 		break;
 	default:
 		return DPT_EPROTO;
@@ -630,6 +702,10 @@ int dpt__wire_derive_keys(const char *secret_hex, struct dpt__curve_keys *keys)
 		goto out;
 	rc = derive_pair("dptrain/1/worker", secret, keys->worker_public,
 			 keys->worker_secret);
+	if (rc)
+		goto out;
+	rc = derive_pair("dptrain/1/status", secret, keys->status_public,
+			 keys->status_secret);
 out:
 	explicit_bzero(secret, sizeof(secret));
 	if (rc)

@@ -62,7 +62,9 @@ struct dpt__peer {
 	XX(KV_GET, 15, 1, 0)                                                   \
 	XX(KV_VALUE, 16, 0, 1)                                                 \
 	XX(VOTE, 17, 1, 0)                                                     \
-	XX(VOTE_DONE, 18, 0, 1)
+	XX(VOTE_DONE, 18, 0, 1)                                                \
+	XX(STATUS, 19, 1, 0)                                                   \
+	XX(STATUS_REPLY, 20, 0, 1)
 
 enum dpt__msg_type {
 #define DPT_WIRE_TYPE_ENUM(name, num, w, c) DPT_MSG_##name = num,
@@ -132,12 +134,40 @@ struct dpt__msg_task_exit {
  */
 #define DPT_KV_STATUS_PREFIX "dptrain."
 #define DPT_KV_RESUMED	     "dptrain.resumed"	 /* loaded step, or "none" */
-#define DPT_KV_COMMITTED     "dptrain.committed" /* newest step committed */
+#define DPT_KV_COMMITTED     "dptrain.committed" /* "STEP BYTES MS" */
+#define DPT_KV_RUN	     "dptrain.run"	 /* the run's URI */
 
 struct dpt__msg_kv {
 	uint32_t wait_ms;
 	char key[DPT_KV_KEY_MAX + 1];
 	char value[DPT_KV_VALUE_MAX + 1];
+};
+
+/* STATUS_REPLY (doc/protocol.md, "Status requests"). */
+enum dpt__status_state {
+	DPT_STATUS_GATHERING = 1,
+	DPT_STATUS_ID_WAIT = 2,
+	DPT_STATUS_RUNNING = 3,
+	DPT_STATUS_DONE = 4,
+};
+#define DPT_STATUS_STOPPING 0x1u
+#define DPT_STATUS_NO_STEP  UINT64_MAX
+struct dpt__msg_status {
+	uint8_t state; /* enum dpt__status_state */
+	uint8_t flags; /* DPT_STATUS_STOPPING */
+	uint32_t job_id;
+	uint32_t restarts;
+	uint32_t world; /* members of the live generation, 0 while none */
+	uint32_t nodes;
+	uint32_t expected;     /* --world-size */
+	uint64_t step;	       /* newest step known, DPT_STATUS_NO_STEP */
+	uint64_t committed;    /* newest committed, DPT_STATUS_NO_STEP */
+	uint64_t committed_at; /* Unix ms, 0: never */
+	uint64_t started_at;   /* Unix ms */
+	uint64_t end_time;     /* Unix s, 0: none known */
+	char run[DPT_WIRE_TEXT_MAX + 1];
+	char hosts[DPT_WIRE_TEXT_MAX + 1];
+	char last[DPT_WIRE_TEXT_MAX + 1];
 };
 
 /* VOTE and VOTE_DONE. */
@@ -177,6 +207,7 @@ struct dpt__msg {
 		struct dpt__msg_kv kv;
 		int32_t fault_code;
 		struct dpt__msg_vote vote;
+		struct dpt__msg_status status;
 		uint8_t unique_id[DPT_NCCL_ID_SIZE];
 	} u;
 	uint32_t world;		  /* ROSTER */
@@ -231,6 +262,10 @@ struct dpt__curve_keys {
 	char coord_secret[DPT_Z85_KEY_LEN + 1];
 	char worker_public[DPT_Z85_KEY_LEN + 1];
 	char worker_secret[DPT_Z85_KEY_LEN + 1];
+	/* The status client's pair: lets a client ask STATUS, nothing else
+	 * (doc/protocol.md, "Status requests"). */
+	char status_public[DPT_Z85_KEY_LEN + 1];
+	char status_secret[DPT_Z85_KEY_LEN + 1];
 };
 
 /*

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include <zmq.h>
 
@@ -143,6 +144,16 @@ static enum coord_state on_join(struct dpt__coord *c, struct peer *p,
 		t->peer = p;
 		t->state = TASK_JOINED;
 	}
+	dpt__coord_note(c, &(struct dpt__coord_note){
+				   .event = "join",
+				   .generation = c->generation,
+				   .rank = DPT_WIRE_NO_RANK,
+				   .task = p->join.task_id,
+				   .host = p->join.name[0] ? p->join.name
+							   : p->join.addr.host,
+				   .node = p->join.node,
+				   .step = DPT_STATUS_NO_STEP,
+			   });
 	dpt__info("%s joins generation %" PRIu32 " (%" PRIu32 " of %" PRIu32
 		  ")",
 		  dpt__coord_describe(p, desc, sizeof(desc)), c->generation,
@@ -216,10 +227,19 @@ static enum coord_state on_barrier(struct dpt__coord *c, struct peer *p,
 		 * VOTE_DONE of this very vote on, so that every rank stops
 		 * at the same step. */
 		char desc[200];
-		dpt__warn("stop requested by %s: the workers are told to stop "
-			  "at this vote",
-			  dpt__coord_describe(p, desc, sizeof(desc)));
+		char why[240];
+		snprintf(why, sizeof(why), "stop requested by %s",
+			 dpt__coord_describe(p, desc, sizeof(desc)));
+		dpt__warn("%s: the workers are told to stop at this vote", why);
 		c->stopping = true;
+		snprintf(c->last, sizeof(c->last), "%s", why);
+		dpt__coord_note(c, &(struct dpt__coord_note){
+					   .event = "stop",
+					   .reason = why,
+					   .rank = DPT_WIRE_NO_RANK,
+					   .task = DPT_WIRE_NO_TASK,
+					   .step = DPT_STATUS_NO_STEP,
+				   });
 	}
 	c->barrier_count++;
 	dpt__coord_check_barrier(c, e->now);
@@ -636,6 +656,9 @@ int dpt__coord_new(struct dpt__coord **out, const struct dpt__coord_config *cfg,
 	c->join_deadline =
 		cfg->join_timeout_ms ? now + cfg->join_timeout_ms : 0;
 	c->rl_malformed.window_start = now;
+	c->rl_status.window_start = now;
+	c->step = DPT_STATUS_NO_STEP;
+	c->committed = DPT_STATUS_NO_STEP;
 	*out = c;
 	return 0;
 }
@@ -679,6 +702,179 @@ static enum coord_event event_of(uint8_t type)
 	default:
 		return EV_COUNT;
 	}
+}
+
+/* Unix time in ms: the events' and STATUS_REPLY's clock (NOW, the
+ * state machine's, is monotonic). */
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * The library's reports (doc/checkpoint-format.md, "Events"): KEY was put
+ * in the key-value store; a dptrain.* key holds the newest value. A commit
+ * is known here only once rank 0 put it, after its manifest was: the
+ * "commit" event never names a step that is not committed.
+ */
+static void on_report(struct dpt__coord *c, const char *key, int64_t now)
+{
+	const char *v = dpt__kv_value(c->kv, key);
+	struct dpt__coord_note n = {
+		.rank = DPT_WIRE_NO_RANK,
+		.task = DPT_WIRE_NO_TASK,
+		.step = DPT_STATUS_NO_STEP,
+	};
+	unsigned long long step, bytes, ms;
+	int fields;
+
+	(void)now;
+	if (!v)
+		return;
+	if (!strcmp(key, DPT_KV_RUN)) {
+		snprintf(c->run, sizeof(c->run), "%s", v);
+		n.event = "run";
+		n.reason = v;
+		dpt__coord_note(c, &n);
+	} else if (!strcmp(key, DPT_KV_RESUMED)) {
+		n.event = "resume";
+		if (sscanf(v, "%llu", &step) == 1) {
+			n.step = step;
+			if (c->step == DPT_STATUS_NO_STEP || step > c->step)
+				c->step = step;
+		}
+		dpt__coord_note(c, &n);
+	} else if (!strcmp(key, DPT_KV_COMMITTED)) {
+		/* "STEP" (before events) or "STEP BYTES MS". */
+		fields = sscanf(v, "%llu %llu %llu", &step, &bytes, &ms);
+		if (fields < 1)
+			return;
+		c->committed = step;
+		c->committed_at_ms = wall_ms();
+		if (c->step == DPT_STATUS_NO_STEP || step > c->step)
+			c->step = step;
+		n.step = step;
+		if (fields == 3) {
+			n.event = "save";
+			n.bytes = bytes;
+			n.seconds = (double)ms / 1000.0;
+			dpt__coord_note(c, &n);
+		}
+		n.event = "commit";
+		dpt__coord_note(c, &n);
+	}
+}
+
+#define STATUS_PER_S 20
+/* A STATUS answered from memory (doc/protocol.md, "Status requests"). */
+static void answer_status(struct dpt__coord *c, const void *id, size_t id_len,
+			  uint32_t seq, int64_t now)
+{
+	struct dpt__msg m;
+
+	if (!dpt__ratelimit(&c->rl_status, now, STATUS_PER_S, 1000)) {
+		dpt__coord_text_msg(&m, DPT_MSG_ERROR, c->generation, DPT_EBUSY,
+				    DPT_WIRE_NO_RANK,
+				    "too many status requests: at most 20 a "
+				    "second are answered");
+	} else {
+		dpt__msg_init(&m, DPT_MSG_STATUS_REPLY, c->generation);
+		dpt__coord_status(c, &m.u.status);
+	}
+	m.seq = seq;
+	dpt__coord_send_to_id(c, id, id_len, &m);
+}
+
+void dpt__coord_set_reporter(struct dpt__coord *c, dpt__coord_reporter *fn,
+			     void *arg)
+{
+	c->reporter = fn;
+	c->reporter_arg = arg;
+}
+
+void dpt__coord_note(struct dpt__coord *c, const struct dpt__coord_note *n)
+{
+	if (c->reporter)
+		c->reporter(c->reporter_arg, n);
+}
+
+void dpt__coord_set_job(struct dpt__coord *c, uint32_t job_id,
+			uint32_t restarts, uint64_t started_ms)
+{
+	c->job_id = job_id;
+	c->restarts = restarts;
+	c->started_ms = started_ms;
+}
+
+void dpt__coord_set_end_time(struct dpt__coord *c, int64_t end)
+{
+	c->end_time = end;
+}
+
+uint64_t dpt__coord_committed(const struct dpt__coord *c)
+{
+	return c->committed;
+}
+
+void dpt__coord_status(const struct dpt__coord *c, struct dpt__msg_status *st)
+{
+	static const uint8_t states[] = {
+		[ST_GATHERING] = DPT_STATUS_GATHERING,
+		[ST_ID_WAIT] = DPT_STATUS_ID_WAIT,
+		[ST_RUNNING] = DPT_STATUS_RUNNING,
+		[ST_DONE] = DPT_STATUS_DONE,
+	};
+	size_t len = 0;
+	uint32_t nodes = 0;
+
+	memset(st, 0, sizeof(*st));
+	st->state = states[c->state];
+	st->flags = c->stopping ? DPT_STATUS_STOPPING : 0;
+	st->job_id = c->job_id;
+	st->restarts = c->restarts;
+	st->expected = c->cfg.world_size;
+	st->step = c->step;
+	st->committed = c->committed;
+	st->committed_at = c->committed_at_ms;
+	st->started_at = c->started_ms;
+	st->end_time = c->end_time > 0 ? (uint64_t)c->end_time : 0;
+	snprintf(st->run, sizeof(st->run), "%s", c->run);
+	snprintf(st->last, sizeof(st->last), "%s", c->last);
+	if (c->state != ST_RUNNING && c->state != ST_ID_WAIT)
+		return;
+	st->world = c->active;
+	/* Members are sorted by node: a host starts where the node
+	 * changes. The list is cut, with "...", at the text's size. */
+	for (uint32_t r = 0; r < c->world; r++) {
+		const struct peer *p = c->members[r], *prev = NULL;
+		const char *h;
+		int n;
+
+		if (!p)
+			continue;
+		for (uint32_t q = r; q-- > 0;)
+			if ((prev = c->members[q]) != NULL)
+				break;
+		if (prev && prev->join.node == p->join.node)
+			continue;
+		nodes++;
+		h = p->join.name[0] ? p->join.name : p->join.addr.host;
+		if (len + strlen(h) + 5 >= sizeof(st->hosts)) {
+			if (len + 4 < sizeof(st->hosts) &&
+			    !strstr(st->hosts, "..."))
+				len += (size_t)snprintf(st->hosts + len,
+							sizeof(st->hosts) - len,
+							",...");
+			continue;
+		}
+		n = snprintf(st->hosts + len, sizeof(st->hosts) - len, "%s%s",
+			     len ? "," : "", h);
+		len += (size_t)n;
+	}
+	st->nodes = nodes > st->world ? st->world : nodes;
 }
 
 void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
@@ -730,6 +926,12 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	e.msg = &m;
 	if (m.type == DPT_MSG_KV_PUT || m.type == DPT_MSG_KV_GET) {
 		dpt__kv_on_message(c->kv, id, id_len, &m, now);
+		if (m.type == DPT_MSG_KV_PUT)
+			on_report(c, m.u.kv.key, now);
+		return;
+	}
+	if (m.type == DPT_MSG_STATUS) {
+		answer_status(c, id, id_len, m.seq, now);
 		return;
 	}
 	/* A HEARTBEAT only refreshes its peer (above). Members' messages
@@ -850,10 +1052,19 @@ void dpt__coord_stop(struct dpt__coord *c, const char *why, int64_t now)
 {
 	struct event_ctx e = {.now = now};
 
-	if (!c->stopping && c->state != ST_DONE)
+	if (!c->stopping && c->state != ST_DONE) {
 		dpt__warn("%s: the workers are told to stop at their next "
 			  "vote",
 			  why);
+		snprintf(c->last, sizeof(c->last), "%s", why);
+		dpt__coord_note(c, &(struct dpt__coord_note){
+					   .event = "stop",
+					   .reason = why,
+					   .rank = DPT_WIRE_NO_RANK,
+					   .task = DPT_WIRE_NO_TASK,
+					   .step = DPT_STATUS_NO_STEP,
+				   });
+	}
 	coord_execute(c, EV_STOP, NULL, &e);
 }
 

@@ -133,4 +133,51 @@ void dpt__coord_observe(struct dpt__coord *c, dpt__coord_observer *fn,
  * (0 when every member left cleanly). */
 int dpt__coord_done(const struct dpt__coord *c, int *exit_code);
 
+/*
+ * What happened, for the run's events (doc/checkpoint-format.md,
+ * "Events"): one call per event, from the event loop, with the fields that
+ * apply to EVENT ("join", "evict", "generation", "generation_end",
+ * "resume", "save", "commit", "stop", "failure"; and "run", which is no
+ * line: the library reported the run's URI, in REASON). Strings are valid
+ * during the call only. The reporter must not block: it queues.
+ */
+struct dpt__coord_note {
+	const char *event;
+	uint32_t generation;
+	uint32_t rank; /* DPT_WIRE_NO_RANK: none */
+	uint32_t task; /* DPT_WIRE_NO_TASK: none */
+	const char *host;
+	uint32_t node;
+	uint32_t world, nodes;
+	const char *backend;
+	const char *reason; /* a code's name ("peer_lost") or a text */
+	const char *why;    /* evict: the text logged */
+	uint64_t step;	    /* DPT_STATUS_NO_STEP: none */
+	uint64_t bytes;
+	double seconds;
+	int64_t end_time; /* start: Unix s, 0: none */
+	int status;	  /* end: the exit status */
+};
+typedef void dpt__coord_reporter(void *arg, const struct dpt__coord_note *n);
+void dpt__coord_set_reporter(struct dpt__coord *c, dpt__coord_reporter *fn,
+			     void *arg);
+/* Tell the reporter N (nothing without one): the state machine's notes,
+ * and the event loop's own (start, requeue, end). */
+void dpt__coord_note(struct dpt__coord *c, const struct dpt__coord_note *n);
+
+/* The job's facts that a STATUS_REPLY carries and the state machine does
+ * not know: the job id, its restart count, the coordinator's start (Unix
+ * ms), and its end time (Unix s, 0: none), which changes. */
+void dpt__coord_set_job(struct dpt__coord *c, uint32_t job_id,
+			uint32_t restarts, uint64_t started_ms);
+void dpt__coord_set_end_time(struct dpt__coord *c, int64_t end);
+
+/* The newest committed step the library reported (DPT_STATUS_NO_STEP:
+ * none yet). */
+uint64_t dpt__coord_committed(const struct dpt__coord *c);
+
+/* Fill *ST with the step's state, as STATUS_REPLY sends it. */
+struct dpt__msg_status;
+void dpt__coord_status(const struct dpt__coord *c, struct dpt__msg_status *st);
+
 #endif

@@ -243,10 +243,38 @@ enum coord_state dpt__coord_finish(struct dpt__coord *c, int exit_code)
 
 /* fail: fewer than --min-workers can still take part, or a fatal
  * configuration: tell everyone, finish with status 1. */
+const char *dpt__coord_end_reason_name(uint32_t reason)
+{
+	switch (reason) {
+	case DPT_END_PEER_LOST:
+		return "peer_lost";
+	case DPT_END_TASK_EXIT:
+		return "task_exit";
+	case DPT_END_FAULT:
+		return "fault";
+	case DPT_END_GROW:
+		return "grow";
+	case DPT_END_LEFT:
+		return "left";
+	case DPT_END_EVICTED:
+		return "evicted";
+	}
+	return "unknown";
+}
+
 enum coord_state dpt__coord_fail(struct dpt__coord *c, int code,
 				 const char *why, int64_t now)
 {
 	dpt__error("%s: the job cannot go on", why);
+	snprintf(c->last, sizeof(c->last), "%s", why);
+	dpt__coord_note(c, &(struct dpt__coord_note){
+				   .event = "failure",
+				   .generation = c->generation,
+				   .rank = DPT_WIRE_NO_RANK,
+				   .task = DPT_WIRE_NO_TASK,
+				   .reason = why,
+				   .step = DPT_STATUS_NO_STEP,
+			   });
 	for (struct peer *p = dpt__coord_oldest_peer(c); p;
 	     p = dpt__coord_newer_peer(c, p))
 		dpt__coord_send_error(c, p, code, why, now);
@@ -380,6 +408,18 @@ enum coord_state dpt__coord_form_generation(struct dpt__coord *c, int64_t now)
 		nodes++;
 		start = i;
 	}
+	dpt__coord_note(c, &(struct dpt__coord_note){
+				   .event = "generation",
+				   .generation = c->generation,
+				   .rank = DPT_WIRE_NO_RANK,
+				   .task = DPT_WIRE_NO_TASK,
+				   .world = n,
+				   .nodes = nodes,
+				   .backend = c->backend == DPT_BACKEND_NCCL
+						      ? "nccl"
+						      : "cpu",
+				   .step = DPT_STATUS_NO_STEP,
+			   });
 	dpt__info("generation %" PRIu32 " formed: %" PRIu32
 		  " workers on %" PRIu32 " node%s, %s backend",
 		  c->generation, n, nodes, nodes == 1 ? "" : "s",
@@ -414,6 +454,17 @@ enum coord_state dpt__coord_end_generation(struct dpt__coord *c,
 		dpt__coord_set_role(c, p, ROLE_WAITING);
 		c->members[r] = NULL;
 	}
+	snprintf(c->last, sizeof(c->last), "generation %" PRIu32 " ended: %s",
+		 c->generation, why);
+	dpt__coord_note(c, &(struct dpt__coord_note){
+				   .event = "generation_end",
+				   .generation = c->generation,
+				   .rank = lost_rank,
+				   .task = DPT_WIRE_NO_TASK,
+				   .reason = dpt__coord_end_reason_name(reason),
+				   .why = why,
+				   .step = DPT_STATUS_NO_STEP,
+			   });
 	dpt__warn("generation %" PRIu32 " ended: %s; %" PRIu32
 		  " workers re-joining generation %" PRIu32,
 		  c->generation, why, c->n_waiting, c->generation + 1);
@@ -439,6 +490,18 @@ enum coord_state dpt__coord_drop_peer(struct dpt__coord *c, struct peer *p,
 	dpt__coord_text_msg(&m, DPT_MSG_GEN_END, c->generation, DPT_END_EVICTED,
 			    member ? rank : DPT_WIRE_NO_RANK, why);
 	dpt__coord_send_msg(c, p, &m, now);
+	dpt__coord_note(c, &(struct dpt__coord_note){
+				   .event = "evict",
+				   .generation = c->generation,
+				   .rank = member ? rank : DPT_WIRE_NO_RANK,
+				   .task = p->join.task_id,
+				   .host = p->join.name[0] ? p->join.name
+							   : p->join.addr.host,
+				   .node = p->join.node,
+				   .reason = dpt__coord_end_reason_name(reason),
+				   .why = why,
+				   .step = DPT_STATUS_NO_STEP,
+			   });
 	if (!c->formed_any && p->role != ROLE_MEMBER)
 		c->lost_before_first++;
 	dpt__coord_peer_remove(c, p);
@@ -507,11 +570,24 @@ void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now)
 		if (p->vote && vote.u.vote.failed++ == 0)
 			vote.u.vote.code = p->vote;
 	}
-	if (vote.u.vote.failed)
-		dpt__warn("vote %" PRIu32 " of generation %" PRIu32 ": %" PRIu32
-			  " of %" PRIu32 " members failed (first: %s)",
-			  c->barrier_seq, c->generation, vote.u.vote.failed,
-			  voters, dpt_strerror(vote.u.vote.code));
+	if (vote.u.vote.failed) {
+		char why[160];
+
+		snprintf(why, sizeof(why),
+			 "vote %" PRIu32 " of generation %" PRIu32 ": %" PRIu32
+			 " of %" PRIu32 " members failed (first: %s)",
+			 c->barrier_seq, c->generation, vote.u.vote.failed,
+			 voters, dpt_strerror(vote.u.vote.code));
+		dpt__warn("%s", why);
+		dpt__coord_note(c, &(struct dpt__coord_note){
+					   .event = "failure",
+					   .generation = c->generation,
+					   .rank = DPT_WIRE_NO_RANK,
+					   .task = DPT_WIRE_NO_TASK,
+					   .reason = why,
+					   .step = DPT_STATUS_NO_STEP,
+				   });
+	}
 	for (uint32_t r = 0; r < c->world; r++) {
 		struct peer *p = c->members[r];
 

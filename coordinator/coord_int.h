@@ -138,6 +138,17 @@ struct dpt__coord {
 	int64_t join_deadline; /* 0: none */
 	struct dpt__ratelimit rl_malformed;
 	struct dpt__kv *kv; /* MASTER_ADDR/MASTER_PORT for the tasks */
+	struct dpt__ratelimit rl_status; /* STATUS requests answered */
+	dpt__coord_reporter *reporter;	 /* the run's events */
+	void *reporter_arg;
+	/* STATUS_REPLY's facts (dpt__coord_set_job, the library's
+	 * reports, the last generation's end or the stop). */
+	uint32_t job_id, restarts;
+	uint64_t started_ms;
+	int64_t end_time;
+	uint64_t step, committed, committed_at_ms;
+	char run[DPT_WIRE_TEXT_MAX + 1];
+	char last[DPT_WIRE_TEXT_MAX + 1];
 	dpt__coord_observer *observer; /* tests: every executed cell */
 	void *observer_arg;
 };
@@ -188,6 +199,7 @@ enum coord_state dpt__coord_drop_peer(struct dpt__coord *c, struct peer *p,
 				      int64_t now);
 enum coord_state dpt__coord_gather(struct dpt__coord *c, int64_t now);
 void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now);
+const char *dpt__coord_end_reason_name(uint32_t reason);
 bool dpt__coord_room_for_newcomer(struct dpt__coord *c, const uint8_t *id,
 				  size_t id_len);
 

@@ -10,8 +10,11 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/kv.c coordinator/kv.h \
 	coordinator/walltime.c coordinator/walltime.h \
 	coordinator/requeue.c coordinator/requeue.h \
+	coordinator/events.c coordinator/events.h \
 	coordinator/sodium_alloc.c
 coordinator_dptrain_coordinator_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
-coordinator_dptrain_coordinator_LDADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS) \
+# The run's events go through the storage layer (coordinator/events.c).
+coordinator_dptrain_coordinator_LDADD = storage/libdptstorage.la \
+	common/libdptcommon.la $(ZMQ_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) \
 	$(SLURM_LIBS)
 dist_man_MANS += doc/man/dptrain-coordinator.1

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 
 #include "clock.h"
 #include "coord.h"
+#include "events.h"
 #include "log.h"
 #include "options.h"
 #include "parse.h"
@@ -42,6 +44,10 @@
 
 #define MONITOR_ENDPOINT "inproc://dptrain-coordinator-monitor"
 #define ENDPOINT_MAX	 512
+
+/* The status client's public key, accepted by ZAP (doc/protocol.md,
+ * "Status requests"). */
+static uint8_t status_key[32];
 
 /* ------------------------------------------------------------ endpoint */
 
@@ -309,6 +315,16 @@ static bool read_router(void *router, void *mon, struct dpt__coord *c)
 		if (mon)
 			monitor_drain(mon, c, now);
 		fd = zmq_msg_get(&body, ZMQ_SRCFD);
+		/* A status client may ask STATUS and nothing else. */
+		const char *user = zmq_msg_gets(&body, "User-Id");
+		if (user && !strcmp(user, DPT_ZAP_USER_STATUS) &&
+		    (zmq_msg_size(&body) < DPT_WIRE_HDR_SIZE ||
+		     ((const uint8_t *)zmq_msg_data(&body))[3] !=
+			     DPT_MSG_STATUS)) {
+			zmq_msg_close(&id);
+			zmq_msg_close(&body);
+			continue;
+		}
 		if (zmq_msg_more(&body)) {
 			/* A protocol message is one frame: drop the lot. */
 			zmq_msg_t extra;
@@ -400,7 +416,8 @@ static void await_task_exits(void *router, void *zap, void *mon, int sfd,
 		    errno != EINTR)
 			return;
 		if (items[3].revents & ZMQ_POLLIN)
-			dpt__zap_serve(zap, worker_key, dpt__now_ms());
+			dpt__zap_serve(zap, worker_key, status_key,
+				       dpt__now_ms());
 		if (items[1].revents & ZMQ_POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -456,6 +473,134 @@ static void remove_endpoint_file(const struct options *o, bool parent_dir)
 
 /* Stops the step once the job's end time is within the grace; returns
  * whether it did. */
+/* ------------------------------------------------------------ status */
+
+/* The directory of the status files: $DPTRAIN_STATUS_DIR, else
+ * ~/.dptrain/jobs (doc/protocol.md, "Status requests"), created 0700. */
+static int status_dir(char *buf, size_t size)
+{
+	const char *d = getenv("DPTRAIN_STATUS_DIR"), *home = getenv("HOME");
+	struct passwd *pw;
+	char parent[PATH_MAX];
+
+	if (d && *d) {
+		if (snprintf(buf, size, "%s", d) >= (int)size)
+			return -1;
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+			return -1;
+		return 0;
+	}
+	if (!home || !*home) {
+		pw = getpwuid(getuid());
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (!home ||
+	    snprintf(parent, sizeof(parent), "%s/.dptrain", home) >=
+		    (int)sizeof(parent) ||
+	    snprintf(buf, size, "%s/jobs", parent) >= (int)size)
+		return -1;
+	if ((mkdir(parent, 0700) != 0 && errno != EEXIST) ||
+	    (mkdir(buf, 0700) != 0 && errno != EEXIST))
+		return -1;
+	return 0;
+}
+
+/* Write DIR/JOB.SUFFIX with TEXT, 0600, through a temporary file and a
+ * rename: a reader sees the whole file or none. */
+static int write_private(const char *dir, long job, const char *suffix,
+			 const char *text)
+{
+	char tmp[PATH_MAX], path[PATH_MAX];
+	size_t len = strlen(text);
+	int fd, rc = -1;
+
+	if (snprintf(tmp, sizeof(tmp), "%s/.%ld.%s.XXXXXX", dir, job, suffix) >=
+		    (int)sizeof(tmp) ||
+	    snprintf(path, sizeof(path), "%s/%ld.%s", dir, job, suffix) >=
+		    (int)sizeof(path))
+		return -1;
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, 0600) == 0 && write(fd, text, len) == (ssize_t)len &&
+	    rename(tmp, path) == 0)
+		rc = 0;
+	close(fd);
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+/* DIR/JOB.live: where a status client finds this coordinator and the key
+ * that lets it ask STATUS, readable by the owner (and root) only. */
+static void write_status_file(const struct options *o, const char *endpoint,
+			      const struct dpt__curve_keys *keys, char *dir,
+			      size_t size)
+{
+	char text[ENDPOINT_MAX + 256];
+
+	dir[0] = '\0';
+	if (!o->job_id)
+		return;
+	if (status_dir(dir, size) != 0) {
+		dpt__warn("cannot create the status directory '%s': %s "
+			  "(dptrain status cannot reach this job)",
+			  dir, strerror(errno));
+		dir[0] = '\0';
+		return;
+	}
+	snprintf(text, sizeof(text),
+		 "endpoint=%s\nserver_key=%s\npublic_key=%s\nsecret_key=%s\n"
+		 "pid=%ld\n",
+		 endpoint, keys->coord_public, keys->status_public,
+		 keys->status_secret, (long)getpid());
+	if (write_private(dir, o->job_id, "live", text) != 0)
+		dpt__warn("cannot write the status file in '%s': %s (dptrain "
+			  "status cannot reach this job)",
+			  dir, strerror(errno));
+	explicit_bzero(text, sizeof(text));
+}
+
+/* The reporter of the state machine: the run's events, and at each commit
+ * the job's Comment. */
+struct reporter {
+	struct dpt__events *events;
+	struct dpt__walltime *walltime;
+	struct dpt__coord *coord;
+	uint32_t restarts;
+};
+
+static void on_note(void *arg, const struct dpt__coord_note *n)
+{
+	struct reporter *r = arg;
+
+	dpt__events_note(r->events, n);
+	if (r->walltime && n->event && !strcmp(n->event, "commit")) {
+		struct dpt__msg_status st;
+		char text[DPT_WALLTIME_MSG_MAX];
+		const char *run, *slash;
+
+		dpt__coord_status(r->coord, &st);
+		run = st.run;
+		slash = strrchr(run, '/');
+		if (slash && slash[1])
+			run = slash + 1;
+		snprintf(text, sizeof(text),
+			 "run=%s step=%" PRIu64 " committed=%" PRIu64
+			 " restarts=%" PRIu32,
+			 run[0] ? run : "?", n->step, n->step, r->restarts);
+		dpt__walltime_progress(r->walltime, text);
+	}
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static bool check_end_time(struct dpt__walltime *w, const struct options *o,
 			   struct dpt__coord *coord, int64_t now)
 {
@@ -486,6 +631,9 @@ int main(int argc, char **argv)
 	char secret[DPT_SECRET_HEX_LEN + 1];
 	char endpoint[ENDPOINT_MAX];
 	uint8_t worker_key[32];
+	struct reporter rep = {0};
+	char sdir[PATH_MAX] = "";
+	uint64_t started_ms = wall_ms();
 	void *ctx = NULL, *router = NULL, *zap = NULL, *mon = NULL;
 	int sfd = -1, pidfd = -1, exit_code = 1, rc;
 	bool child_of_parent = false;
@@ -506,6 +654,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	zmq_z85_decode(worker_key, keys.worker_public);
+	zmq_z85_decode(status_key, keys.status_public);
 	raise_fd_limit(o.world_size);
 
 	ctx = zmq_ctx_new();
@@ -577,6 +726,26 @@ int main(int argc, char **argv)
 	if (o.endpoint_file &&
 	    write_endpoint_file(o.endpoint_file, endpoint) != 0)
 		goto out;
+	/* The run's events and the status of the job: neither may stop
+	 * it, so neither fails the start. */
+	dpt__coord_set_job(coord, (uint32_t)o.job_id, (uint32_t)o.restart_count,
+			   started_ms);
+	if (dpt__events_new(&rep.events, (uint32_t)o.job_id,
+			    (uint32_t)o.restart_count, started_ms) == 0) {
+		rep.walltime = o.job_id ? walltime : NULL;
+		rep.coord = coord;
+		rep.restarts = (uint32_t)o.restart_count;
+		dpt__coord_set_reporter(coord, on_note, &rep);
+		dpt__coord_note(
+			coord, &(struct dpt__coord_note){
+				       .event = "start",
+				       .world = (uint32_t)o.world_size,
+				       .end_time = walltime ? dpt__walltime_end(
+								      walltime)
+							    : 0,
+			       });
+	}
+	write_status_file(&o, endpoint, &keys, sdir, sizeof(sdir));
 	printf("%s\n", endpoint);
 	fflush(stdout);
 	dpt__info("listening on %s for %ld workers (min %ld, heartbeat %ld "
@@ -610,7 +779,7 @@ int main(int argc, char **argv)
 		}
 		now = dpt__now_ms();
 		if (items[1].revents & ZMQ_POLLIN)
-			dpt__zap_serve(zap, worker_key, now);
+			dpt__zap_serve(zap, worker_key, status_key, now);
 		if (mon && (items[2].revents & ZMQ_POLLIN))
 			monitor_drain(mon, coord, now);
 		if (items[0].revents & ZMQ_POLLIN)
@@ -645,6 +814,9 @@ int main(int argc, char **argv)
 		}
 		if (walltime && !stopped)
 			stopped = check_end_time(walltime, &o, coord, now);
+		if (walltime)
+			dpt__coord_set_end_time(coord,
+						dpt__walltime_end(walltime));
 		/* While messages wait unread, a peer's silence may be ours:
 		 * no eviction until the backlog is read. */
 		dpt__coord_on_tick(coord, dpt__now_ms(), !drained);
@@ -664,9 +836,45 @@ int main(int argc, char **argv)
 				 coord);
 		facts.resumed = dpt__coord_kv_value(coord, DPT_KV_RESUMED);
 		facts.committed = dpt__coord_kv_value(coord, DPT_KV_COMMITTED);
-		dpt__walltime_requeue(&facts);
+		enum dpt__requeue_verdict v;
+		char why[DPT_WALLTIME_MSG_MAX];
+		int rq;
+
+		/* The verdict's comment replaces the progress for good. */
+		dpt__walltime_progress_end(walltime);
+		rq = dpt__walltime_requeue(&facts, &v, why, sizeof(why));
+		dpt__coord_note(coord,
+				&(struct dpt__coord_note){
+					.event = "requeue",
+					.reason = rq ? "refused"
+						  : v == DPT_RQ_REQUEUE
+							  ? "requeue"
+						  : v == DPT_RQ_HOLD ? "hold"
+								     : "capped",
+					.why = why,
+					.step = dpt__coord_committed(coord),
+				});
 	}
 	dpt__info("exiting with status %d", exit_code);
+	dpt__coord_note(coord, &(struct dpt__coord_note){
+				       .event = "end",
+				       .status = exit_code,
+			       });
+	if (sdir[0]) {
+		char path[PATH_MAX + 32];
+		const char *run =
+			rep.events ? dpt__events_run(rep.events) : NULL;
+
+		/* The run stays findable by job id once the job is queued
+		 * again or finished: JOB.run, read by dptrain status. */
+		if (run) {
+			char text[DPT_WIRE_TEXT_MAX + 8];
+			snprintf(text, sizeof(text), "run=%s\n", run);
+			write_private(sdir, o.job_id, "run", text);
+		}
+		snprintf(path, sizeof(path), "%s/%ld.live", sdir, o.job_id);
+		unlink(path);
+	}
 	/* The parent that named itself with --parent-pid and forked this
 	 * process made the directory (srun's plugin): remove it whether or
 	 * not that parent still runs, because whether it does cannot be
@@ -679,6 +887,9 @@ int main(int argc, char **argv)
 						 process_gone(o.parent_pid));
 
 out:
+	if (coord)
+		dpt__coord_set_reporter(coord, NULL, NULL);
+	dpt__events_destroy(&rep.events);
 	dpt__walltime_free(&walltime);
 	dpt__coord_destroy(&coord);
 	if (mon)

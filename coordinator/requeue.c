@@ -2,16 +2,28 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "parse.h"
 #include "requeue.h"
 
-/* VALUE as a step number, or -1 (absent, "none", not a number). */
+/* VALUE as a step number, or -1 (absent, "none", not a number). The
+ * step of a report: "STEP", or "STEP BYTES MS" (dptrain.committed
+ * since the run's events, doc/checkpoint-format.md). */
 static long step_of(const char *value)
 {
+	char first[24];
+	size_t n;
 	long step;
 
-	if (!value || dpt__parse_long(value, 0, LONG_MAX, &step))
+	if (!value)
+		return -1;
+	n = strcspn(value, " ");
+	if (n >= sizeof(first))
+		return -1;
+	memcpy(first, value, n);
+	first[n] = '\0';
+	if (dpt__parse_long(first, 0, LONG_MAX, &step))
 		return -1;
 	return step;
 }

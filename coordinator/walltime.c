@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -25,7 +27,15 @@ struct dpt__walltime {
 	pthread_cond_t wake;
 	bool quit;  /* under LOCK */
 	time_t end; /* under LOCK */
+	/* The progress comment: under LOCK; COMMENT_LOCK is held while
+	 * one is sent, so that progress_end can wait for it. */
+	char progress[DPT_WALLTIME_MSG_MAX];
+	bool progress_new, progress_over;
+	time_t progress_at;
+	pthread_mutex_t comment_lock;
 };
+
+static void set_comment(uint32_t job_id, const char *why);
 
 static pthread_once_t slurm_once = PTHREAD_ONCE_INIT;
 
@@ -87,44 +97,100 @@ out:
 	return rc;
 }
 
+/* Send the progress comment if one is new and the last is
+ * DPT_WALLTIME_COMMENT_S old; called and returns with LOCK held. */
+static void flush_progress(struct dpt__walltime *w)
+{
+	char text[DPT_WALLTIME_MSG_MAX];
+	time_t now = time(NULL);
+
+	if (!w->progress_new || w->progress_over ||
+	    now - w->progress_at < DPT_WALLTIME_COMMENT_S)
+		return;
+	memcpy(text, w->progress, sizeof(text));
+	w->progress_new = false;
+	w->progress_at = now;
+	pthread_mutex_lock(&w->comment_lock);
+	pthread_mutex_unlock(&w->lock);
+	set_comment(w->job_id, text);
+	pthread_mutex_unlock(&w->comment_lock);
+	pthread_mutex_lock(&w->lock);
+}
+
 static void *poll_main(void *arg)
 {
 	struct dpt__walltime *w = arg;
 	bool warned = false;
+	time_t next_read = 0;
 
 	pthread_mutex_lock(&w->lock);
 	while (!w->quit) {
 		struct job_facts jf = {0};
-		time_t end;
+		time_t end, wake;
 		int rc;
 
-		pthread_mutex_unlock(&w->lock);
-		rc = read_job(w->job_id, &jf);
-		end = jf.end;
-		if (rc != 0 && !warned)
-			dpt__warn("cannot read the end time of job %u from "
-				  "Slurm: %s (retrying every %d s)",
-				  w->job_id, slurm_why(rc),
-				  DPT_WALLTIME_POLL_S);
-		warned |= rc != 0;
-		pthread_mutex_lock(&w->lock);
-		if (rc == 0 && end > 0) {
-			if (end != w->end)
-				dpt__info("job %u ends at %ld (epoch seconds)",
-					  w->job_id, (long)end);
-			w->end = end;
+		if (time(NULL) >= next_read) {
+			pthread_mutex_unlock(&w->lock);
+			rc = read_job(w->job_id, &jf);
+			end = jf.end;
+			if (rc != 0 && !warned)
+				dpt__warn("cannot read the end time of job %u "
+					  "from Slurm: %s (retrying every %d "
+					  "s)",
+					  w->job_id, slurm_why(rc),
+					  DPT_WALLTIME_POLL_S);
+			warned |= rc != 0;
+			pthread_mutex_lock(&w->lock);
+			if (rc == 0 && end > 0) {
+				if (end != w->end)
+					dpt__info("job %u ends at %ld (epoch "
+						  "seconds)",
+						  w->job_id, (long)end);
+				w->end = end;
+			}
+			next_read = time(NULL) + DPT_WALLTIME_POLL_S;
 		}
+		flush_progress(w);
 		if (w->quit)
 			break;
 		struct timespec until;
+		wake = next_read;
+		if (w->progress_new && !w->progress_over &&
+		    w->progress_at + DPT_WALLTIME_COMMENT_S < wake)
+			wake = w->progress_at + DPT_WALLTIME_COMMENT_S;
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += DPT_WALLTIME_POLL_S;
-		while (!w->quit &&
-		       pthread_cond_timedwait(&w->wake, &w->lock, &until) == 0)
-			;
+		if (wake > until.tv_sec)
+			until.tv_sec = wake;
+		until.tv_nsec = 0;
+		pthread_cond_timedwait(&w->wake, &w->lock, &until);
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
+}
+
+void dpt__walltime_progress(struct dpt__walltime *w, const char *text)
+{
+	if (!w || !w->running)
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (!w->progress_over) {
+		snprintf(w->progress, sizeof(w->progress), "%s", text);
+		w->progress_new = true;
+		pthread_cond_signal(&w->wake);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void dpt__walltime_progress_end(struct dpt__walltime *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->progress_over = true;
+	pthread_mutex_unlock(&w->lock);
+	/* A comment being sent now is done once this lock is ours. */
+	pthread_mutex_lock(&w->comment_lock);
+	pthread_mutex_unlock(&w->comment_lock);
 }
 
 /*
@@ -163,6 +229,7 @@ int dpt__walltime_start(struct dpt__walltime **out, uint32_t job_id,
 	w->job_id = job_id;
 	w->end = job_id ? 0 : fixed_end;
 	pthread_mutex_init(&w->lock, NULL);
+	pthread_mutex_init(&w->comment_lock, NULL);
 	pthread_cond_init(&w->wake, NULL);
 	if (job_id) {
 		/* Here, before the coordinator listens: libslurm exits the
@@ -208,6 +275,7 @@ void dpt__walltime_free(struct dpt__walltime **wp)
 		pthread_join(w->thread, NULL);
 	}
 	pthread_cond_destroy(&w->wake);
+	pthread_mutex_destroy(&w->comment_lock);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 	*wp = NULL;
@@ -265,12 +333,14 @@ static void give_range_back(const struct dpt__requeue_facts *f)
 			  f->job_id, f->nodes_min, f->nodes_max, tasks);
 }
 
-int dpt__walltime_requeue(const struct dpt__requeue_facts *f)
+int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
+			  enum dpt__requeue_verdict *verdict, char *why,
+			  size_t size)
 {
-	char why[DPT_WALLTIME_MSG_MAX];
-	enum dpt__requeue_verdict v = dpt__requeue_decide(f, why, sizeof(why));
+	enum dpt__requeue_verdict v = dpt__requeue_decide(f, why, size);
 	int rc;
 
+	*verdict = v;
 	pthread_once(&slurm_once, slurm_setup);
 	/* Said before the requeue: Slurm's own line follows it. */
 	if (v == DPT_RQ_REQUEUE)

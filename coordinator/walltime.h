@@ -7,6 +7,7 @@
 #ifndef DPT_COORDINATOR_WALLTIME_H
 #define DPT_COORDINATOR_WALLTIME_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -38,6 +39,22 @@ void dpt__walltime_free(struct dpt__walltime **w);
  * waits in the queue to run again), requeue it held, or leave it to end.
  * Returns 0, or DPT_EIO with the reason logged.
  */
-int dpt__walltime_requeue(const struct dpt__requeue_facts *f);
+int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
+			  enum dpt__requeue_verdict *verdict, char *why,
+			  size_t size);
+
+/*
+ * The job's progress for its Comment (`dptrain: run=RUN step=S
+ * committed=C restarts=R`, TEXT without the "dptrain: "): stored and
+ * handed to the end-time thread, which sets it at most every
+ * DPT_WALLTIME_COMMENT_S seconds (the newest text wins; none is lost at
+ * the end of an interval). Never blocks on Slurm; no effect without a job
+ * id or once dpt__walltime_progress_end() was called.
+ */
+#define DPT_WALLTIME_COMMENT_S 5
+void dpt__walltime_progress(struct dpt__walltime *w, const char *text);
+/* No progress comment from now on, and none in flight when this returns:
+ * the requeue verdict's comment that follows stays. */
+void dpt__walltime_progress_end(struct dpt__walltime *w);
 
 #endif

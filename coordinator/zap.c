@@ -15,12 +15,13 @@
  * step secret, refuse anything else. A reply is always sent, or the
  * handshake would hang until ZMQ_HANDSHAKE_IVL.
  */
-static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
+static void zap_handle(void *zap, const uint8_t *worker_key,
+		       const uint8_t *status_key, int64_t now)
 {
 	static struct dpt__ratelimit rl;
 	zmq_msg_t frames[8];
 	int n = 0, more = 1;
-	bool ok;
+	bool ok, status = false;
 	char addr[64] = "?";
 
 	while (more && n < 8) {
@@ -47,8 +48,12 @@ static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
 	     !memcmp(zmq_msg_data(&frames[0]), "1.0", 3) &&
 	     zmq_msg_size(&frames[5]) == 5 &&
 	     !memcmp(zmq_msg_data(&frames[5]), "CURVE", 5) &&
-	     zmq_msg_size(&frames[6]) == 32 &&
-	     !memcmp(zmq_msg_data(&frames[6]), worker_key, 32);
+	     zmq_msg_size(&frames[6]) == 32;
+	if (ok && status_key &&
+	    !memcmp(zmq_msg_data(&frames[6]), status_key, 32))
+		status = true;
+	else if (ok)
+		ok = !memcmp(zmq_msg_data(&frames[6]), worker_key, 32);
 	if (n >= 4) {
 		size_t len = zmq_msg_size(&frames[3]);
 		if (len >= sizeof(addr))
@@ -78,20 +83,28 @@ static void zap_handle(void *zap, const uint8_t *worker_key, int64_t now)
 	zmq_send(zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
 	zmq_send(zap, ok ? "OK" : "not a worker of this step", ok ? 2 : 25,
 		 ZMQ_SNDMORE);
-	zmq_send(zap, "", 0, ZMQ_SNDMORE);
+	/* The user id: each message's "User-Id" property, by which the
+	 * event loop tells a status client's messages from a worker's. */
+	if (ok)
+		zmq_send(zap,
+			 status ? DPT_ZAP_USER_STATUS : DPT_ZAP_USER_WORKER, 6,
+			 ZMQ_SNDMORE);
+	else
+		zmq_send(zap, "", 0, ZMQ_SNDMORE);
 	zmq_send(zap, "", 0, 0);
 	for (int i = 0; i < n; i++)
 		zmq_msg_close(&frames[i]);
 }
 
 /* The ZAP requests waiting, 64 at most: one batch per loop turn. */
-void dpt__zap_serve(void *zap, const uint8_t *worker_key, int64_t now)
+void dpt__zap_serve(void *zap, const uint8_t *worker_key,
+		    const uint8_t *status_key, int64_t now)
 {
 	for (int i = 0; i < 64; i++) {
 		int more = 0;
 		size_t sz = sizeof(more);
 
-		zap_handle(zap, worker_key, now);
+		zap_handle(zap, worker_key, status_key, now);
 		if (zmq_getsockopt(zap, ZMQ_EVENTS, &more, &sz) ||
 		    !(more & ZMQ_POLLIN))
 			break;

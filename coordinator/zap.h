@@ -8,12 +8,18 @@
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 
+/* The user ids of accepted connections (6 bytes each). */
+#define DPT_ZAP_USER_WORKER "worker"
+#define DPT_ZAP_USER_STATUS "status"
+
 /*
  * Answer the ZAP requests waiting on ZAP (a REP socket bound to
- * ZAP_ENDPOINT), 64 at most: accept the client key WORKER_KEY (32 bytes,
- * derived from the step secret), refuse anything else, logging refusals
- * at most once a second (NOW, in ms).
+ * ZAP_ENDPOINT), 64 at most: accept the client keys WORKER_KEY and
+ * STATUS_KEY (32 bytes each, derived from the step secret; STATUS_KEY may
+ * be NULL) with the user ids above, refuse anything else, logging
+ * refusals at most once a second (NOW, in ms).
  */
-void dpt__zap_serve(void *zap, const uint8_t *worker_key, int64_t now);
+void dpt__zap_serve(void *zap, const uint8_t *worker_key,
+		    const uint8_t *status_key, int64_t now);
 
 #endif

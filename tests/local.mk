@@ -18,6 +18,7 @@ UNIT_TESTS = \
 	tests/unit/test_error \
 	tests/unit/test_parse \
 	tests/unit/test_buf \
+	tests/unit/test_jsonl \
 	tests/unit/test_spank_config \
 	tests/unit/test_wire \
 	tests/unit/test_coord \
@@ -37,6 +38,9 @@ tests_unit_test_parse_LDADD = $(UNIT_LDADD)
 tests_unit_test_buf_SOURCES = tests/unit/test_buf.c
 tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_buf_LDADD = $(UNIT_LDADD)
+tests_unit_test_jsonl_SOURCES = tests/unit/test_jsonl.c
+tests_unit_test_jsonl_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_jsonl_LDADD = $(UNIT_LDADD)
 tests_unit_test_spank_config_SOURCES = tests/unit/test_spank_config.c spank/settings.c
 tests_unit_test_spank_config_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)

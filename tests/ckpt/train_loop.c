@@ -6,7 +6,7 @@
  *
  *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS] [--auto]
  *              [--trace] [--stop-signals] [--extra-mib N]
- *              [--fail-after-load] [--stop-without-save]
+ *              [--fail-after-load] [--stop-without-save] [--hang-save S]
  *
  * The state (a replicated int64 vector and an int64 matrix sharded by rows
  * across the ranks) is a pure function of the step: each step mixes the
@@ -27,7 +27,10 @@
  * --dp-ckpt-every=auto). Two faulty programs, for the requeue guard:
  * --fail-after-load exits 1 right after its load; --stop-without-save
  * exits 0 at a stop without saving ("stopped step=S rank=R unsaved"), as
- * a program that swallows its save's error does. Checkpoint root and run:
+ * a program that swallows its save's error does. --hang-save S: rank 1
+ * starts the save of step S (with --every), prints "saving step=S rank=1"
+ * and sleeps instead of waiting for the commit, so that a test can kill it
+ * in the middle of a save. Checkpoint root and run:
  * DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun --dp-train sets them.
  *
  * Output: "fresh start rank=R world=W" or "resumed step=S rank=R world=W
@@ -117,6 +120,7 @@ static int save(struct dpt_ckpt *ck, uint64_t step)
 int main(int argc, char **argv)
 {
 	uint64_t steps = 100, every = 0, step = 0, saved = 0, extra = 0;
+	uint64_t hang_save = 0;
 	unsigned char *ballast = NULL;
 	long step_ms = 100, linger_ms = 0;
 	struct dpt_ctx *ctx = NULL;
@@ -155,6 +159,8 @@ int main(int argc, char **argv)
 			linger_ms = strtol(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--every"))
 			every = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--hang-save"))
+			hang_save = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--extra-mib"))
 			extra = strtoull(argv[i + 1], NULL, 10) << 20;
 		else {
@@ -260,6 +266,15 @@ int main(int argc, char **argv)
 			if (stop)
 				break;
 			continue;
+		}
+		if (every && step % every == 0 && step == hang_save &&
+		    rank == 1) {
+			rc = dpt_ckpt_save(
+				ck, &(struct dpt_ckpt_meta){.step = step});
+			printf("saving step=%" PRIu64 " rank=%d\n", step, rank);
+			if (rc)
+				return fail("save", rc);
+			sleep(600); /* the test kills it */
 		}
 		if (every && step % every == 0) {
 			rc = save(ck, step);

@@ -11,6 +11,7 @@ TESTS += \
 	tests/spank/walltime-change.sh \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh \
+	tests/spank/status.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh
 EXTRA_DIST += \
@@ -26,6 +27,7 @@ EXTRA_DIST += \
 	tests/spank/walltime-change.sh \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh \
+	tests/spank/status.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh \
 	tests/spank/ddp.py

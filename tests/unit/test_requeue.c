@@ -83,6 +83,9 @@ static void the_cap_ends_the_job(void **state)
 	assert_int_equal(decide(0, 0, NULL, NULL), DPT_RQ_CAPPED);
 	assert_non_null(strstr(msg, "unknown here (dptrain ckpt ls)"));
 	assert_int_equal(decide(2, 3, "40", "80"), DPT_RQ_REQUEUE);
+	/* The report with the save's size and time reads as its step. */
+	assert_int_equal(decide(2, 3, "40", "80 1048576 250"), DPT_RQ_REQUEUE);
+	assert_int_equal(decide(2, 3, "80", "80 1048576 250"), DPT_RQ_HOLD);
 }
 
 static void no_progress_is_held(void **state)

@@ -509,6 +509,59 @@ static struct dpt__msg kv_msg(enum dpt__msg_type type, const char *key,
 	return m;
 }
 
+static void status_messages(void **state)
+{
+	struct dpt__msg in, out;
+	uint8_t buf[1024];
+	long n;
+	(void)state;
+
+	dpt__msg_init(&in, DPT_MSG_STATUS, 0);
+	roundtrip(&in, &out);
+	assert_int_equal(out.type, DPT_MSG_STATUS);
+	assert_true(dpt__msg_from_worker(DPT_MSG_STATUS));
+	assert_true(dpt__msg_from_coordinator(DPT_MSG_STATUS_REPLY));
+	assert_false(dpt__msg_from_worker(DPT_MSG_STATUS_REPLY));
+
+	dpt__msg_init(&in, DPT_MSG_STATUS_REPLY, 7);
+	in.u.status = (struct dpt__msg_status){
+		.state = DPT_STATUS_RUNNING,
+		.flags = DPT_STATUS_STOPPING,
+		.job_id = 42,
+		.restarts = 2,
+		.world = 4,
+		.nodes = 2,
+		.expected = 4,
+		.step = 1300,
+		.committed = 1200,
+		.committed_at = 1712345678901ull,
+		.started_at = 1712345000000ull,
+		.end_time = 1712349999,
+	};
+	snprintf(in.u.status.run, sizeof(in.u.status.run),
+		 "file:///ckpt/runs/a");
+	snprintf(in.u.status.hosts, sizeof(in.u.status.hosts), "n1,n2");
+	n = dpt__wire_encode(&in, buf, sizeof(buf));
+	assert_int_equal(n, 16 + 67 + 19 + 5);
+	roundtrip(&in, &out);
+	assert_memory_equal(&out.u.status, &in.u.status, sizeof(in.u.status));
+
+	/* Field rules: a state in range, known flags, no more nodes than
+	 * members, printable texts. */
+	in.u.status.state = 0;
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	in.u.status.state = DPT_STATUS_DONE;
+	in.u.status.flags = 2;
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	in.u.status.flags = 0;
+	in.u.status.nodes = 5;
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+	in.u.status.nodes = 1;
+	snprintf(in.u.status.last, sizeof(in.u.status.last), "tab here");
+	in.u.status.last[3] = '\t';
+	assert_int_equal(dpt__wire_encode(&in, buf, sizeof(buf)), DPT_EINVAL);
+}
+
 static void kv_messages(void **state)
 {
 	struct dpt__msg in, out;
@@ -590,6 +643,7 @@ int main(void)
 		cmocka_unit_test(secret_files),
 		cmocka_unit_test(exit_report_gives_up_in_time),
 		cmocka_unit_test(kv_messages),
+		cmocka_unit_test(status_messages),
 		cmocka_unit_test(kv_client_gives_up_in_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

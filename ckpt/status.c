@@ -1,0 +1,608 @@
+/*
+ * `dptrain status [JOBID | RUN | URI] [--json]`: a running job's state from
+ * its coordinator (STATUS, doc/protocol.md), or a run's story from its
+ * events (doc/checkpoint-format.md, "Events").
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include <dptrain/error.h>
+
+#include "buf.h"
+#include "client.h"
+#include "log.h"
+#include "status.h"
+#include "storage/storage.h"
+#include "wire.h"
+
+#define STATUS_TIMEOUT_MS 3000
+
+/* ------------------------------------------------------------ summary */
+
+void dpt__run_summary_init(struct dpt__run_summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->committed = -1;
+	s->resumed = -1;
+	s->end_status = -1;
+}
+
+void dpt__run_summary_release(struct dpt__run_summary *s)
+{
+	for (size_t i = 0; i < s->nrestarts; i++)
+		free(s->restart_reasons[i]);
+	free(s->restart_reasons);
+	free(s->last_verdict);
+	memset(s, 0, sizeof(*s));
+}
+
+static const char *str_of(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static double num_of(json_t *o, const char *k, double dflt)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+int dpt__run_summary_add(struct dpt__run_summary *s, const char *line,
+			 size_t len)
+{
+	json_t *o = json_loadb(line, len, 0, NULL);
+	const char *e;
+	int rc = 0;
+
+	if (!json_is_object(o) || !(e = str_of(o, "event"))) {
+		json_decref(o);
+		s->bad_lines++;
+		return 0;
+	}
+	s->lines++;
+	s->job = (uint32_t)num_of(o, "job", s->job);
+	s->restarts = (uint32_t)num_of(o, "restarts", s->restarts);
+	s->last_time = num_of(o, "time", s->last_time);
+	snprintf(s->last_event, sizeof(s->last_event), "%s", e);
+	if (!strcmp(e, "start")) {
+		s->end_status = -1;
+	} else if (!strcmp(e, "generation")) {
+		s->generation = (uint32_t)num_of(o, "generation", 0);
+		s->world = (uint32_t)num_of(o, "world", 0);
+		s->nodes = (uint32_t)num_of(o, "nodes", 0);
+	} else if (!strcmp(e, "commit")) {
+		s->committed = (int64_t)num_of(o, "step", -1);
+		s->committed_time = num_of(o, "time", 0);
+		s->commits++;
+	} else if (!strcmp(e, "save")) {
+		s->save_bytes = (uint64_t)num_of(o, "bytes", 0);
+		s->save_seconds = num_of(o, "seconds", 0);
+	} else if (!strcmp(e, "resume")) {
+		s->resumed = (int64_t)num_of(o, "step", -1);
+	} else if (!strcmp(e, "evict")) {
+		s->evictions++;
+	} else if (!strcmp(e, "failure")) {
+		s->failures++;
+	} else if (!strcmp(e, "requeue")) {
+		const char *v = str_of(o, "verdict"),
+			   *why = str_of(o, "reason");
+		char **r = realloc(s->restart_reasons,
+				   (s->nrestarts + 1) * sizeof(*r));
+		if (!r) {
+			rc = DPT_ENOMEM;
+		} else {
+			s->restart_reasons = r;
+			r[s->nrestarts] = strdup(why ? why : "");
+			if (r[s->nrestarts])
+				s->nrestarts++;
+			free(s->last_verdict);
+			s->last_verdict = strdup(v ? v : "");
+		}
+	} else if (!strcmp(e, "end")) {
+		s->end_status = (int)num_of(o, "status", -1);
+	}
+	json_decref(o);
+	return rc;
+}
+
+void dpt__run_summary_feed(struct dpt__run_summary *s, const char *text,
+			   size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		const char *nl = memchr(text + off, '\n', len - off);
+		size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
+
+		if (n)
+			dpt__run_summary_add(s, text + off, n);
+		off += n + 1;
+	}
+}
+
+/* What the run is doing now, in a word, from its last lines. */
+const char *dpt__run_summary_state(const struct dpt__run_summary *s)
+{
+	if (!s->lines)
+		return "unknown";
+	if (!strcmp(s->last_event, "end") ||
+	    !strcmp(s->last_event, "requeue")) {
+		if (s->last_verdict && !strcmp(s->last_event, "requeue"))
+			return !strcmp(s->last_verdict, "requeue") ? "requeued"
+			       : !strcmp(s->last_verdict, "hold")  ? "held"
+								   : "ended";
+		return s->end_status == 0 ? "ended" : "failed";
+	}
+	return "running";
+}
+
+/* ------------------------------------------------------------ render */
+
+static void fmt_time(double t, char *buf, size_t size)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (t <= 0) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	localtime_r(&tt, &tm);
+	strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static void fmt_age(double secs, char *buf, size_t size)
+{
+	long s = secs < 0 ? 0 : (long)secs;
+
+	if (s < 120)
+		snprintf(buf, size, "%lds", s);
+	else if (s < 7200)
+		snprintf(buf, size, "%ldm%02lds", s / 60, s % 60);
+	else
+		snprintf(buf, size, "%ldh%02ldm", s / 3600, s / 60 % 60);
+}
+
+void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
+			     double now, bool color, bool json)
+{
+	static const char *const states[] = {"?", "gathering", "id_wait",
+					     "running", "done"};
+	const char *state = st->state <= 4 ? states[st->state] : "?";
+	char a[64], b[64];
+
+	if (json) {
+		json_t *o = json_object();
+		json_object_set_new(o, "source", json_string("coordinator"));
+		json_object_set_new(o, "job", json_integer(st->job_id));
+		json_object_set_new(o, "state", json_string(state));
+		json_object_set_new(
+			o, "stopping",
+			json_boolean(st->flags & DPT_STATUS_STOPPING));
+		json_object_set_new(o, "run", json_string(st->run));
+		json_object_set_new(o, "world", json_integer(st->world));
+		json_object_set_new(o, "nodes", json_integer(st->nodes));
+		json_object_set_new(o, "hosts", json_string(st->hosts));
+		json_object_set_new(o, "expected", json_integer(st->expected));
+		json_object_set_new(
+			o, "step",
+			st->step == DPT_STATUS_NO_STEP
+				? json_null()
+				: json_integer((json_int_t)st->step));
+		json_object_set_new(
+			o, "committed",
+			st->committed == DPT_STATUS_NO_STEP
+				? json_null()
+				: json_integer((json_int_t)st->committed));
+		json_object_set_new(
+			o, "committed_age",
+			st->committed_at
+				? json_real(now -
+					    (double)st->committed_at / 1000.0)
+				: json_null());
+		json_object_set_new(
+			o, "end_time",
+			st->end_time ? json_integer((json_int_t)st->end_time)
+				     : json_null());
+		json_object_set_new(
+			o, "time_left",
+			st->end_time ? json_real((double)st->end_time - now)
+				     : json_null());
+		json_object_set_new(o, "restarts", json_integer(st->restarts));
+		json_object_set_new(o, "last", json_string(st->last));
+		json_dumpf(o, f, JSON_COMPACT);
+		fputc('\n', f);
+		json_decref(o);
+		return;
+	}
+	fprintf(f, "%sjob %" PRIu32 "%s  %s%s\n", color ? "\033[1m" : "",
+		st->job_id, color ? "\033[0m" : "", state,
+		st->flags & DPT_STATUS_STOPPING ? " (stopping)" : "");
+	fprintf(f, "  run        %s\n", st->run[0] ? st->run : "-");
+	fprintf(f,
+		"  world      %" PRIu32 " of %" PRIu32 " ranks on %" PRIu32
+		" node(s): %s\n",
+		st->world, st->expected, st->nodes,
+		st->hosts[0] ? st->hosts : "-");
+	if (st->committed == DPT_STATUS_NO_STEP) {
+		fprintf(f, "  committed  none yet\n");
+	} else {
+		fmt_age(now - (double)st->committed_at / 1000.0, a, sizeof(a));
+		fprintf(f, "  step       %" PRIu64 "\n", st->step);
+		fprintf(f, "  committed  step %" PRIu64 ", %s ago\n",
+			st->committed, a);
+	}
+	if (st->end_time) {
+		fmt_time((double)st->end_time, a, sizeof(a));
+		fmt_age((double)st->end_time - now, b, sizeof(b));
+		fprintf(f, "  ends       %s (%s left)\n", a, b);
+	} else {
+		fprintf(f, "  ends       no end time\n");
+	}
+	fprintf(f, "  restarts   %" PRIu32 "\n", st->restarts);
+	if (st->last[0])
+		fprintf(f, "  last       %s\n", st->last);
+}
+
+void dpt__status_render_run(FILE *f, const char *uri,
+			    const struct dpt__run_summary *s, double now,
+			    bool color, bool json)
+{
+	char a[64], b[64];
+
+	if (json) {
+		json_t *o = json_object(), *r = json_array();
+		json_object_set_new(o, "source", json_string("events"));
+		json_object_set_new(o, "run", json_string(uri));
+		json_object_set_new(o, "job", json_integer(s->job));
+		json_object_set_new(o, "state",
+				    json_string(dpt__run_summary_state(s)));
+		json_object_set_new(o, "world", json_integer(s->world));
+		json_object_set_new(o, "nodes", json_integer(s->nodes));
+		json_object_set_new(o, "committed",
+				    s->committed < 0
+					    ? json_null()
+					    : json_integer(s->committed));
+		json_object_set_new(o, "committed_time",
+				    s->committed < 0
+					    ? json_null()
+					    : json_real(s->committed_time));
+		json_object_set_new(o, "commits", json_integer(s->commits));
+		json_object_set_new(o, "restarts", json_integer(s->restarts));
+		for (size_t i = 0; i < s->nrestarts; i++)
+			json_array_append_new(
+				r, json_string(s->restart_reasons[i]));
+		json_object_set_new(o, "requeues", r);
+		json_object_set_new(o, "evictions", json_integer(s->evictions));
+		json_object_set_new(o, "failures", json_integer(s->failures));
+		json_object_set_new(o, "last_event",
+				    json_string(s->last_event));
+		json_object_set_new(o, "last_time", json_real(s->last_time));
+		json_dumpf(o, f, JSON_COMPACT);
+		fputc('\n', f);
+		json_decref(o);
+		return;
+	}
+	fprintf(f, "%srun %s%s  %s", color ? "\033[1m" : "", uri,
+		color ? "\033[0m" : "", dpt__run_summary_state(s));
+	if (s->job)
+		fprintf(f, "  (job %" PRIu32 ")", s->job);
+	fputc('\n', f);
+	if (s->world)
+		fprintf(f,
+			"  world      %" PRIu32 " ranks on %" PRIu32
+			" node(s), generation %" PRIu32 "\n",
+			s->world, s->nodes, s->generation);
+	if (s->committed < 0) {
+		fprintf(f, "  committed  none\n");
+	} else {
+		fmt_time(s->committed_time, a, sizeof(a));
+		fmt_age(now - s->committed_time, b, sizeof(b));
+		fprintf(f, "  committed  step %" PRId64 " at %s (%s ago)\n",
+			s->committed, a, b);
+	}
+	if (s->save_seconds > 0)
+		fprintf(f,
+			"  last save  %" PRIu64
+			" bytes in %.3f s (%.1f MB/s)\n",
+			s->save_bytes, s->save_seconds,
+			(double)s->save_bytes / s->save_seconds / 1e6);
+	fprintf(f, "  restarts   %" PRIu32 "\n", s->restarts);
+	for (size_t i = 0; i < s->nrestarts; i++)
+		fprintf(f, "    %zu. %s\n", i + 1, s->restart_reasons[i]);
+	if (s->evictions || s->failures)
+		fprintf(f, "  evictions  %zu, failures %zu\n", s->evictions,
+			s->failures);
+	fmt_time(s->last_time, a, sizeof(a));
+	fprintf(f, "  last event %s at %s\n", s->last_event, a);
+}
+
+/* ------------------------------------------------------------ sources */
+
+struct read_ctx {
+	struct dpt__storage *st;
+	struct dpt__run_summary *s;
+	int rc;
+};
+
+static int read_object(struct dpt__storage *st, const char *key, uint64_t size,
+		       struct dpt__run_summary *s)
+{
+	char *buf;
+	int rc;
+
+	if (size > (256u << 20))
+		return DPT_ETOOBIG;
+	buf = malloc(size ? size : 1);
+	if (!buf)
+		return DPT_ENOMEM;
+	rc = dpt__storage_read(st, key, 0, size, buf);
+	if (!rc)
+		dpt__run_summary_feed(s, buf, size);
+	free(buf);
+	return rc;
+}
+
+static int read_one(void *arg, const char *key, uint64_t size)
+{
+	struct read_ctx *c = arg;
+	size_t n = strlen(key);
+
+	if (n < 6 || strcmp(key + n - 6, ".jsonl"))
+		return 0;
+	c->rc = read_object(c->st, key, size, c->s);
+	return 0;
+}
+
+/* The events of the run URI: events.jsonl, then events/ in key order. */
+int dpt__run_events_read(const char *uri, struct dpt__run_summary *s)
+{
+	struct dpt__storage_opts so;
+	struct dpt__storage *st = NULL;
+	struct read_ctx c = {.s = s};
+	uint64_t size;
+	int rc;
+
+	dpt__storage_opts_init(&so);
+	so.no_create = true;
+	rc = dpt__storage_open(uri, &so, &st);
+	if (rc)
+		return rc;
+	rc = dpt__storage_stat(st, "events.jsonl", &size);
+	if (!rc)
+		rc = read_object(st, "events.jsonl", size, s);
+	else if (rc == DPT_ENOENT)
+		rc = 0;
+	if (!rc) {
+		c.st = st;
+		rc = dpt__storage_list(st, "events/", read_one, &c);
+	}
+	dpt__storage_destroy(&st);
+	if (!rc && !s->lines)
+		rc = DPT_ENOENT;
+	return rc;
+}
+
+/* ------------------------------------------------------------ jobs */
+
+static bool all_digits(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* Read KEY=VALUE lines of PATH into the named buffers. Returns 0, or
+ * -1 with errno. */
+static int read_kv_file(const char *path, const char *keys[], char *vals[],
+			size_t size, size_t n)
+{
+	char line[1024];
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		for (size_t i = 0; i < n; i++) {
+			size_t kl = strlen(keys[i]);
+			if (!strncmp(line, keys[i], kl) && line[kl] == '=')
+				snprintf(vals[i], size, "%s", line + kl + 1);
+		}
+	}
+	fclose(f);
+	explicit_bzero(line, sizeof(line));
+	return 0;
+}
+
+/* The status directory of HOME (or $DPTRAIN_STATUS_DIR when HOME is
+ * NULL). */
+static void dir_of(const char *home, char *buf, size_t size)
+{
+	const char *d = getenv("DPTRAIN_STATUS_DIR");
+
+	if (!home && d && *d)
+		snprintf(buf, size, "%s", d);
+	else
+		snprintf(buf, size, "%s/.dptrain/jobs", home ? home : "");
+}
+
+/* Find JOB.SUFFIX: the caller's status directory, then every user's (a
+ * job of another user: root may read it, anyone else is refused by its
+ * mode). Returns 0 with the path, or -1 with errno (ENOENT, EACCES). */
+static int find_job_file(const char *job, const char *suffix, char *path,
+			 size_t size)
+{
+	char dir[PATH_MAX - 64];
+	const char *home = getenv("HOME");
+	struct passwd *pw;
+	int err = ENOENT;
+
+	dir_of(getenv("DPTRAIN_STATUS_DIR") ? NULL : home, dir, sizeof(dir));
+	if (snprintf(path, size, "%s/%s.%s", dir, job, suffix) >= (int)size) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (access(path, R_OK) == 0)
+		return 0;
+	if (errno == EACCES)
+		err = EACCES;
+	setpwent();
+	while ((pw = getpwent()) != NULL) {
+		if (!pw->pw_dir || !*pw->pw_dir)
+			continue;
+		dir_of(pw->pw_dir, dir, sizeof(dir));
+		if (snprintf(path, size, "%s/%s.%s", dir, job, suffix) >=
+		    (int)size)
+			continue;
+		if (access(path, R_OK) == 0) {
+			endpwent();
+			return 0;
+		}
+		/* A file that exists but that we may not read, or in a
+		 * directory we may not enter: the job is someone else's. */
+		if (errno == EACCES)
+			err = EACCES;
+	}
+	endpwent();
+	errno = err;
+	return -1;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int status_of_run(const char *uri, bool json, bool color)
+{
+	struct dpt__run_summary s;
+	int rc;
+
+	dpt__run_summary_init(&s);
+	rc = dpt__run_events_read(uri, &s);
+	if (rc == DPT_ENOENT)
+		fprintf(stderr,
+			"dptrain: no events of a run at '%s': not a run, or "
+			"one that has not started (check the URI)\n",
+			uri);
+	else if (rc)
+		fprintf(stderr, "dptrain: cannot read the events of '%s': %s\n",
+			uri, dpt_strerror(rc));
+	else
+		dpt__status_render_run(stdout, uri, &s, now_s(), color, json);
+	dpt__run_summary_release(&s);
+	return rc ? 1 : 0;
+}
+
+static int status_of_job(const char *job, bool json, bool color)
+{
+	char path[PATH_MAX], ep[512] = "", sk[64] = "", pk[64] = "",
+			     sec[64] = "", run[300] = "";
+	const char *keys[] = {"endpoint", "server_key", "public_key",
+			      "secret_key"};
+	char *vals[] = {ep, sk, pk, sec};
+	struct dpt__msg_status st;
+	int rc;
+
+	if (find_job_file(job, "live", path, sizeof(path)) == 0) {
+		if (read_kv_file(path, keys, vals, sizeof(ep), 4) != 0) {
+			fprintf(stderr, "dptrain: cannot read '%s': %s\n", path,
+				strerror(errno));
+			return 1;
+		}
+		rc = dpt__client_status(ep, sk, pk, sec, STATUS_TIMEOUT_MS,
+					&st);
+		explicit_bzero(sec, sizeof(sec));
+		if (!rc) {
+			dpt__status_render_live(stdout, &st, now_s(), color,
+						json);
+			return 0;
+		}
+		fprintf(stderr,
+			"dptrain: the coordinator of job %s did not answer "
+			"(%s): reading the run's events instead\n",
+			job, dpt_strerror(rc));
+	} else if (errno == EACCES) {
+		fprintf(stderr,
+			"dptrain: permission denied: job %s is another user's; "
+			"only its owner and root may ask for its status\n",
+			job);
+		return 1;
+	}
+	{
+		const char *rk[] = {"run"};
+		char *rv[] = {run};
+
+		if (find_job_file(job, "run", path, sizeof(path)) != 0) {
+			if (errno == EACCES) {
+				fprintf(stderr,
+					"dptrain: permission denied: job %s "
+					"is another user's; only its owner "
+					"and root may ask for its status\n",
+					job);
+				return 1;
+			}
+			fprintf(stderr,
+				"dptrain: no job %s of dptrain known here: not "
+				"running with --dp-train, or not yours "
+				"(dptrain status RUN or URI reads a run's "
+				"events)\n",
+				job);
+			return 1;
+		}
+		if (read_kv_file(path, rk, rv, sizeof(run), 1) != 0 ||
+		    !run[0]) {
+			fprintf(stderr, "dptrain: '%s' names no run\n", path);
+			return 1;
+		}
+	}
+	return status_of_run(run, json, color);
+}
+
+int dpt__status_main(const char *what, bool json)
+{
+	bool color = !json && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+	char uri[PATH_MAX + 16];
+	const char *root = getenv("DPTRAIN_CKPT_URI");
+
+	if (all_digits(what))
+		return status_of_job(what, json, color);
+	if (strstr(what, "://"))
+		return status_of_run(what, json, color);
+	/* A run name: under $DPTRAIN_CKPT_URI, else a directory. */
+	if (root && *root && what[0] != '/' && what[0] != '.') {
+		snprintf(uri, sizeof(uri), "%s/%s", root, what);
+	} else {
+		char abs[PATH_MAX];
+		if (!realpath(what, abs)) {
+			fprintf(stderr,
+				"dptrain: no run '%s': not a directory, and "
+				"DPTRAIN_CKPT_URI is not set to find it "
+				"under\n",
+				what);
+			return 1;
+		}
+		snprintf(uri, sizeof(uri), "file://%s", abs);
+	}
+	return status_of_run(uri, json, color);
+}

@@ -1,0 +1,56 @@
+/*
+ * `dptrain status`: the run summary read from events, its rendering, and
+ * the command itself (ckpt/status.c).
+ */
+#ifndef DPT_CKPT_STATUS_H
+#define DPT_CKPT_STATUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* What a run's events say (doc/checkpoint-format.md, "Events"). */
+struct dpt__run_summary {
+	size_t lines, bad_lines;
+	uint32_t job, restarts, generation, world, nodes;
+	int64_t committed, resumed; /* -1: none */
+	double committed_time, last_time;
+	size_t commits, evictions, failures;
+	uint64_t save_bytes;
+	double save_seconds;
+	char **restart_reasons; /* each requeue's sentence; owned */
+	size_t nrestarts;
+	char *last_verdict; /* owned */
+	char last_event[32];
+	int end_status; /* -1: none */
+};
+
+void dpt__run_summary_init(struct dpt__run_summary *s);
+void dpt__run_summary_release(struct dpt__run_summary *s);
+/* One line (LEN bytes, no newline needed); a line that does not parse is
+ * counted in bad_lines and skipped. Returns 0 or DPT_ENOMEM. */
+int dpt__run_summary_add(struct dpt__run_summary *s, const char *line,
+			 size_t len);
+/* Every line of TEXT. */
+void dpt__run_summary_feed(struct dpt__run_summary *s, const char *text,
+			   size_t len);
+/* "running", "requeued", "held", "ended", "failed" or "unknown". */
+const char *dpt__run_summary_state(const struct dpt__run_summary *s);
+/* Read the events of the run at URI. DPT_ENOENT: none. */
+int dpt__run_events_read(const char *uri, struct dpt__run_summary *s);
+
+struct dpt__msg_status;
+/* Render to F, at NOW (Unix s): a coordinator's answer, or a run's
+ * summary; COLOR: ANSI bold for the title; JSON: one compact object. */
+void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
+			     double now, bool color, bool json);
+void dpt__status_render_run(FILE *f, const char *uri,
+			    const struct dpt__run_summary *s, double now,
+			    bool color, bool json);
+
+/* The command: WHAT is a job id, a run name or a run URI. Returns the
+ * exit status. */
+int dpt__status_main(const char *what, bool json);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * The run's events (doc/checkpoint-format.md, "Events"): the coordinator
+ * formats each note of the state machine (and its own start, requeue and
+ * end) as one JSON line and queues it; a thread of its own writes the
+ * lines next to the run's checkpoints once the library has said where
+ * they are. Nothing here blocks the event loop, and no error of it
+ * reaches the job: a failed write is one warning, and the lines wait for
+ * the next try.
+ */
+#ifndef DPT_COORDINATOR_EVENTS_H
+#define DPT_COORDINATOR_EVENTS_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "coord.h"
+
+#define DPT_EVENTS_QUEUE_MAX   4096 /* lines kept while unwritten */
+#define DPT_EVENTS_S3_EVERY_MS 2000
+
+struct dpt__events;
+
+/*
+ * dpt__events_format - the line of note N, written at TIME_MS (Unix ms)
+ * by job JOB_ID after RESTARTS requeues, into OUT (emptied first).
+ * Returns 0, 1 for a note that is no line (the run's URI), or
+ * DPT_ETOOBIG. Pure: the unit tests' entry.
+ */
+int dpt__events_format(const struct dpt__coord_note *n, uint32_t job_id,
+		       uint32_t restarts, uint64_t time_ms,
+		       struct dpt__buf *out);
+
+/* Start the writer thread. STARTED_MS names the S3 object. Returns 0 or
+ * DPT_ENOMEM/DPT_ESYS. */
+int dpt__events_new(struct dpt__events **out, uint32_t job_id,
+		    uint32_t restarts, uint64_t started_ms);
+
+/* Queue note N (a dpt__coord_reporter; ARG is the events). A note "run"
+ * sets where the lines go (the first one wins). */
+void dpt__events_note(void *arg, const struct dpt__coord_note *n);
+
+/* Where the lines go, NULL before the library said. Owned by EV. */
+const char *dpt__events_run(struct dpt__events *ev);
+
+/*
+ * Write what is queued (one try: the S3 store gets one retry and 10 s
+ * without progress), stop the thread and free everything; accepts NULL,
+ * nulls *EV.
+ */
+void dpt__events_destroy(struct dpt__events **ev);
+
+#endif
