@@ -52,3 +52,6 @@ bench_ckpt_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
 	common/libdptcommon.la worker/libdptrain.la $(JANSSON_LIBS) \
 	$(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
 EXTRA_DIST += bench/torch_ckpt.py
+# The time from a walltime stop to the resumed run's first step, split
+# (a script: it runs the demo on a throw-away cluster).
+EXTRA_DIST += bench/restart.sh bench/restart_split.py

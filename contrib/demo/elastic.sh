@@ -74,6 +74,7 @@ cat >"$dir/job.sh" <<EOF
 #!/bin/bash
 #SBATCH --nodes=1-2 --ntasks-per-node=2 --time=1 --requeue --open-mode=append
 #SBATCH -J dptrain-demo -o $dir/job.out
+echo "job start \$(date +%s.%N) restart=\${SLURM_RESTART_COUNT:-0} nodes=\$SLURM_JOB_NODELIST"
 srun --dp-train=fmnist-demo --dp-ckpt=file://$dir/ckpt --dp-grace=35s \\
 	--dp-nodes=1-2 --dp-ckpt-every=10s \\
 	$py $top/contrib/examples/fmnist_dptrain.py --steps \$(cat $dir/target) \\
