@@ -29,6 +29,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -165,6 +166,37 @@ static int coordinator_start(struct coordinator *c, const char *bin,
 		return -1;
 	}
 	return 0;
+}
+
+/* The CPU seconds process PID has used so far, all its threads: the sum
+ * of their run times in nanoseconds (/proc/PID/task/TID/schedstat), not
+ * the clock ticks of /proc/PID/stat. -1 when it cannot be read. */
+static double process_cpu(pid_t pid)
+{
+	char path[320];
+	double total = 0;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return -1;
+	while ((e = readdir(d))) {
+		unsigned long long ns;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
+			 (int)pid, e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue; /* a thread that just ended */
+		if (fscanf(f, "%llu", &ns) == 1)
+			total += (double)ns / 1e9;
+		fclose(f);
+	}
+	closedir(d);
+	return total;
 }
 
 /* Wait for the coordinator to exit; its status and CPU seconds. */
@@ -497,12 +529,12 @@ static double peer_tcpstore(int n, int timeout_s, char *why, size_t why_len)
 static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 			    int runs, bool verify, int peer_timeout)
 {
-	double last = 0, last_cpu = 0;
+	double last = 0, last_cpu = 0, last_join_cpu = 0;
 	int last_n = 0;
 
 	for (int k = 0; k < nsizes; k++) {
 		int n = sizes[k];
-		double wall[64], cpu[64];
+		double wall[64], cpu[64], join_cpu[64];
 		/* All N simulated workers share this machine's cores with
 		 * the coordinator, and each one's CURVE handshake costs as
 		 * much CPU here as the coordinator's side of it: a joined
@@ -526,8 +558,10 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 			if (coordinator_start(&c, bin, secret, n, extra) != 0)
 				return 1;
 			t0 = now_ns();
+			join_cpu[r] = process_cpu(c.pid);
 			rc = swarm_run(&sw, c.endpoint, &keys, n, 120);
 			wall[r] = seconds_since(t0);
+			join_cpu[r] = process_cpu(c.pid) - join_cpu[r];
 			if (rc == 0 && verify)
 				rc = swarm_verify(&sw);
 			swarm_leave(&sw);
@@ -543,6 +577,7 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 		}
 		last = median(wall, runs);
 		last_cpu = median(cpu, runs);
+		last_join_cpu = median(join_cpu, runs);
 		last_n = n;
 		peer = peer_timeout ? peer_tcpstore(n, peer_timeout, why,
 						    sizeof(why))
@@ -556,16 +591,20 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 		else
 			snprintf(peer_s, sizeof(peer_s), " tcpstore=%s", why);
 		printf("workers=%d seconds=%.3f coordinator_cpu_seconds=%.3f "
-		       "runs=%d%s%s\n",
-		       n, last, median(cpu, runs), runs,
+		       "join_cpu_seconds=%.3f runs=%d%s%s\n",
+		       n, last, last_cpu, last_join_cpu, runs,
 		       verify ? " verified" : "", peer_s);
 		fflush(stdout);
 	}
 	/* The coordinator's side of a join, what a cluster's coordinator
-	 * pays whoever runs the workers (doc/PERFORMANCE.md). */
+	 * pays whoever runs the workers (doc/PERFORMANCE.md): its CPU over
+	 * its whole life (start, joins, the workers' leaving, exit), and
+	 * over the joins alone, from the first connection to the last
+	 * worker's NCCL ID. */
 	printf("rendezvous workers=%d seconds=%.3f coord_cpu_s=%.3f "
-	       "coord_cpu_ms_per_join=%.3f\n",
-	       last_n, last, last_cpu, last_n ? last_cpu * 1e3 / last_n : 0.0);
+	       "coord_cpu_ms_per_join=%.3f join_cpu_ms_per_join=%.3f\n",
+	       last_n, last, last_cpu, last_n ? last_cpu * 1e3 / last_n : 0.0,
+	       last_n ? last_join_cpu * 1e3 / last_n : 0.0);
 	return 0;
 }
 
