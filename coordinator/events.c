@@ -230,6 +230,15 @@ static int append_posix(struct dpt__events *ev, const char *dir,
 		warn_once(ev, path, strerror(errno));
 		return -1;
 	}
+	/* A run made private after its events file was created (an earlier
+	 * run was not, or the library made the directory private after our
+	 * first line): the file follows, as the library's older files do. */
+	if (mode == 0600 && fstat(fd, &sb) == 0 && (sb.st_mode & 077) &&
+	    fchmod(fd, 0600) != 0) {
+		warn_once(ev, path, strerror(errno));
+		close(fd);
+		return -1;
+	}
 	/* Whole lines with O_APPEND: another step's coordinator appending
 	 * to the same run interleaves lines, never bytes of a line (one
 	 * write each, below PIPE_BUF-sized lines on local and Lustre file

@@ -17,12 +17,14 @@ bridge=$DPTRAIN_CLUSTER_BRIDGE
 plan 6
 
 # 1. hostname is the node's own name, not this machine's.
-is "$(srun_t -N 4 -n 4 hostname 2>&1 | sort | tr '\n' ' ')" "n1 n2 n3 n4 " \
+# -Q: a job that waits for the previous one's nodes to be released says
+# so on stderr ("queued and waiting for resources"), which is not output.
+is "$(srun_t -Q -N 4 -n 4 hostname 2>&1 | sort | tr '\n' ' ')" "n1 n2 n3 n4 " \
 	"srun -N 4 -n 4 hostname prints n1..n4"
 
 # 2-3. Each task sees one address on its eth0, a different one on every
 # node, and it is the NodeAddr that slurmctld has for that node.
-seen=$(srun_t -N 4 -n 4 sh -c "echo \$SLURMD_NODENAME \$('$ipcmd' -4 -o addr show dev eth0 | awk '{ print \$4 }')" 2>&1 | sort)
+seen=$(srun_t -Q -N 4 -n 4 sh -c "echo \$SLURMD_NODENAME \$('$ipcmd' -4 -o addr show dev eth0 | awk '{ print \$4 }')" 2>&1 | sort)
 is "$(awk '{ print $2 }' <<<"$seen" | sort -u | wc -l)" 4 "the four nodes have four distinct addresses" ||
 	diag "$seen"
 want=

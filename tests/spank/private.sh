@@ -56,11 +56,13 @@ is "$(find "$work/new" -type f -name 'rank-*' | wc -l):$(find "$work/new" -type 
 steps=6 train "$work/pub" run --dp-private --dp-keep=5
 ok $? "the public run resumes under --dp-private and commits step 6" || diag "$out"
 is "$(modes "$work/pub/run" | grep -v step-0000000003)" "700 
+600 events.jsonl
 700 step-0000000006
 600 step-0000000006/manifest.json
 600 step-0000000006/rank-00000-of-00002.safetensors
 600 step-0000000006/rank-00001-of-00002.safetensors" \
-	"its run directory is made 0700, the new step 0700 and 0600" || diag "$(modes "$work/pub")"
+	"its run directory is made 0700, the new step and the events file (doc/checkpoint-format.md) 0700 and 0600" ||
+	diag "$(modes "$work/pub")"
 
 # The site's default.
 echo "private = yes" >"$conf"
