@@ -807,8 +807,12 @@ int main(int argc, char **argv)
 			exit_code = 2;
 			goto out;
 		}
-		dpt__info("serving metrics at http://%s:%d/metrics",
-			  strcmp(host, "*") ? host : "0.0.0.0", metrics_port);
+		/* The URL a scraper uses: the host workers are told, which
+		 * a wildcard bind also listens on. */
+		bind_host(endpoint, host, sizeof(host));
+		dpt__info("serving metrics at http://%s%s%s:%d/metrics",
+			  strchr(host, ':') ? "[" : "", host,
+			  strchr(host, ':') ? "]" : "", metrics_port);
 	}
 	if (o.endpoint_file &&
 	    write_endpoint_file(o.endpoint_file, endpoint) != 0)
