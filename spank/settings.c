@@ -258,7 +258,7 @@ enum key_kind {
 	X("gpu_bind", K_GPU_BIND, def_gpu_bind, 0, 0, "none or rank")         \
 	X("private", K_BOOL, def_private, 0, 0, "yes or no")                  \
 	X("metrics_port", K_PORT, metrics_port, 0, 65535,                     \
-	  "off, or a port from 0 (any free one) to 65535")                    \
+	  "off, 0 (any free port) or a port from 1024 to 65535")             \
 	X("allow_user_metrics", K_BOOL, allow_user_metrics, 0, 0,             \
 	  "yes or no")
 /* clang-format on */
@@ -350,8 +350,9 @@ static int set_key(struct dpt__admin *a, const struct admin_key *k,
 	case K_PORT:
 		if (strcmp(value, "off") == 0)
 			n = -1;
-		else if (dpt__parse_long(value, k->min, k->max, &n))
-			return DPT_ECONFIG;
+		else if (dpt__parse_long(value, k->min, k->max, &n) ||
+			 (n > 0 && n < 1024))
+			return DPT_ECONFIG; /* the coordinator is never root */
 		*(long *)field = n;
 		return 0;
 	}

@@ -506,8 +506,12 @@ static void metrics_endpoint(void **state)
 		dpt__admin_set(&a, "metrics_port", "on", "f:2", report),
 		DPT_ECONFIG);
 	assert_string_equal(last, "dptrain: f:2: metrics_port='on': expected "
-				  "off, or a port from 0 (any free one) to "
-				  "65535");
+				  "off, 0 (any free port) or a port from 1024 "
+				  "to 65535");
+
+	assert_int_equal(
+		dpt__admin_set(&a, "metrics_port", "80", "f:2", report),
+		DPT_ECONFIG);
 
 	/* A site that forbids the option refuses it, naming the key. */
 	assert_int_equal(
