@@ -55,3 +55,14 @@ EXTRA_DIST += bench/torch_ckpt.py
 # The time from a walltime stop to the resumed run's first step, split
 # (a script: it runs the demo on a throw-away cluster).
 EXTRA_DIST += bench/restart.sh bench/restart_split.py
+
+# bench/observe: a job's step time while `dptrain status` asks every
+# second, and while /metrics is scraped every second, against the same job
+# unwatched in the same run; and the bytes of its events per step
+# (doc/PERFORMANCE.md, "Watching a job").
+noinst_PROGRAMS += bench/observe
+bench_observe_SOURCES = bench/observe.c bench/bench.h bench/join.h
+bench_observe_CFLAGS = $(AM_CFLAGS) \
+	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"' \
+	-DDPT_DPTRAIN_BIN='"$(abs_top_builddir)/dptrain"'
+bench_observe_LDADD = worker/libdptrain.la common/libdptcommon.la

@@ -783,6 +783,7 @@ static void answer_status(struct dpt__coord *c, const void *id, size_t id_len,
 	} else {
 		dpt__msg_init(&m, DPT_MSG_STATUS_REPLY, c->generation);
 		dpt__coord_status(c, &m.u.status);
+		c->status_answered++;
 	}
 	m.seq = seq;
 	dpt__coord_send_to_id(c, id, id_len, &m);
@@ -817,6 +818,16 @@ void dpt__coord_set_end_time(struct dpt__coord *c, int64_t end)
 uint64_t dpt__coord_committed(const struct dpt__coord *c)
 {
 	return c->committed;
+}
+
+void dpt__coord_counts(const struct dpt__coord *c,
+		       struct dpt__coord_counts *out)
+{
+	*out = (struct dpt__coord_counts){
+		.generation = c->generation,
+		.joined = c->state == ST_GATHERING ? c->n_joining : c->active,
+		.status_answered = c->status_answered,
+	};
 }
 
 void dpt__coord_status(const struct dpt__coord *c, struct dpt__msg_status *st)

@@ -176,6 +176,17 @@ void dpt__coord_set_end_time(struct dpt__coord *c, int64_t end);
  * none yet). */
 uint64_t dpt__coord_committed(const struct dpt__coord *c);
 
+/* What the metrics page (metrics.h) needs besides STATUS_REPLY's facts:
+ * the generation being formed or live (1 while the first is formed),
+ * the workers joined to it, and the STATUS requests answered so far. */
+struct dpt__coord_counts {
+	uint32_t generation;
+	uint32_t joined;
+	uint64_t status_answered;
+};
+void dpt__coord_counts(const struct dpt__coord *c,
+		       struct dpt__coord_counts *out);
+
 /* Fill *ST with the step's state, as STATUS_REPLY sends it. */
 struct dpt__msg_status;
 void dpt__coord_status(const struct dpt__coord *c, struct dpt__msg_status *st);

@@ -139,6 +139,7 @@ struct dpt__coord {
 	struct dpt__ratelimit rl_malformed;
 	struct dpt__kv *kv; /* MASTER_ADDR/MASTER_PORT for the tasks */
 	struct dpt__ratelimit rl_status; /* STATUS requests answered */
+	uint64_t status_answered;	 /* and their count (metrics) */
 	dpt__coord_reporter *reporter;	 /* the run's events */
 	void *reporter_arg;
 	/* STATUS_REPLY's facts (dpt__coord_set_job, the library's

@@ -11,6 +11,7 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/walltime.c coordinator/walltime.h \
 	coordinator/requeue.c coordinator/requeue.h \
 	coordinator/events.c coordinator/events.h \
+	coordinator/metrics.c coordinator/metrics.h \
 	coordinator/sodium_alloc.c
 coordinator_dptrain_coordinator_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 # The run's events go through the storage layer (coordinator/events.c).

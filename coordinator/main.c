@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -35,6 +36,7 @@
 #include "coord.h"
 #include "events.h"
 #include "log.h"
+#include "metrics.h"
 #include "options.h"
 #include "parse.h"
 #include "ratelimit.h"
@@ -534,10 +536,10 @@ static int write_private(const char *dir, long job, const char *suffix,
 /* DIR/JOB.live: where a status client finds this coordinator and the key
  * that lets it ask STATUS, readable by the owner (and root) only. */
 static void write_status_file(const struct options *o, const char *endpoint,
-			      const struct dpt__curve_keys *keys, char *dir,
-			      size_t size)
+			      const struct dpt__curve_keys *keys,
+			      int metrics_port, char *dir, size_t size)
 {
-	char text[ENDPOINT_MAX + 256];
+	char text[ENDPOINT_MAX + 256], port[32] = "";
 
 	dir[0] = '\0';
 	if (!o->job_id)
@@ -549,11 +551,13 @@ static void write_status_file(const struct options *o, const char *endpoint,
 		dir[0] = '\0';
 		return;
 	}
+	if (metrics_port >= 0)
+		snprintf(port, sizeof(port), "metrics_port=%d\n", metrics_port);
 	snprintf(text, sizeof(text),
 		 "endpoint=%s\nserver_key=%s\npublic_key=%s\nsecret_key=%s\n"
-		 "pid=%ld\n",
+		 "pid=%ld\n%s",
 		 endpoint, keys->coord_public, keys->status_public,
-		 keys->status_secret, (long)getpid());
+		 keys->status_secret, (long)getpid(), port);
 	if (write_private(dir, o->job_id, "live", text) != 0)
 		dpt__warn("cannot write the status file in '%s': %s (dptrain "
 			  "status cannot reach this job)",
@@ -561,20 +565,41 @@ static void write_status_file(const struct options *o, const char *endpoint,
 	explicit_bzero(text, sizeof(text));
 }
 
-/* The reporter of the state machine: the run's events, and at each commit
- * the job's Comment. */
+/* The reporter of the state machine: the run's events, at each commit the
+ * job's Comment, and the counters of the metrics page. */
 struct reporter {
-	struct dpt__events *events;
+	struct dpt__events *events; /* NULL: none could be opened */
 	struct dpt__walltime *walltime;
 	struct dpt__coord *coord;
 	uint32_t restarts;
+	long grace;
+	struct dpt__metrics_counters counters;
 };
+
+static void count_note(struct dpt__metrics_counters *m,
+		       const struct dpt__coord_note *n)
+{
+	if (!n->event)
+		return;
+	if (!strcmp(n->event, "save")) {
+		m->saves++;
+		m->saved_bytes += n->bytes;
+	} else if (!strcmp(n->event, "commit")) {
+		m->commits++;
+	} else if (!strcmp(n->event, "evict")) {
+		m->evictions++;
+	} else if (!strcmp(n->event, "generation")) {
+		m->generations++;
+	}
+}
 
 static void on_note(void *arg, const struct dpt__coord_note *n)
 {
 	struct reporter *r = arg;
 
-	dpt__events_note(r->events, n);
+	count_note(&r->counters, n);
+	if (r->events)
+		dpt__events_note(r->events, n);
 	if (r->walltime && n->event && !strcmp(n->event, "commit")) {
 		struct dpt__msg_status st;
 		char text[DPT_WALLTIME_MSG_MAX];
@@ -599,6 +624,50 @@ static uint64_t wall_ms(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The metrics page (dpt__metrics_page_fn): a snapshot of the state
+ * machine and the reporter's counters, rendered on each scrape. */
+static int metrics_page(void *arg, struct dpt__buf *out)
+{
+	struct reporter *r = arg;
+	struct dpt__msg_status st;
+	struct dpt__coord_counts cc;
+	struct dpt__metrics m;
+
+	dpt__coord_status(r->coord, &st);
+	dpt__coord_counts(r->coord, &cc);
+	r->counters.status_answered = cc.status_answered;
+	r->counters.scrapes++;
+	m = (struct dpt__metrics){
+		.st = &st,
+		.generation = cc.generation,
+		.joined = cc.joined,
+		.stop_at = st.end_time ? (int64_t)st.end_time - r->grace : 0,
+		.now_ms = wall_ms(),
+		.counters = r->counters,
+	};
+	return dpt__metrics_render(&m, out);
+}
+
+/* The host of the --bind endpoint ("tcp://HOST:PORT"), brackets of an
+ * IPv6 address removed, into BUF: the metrics listen there too. */
+static void bind_host(const char *bind, char *buf, size_t size)
+{
+	const char *h = strstr(bind, "://"), *colon = strrchr(bind, ':');
+	size_t len;
+
+	snprintf(buf, size, "*");
+	if (!h || !colon || colon < h + 3)
+		return;
+	h += 3;
+	len = (size_t)(colon - h);
+	if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
+		h++;
+		len -= 2;
+	}
+	if (len && len < size)
+		snprintf(buf, size, "%.*s", (int)len, h);
 }
 
 static bool check_end_time(struct dpt__walltime *w, const struct options *o,
@@ -632,6 +701,8 @@ int main(int argc, char **argv)
 	char endpoint[ENDPOINT_MAX];
 	uint8_t worker_key[32];
 	struct reporter rep = {0};
+	struct dpt__metrics_server *metrics = NULL;
+	int metrics_port = -1;
 	char sdir[PATH_MAX] = "";
 	uint64_t started_ms = wall_ms();
 	void *ctx = NULL, *router = NULL, *zap = NULL, *mon = NULL;
@@ -723,6 +794,26 @@ int main(int argc, char **argv)
 	    dpt__walltime_start(&walltime, (uint32_t)o.job_id,
 				(time_t)o.end_time, o.grace) != 0)
 		goto out;
+	/* Asked for and not available is an error: a site that scrapes
+	 * the job would otherwise see it vanish without a word. Before
+	 * the endpoint file, which tells srun the start went well. */
+	if (o.metrics_port >= 0) {
+		char host[256];
+
+		bind_host(o.bind, host, sizeof(host));
+		if (dpt__metrics_server_new(&metrics, host, o.metrics_port,
+					    &metrics_port, metrics_page,
+					    &rep) != 0) {
+			exit_code = 2;
+			goto out;
+		}
+		/* The URL a scraper uses: the host workers are told, which
+		 * a wildcard bind also listens on. */
+		bind_host(endpoint, host, sizeof(host));
+		dpt__info("serving metrics at http://%s%s%s:%d/metrics",
+			  strchr(host, ':') ? "[" : "", host,
+			  strchr(host, ':') ? "]" : "", metrics_port);
+	}
 	if (o.endpoint_file &&
 	    write_endpoint_file(o.endpoint_file, endpoint) != 0)
 		goto out;
@@ -730,12 +821,13 @@ int main(int argc, char **argv)
 	 * it, so neither fails the start. */
 	dpt__coord_set_job(coord, (uint32_t)o.job_id, (uint32_t)o.restart_count,
 			   started_ms);
+	rep.walltime = o.job_id ? walltime : NULL;
+	rep.coord = coord;
+	rep.restarts = (uint32_t)o.restart_count;
+	rep.grace = o.grace;
+	dpt__coord_set_reporter(coord, on_note, &rep);
 	if (dpt__events_new(&rep.events, (uint32_t)o.job_id,
-			    (uint32_t)o.restart_count, started_ms) == 0) {
-		rep.walltime = o.job_id ? walltime : NULL;
-		rep.coord = coord;
-		rep.restarts = (uint32_t)o.restart_count;
-		dpt__coord_set_reporter(coord, on_note, &rep);
+			    (uint32_t)o.restart_count, started_ms) == 0)
 		dpt__coord_note(
 			coord, &(struct dpt__coord_note){
 				       .event = "start",
@@ -744,8 +836,8 @@ int main(int argc, char **argv)
 								      walltime)
 							    : 0,
 			       });
-	}
-	write_status_file(&o, endpoint, &keys, sdir, sizeof(sdir));
+	write_status_file(&o, endpoint, &keys, metrics_port, sdir,
+			  sizeof(sdir));
 	printf("%s\n", endpoint);
 	fflush(stdout);
 	dpt__info("listening on %s for %ld workers (min %ld, heartbeat %ld "
@@ -754,7 +846,7 @@ int main(int argc, char **argv)
 		  o.timeout_ms, o.io_threads);
 
 	while (!dpt__coord_done(coord, &exit_code)) {
-		zmq_pollitem_t items[5] = {
+		zmq_pollitem_t items[5 + DPT_METRICS_MAX_CLIENTS + 1] = {
 			{.socket = router, .events = ZMQ_POLLIN},
 			{.socket = zap, .events = ZMQ_POLLIN},
 			{.socket = mon,
@@ -765,19 +857,40 @@ int main(int argc, char **argv)
 		};
 		int64_t now = dpt__now_ms();
 		int64_t wait = dpt__coord_next_deadline(coord) - now;
-		bool drained = true;
+		int64_t mdl =
+			metrics ? dpt__metrics_server_deadline(metrics) : 0;
+		bool drained = true, mready = false;
+		size_t nitems = 5;
 
+		if (metrics) {
+			int fds[DPT_METRICS_MAX_CLIENTS + 1];
+			short evs[DPT_METRICS_MAX_CLIENTS + 1];
+			size_t n = dpt__metrics_server_fds(
+				metrics, fds, evs, DPT_METRICS_MAX_CLIENTS + 1);
+			for (size_t i = 0; i < n; i++)
+				items[nitems++] = (zmq_pollitem_t){
+					.fd = fds[i],
+					.events = evs[i] & POLLOUT ? ZMQ_POLLOUT
+								   : ZMQ_POLLIN,
+				};
+			if (mdl && mdl - now < wait)
+				wait = mdl - now;
+		}
 		if (wait < 0)
 			wait = 0;
 		if (o.parent_pid && pidfd < 0 && wait > 200)
 			wait = 200;
 		if (walltime && !stopped && wait > 1000)
 			wait = 1000; /* the end time is checked every second */
-		if (zmq_poll(items, 5, (long)wait) < 0 && errno != EINTR) {
+		if (zmq_poll(items, (int)nitems, (long)wait) < 0 &&
+		    errno != EINTR) {
 			dpt__error("poll failed: %s", zmq_strerror(errno));
 			break;
 		}
 		now = dpt__now_ms();
+		for (size_t i = 5; i < nitems; i++)
+			mready |= items[i].revents != 0;
+		/* Scrapes are served after the workers' messages, below. */
 		if (items[1].revents & ZMQ_POLLIN)
 			dpt__zap_serve(zap, worker_key, status_key, now);
 		if (mon && (items[2].revents & ZMQ_POLLIN))
@@ -820,6 +933,8 @@ int main(int argc, char **argv)
 		/* While messages wait unread, a peer's silence may be ours:
 		 * no eviction until the backlog is read. */
 		dpt__coord_on_tick(coord, dpt__now_ms(), !drained);
+		if (metrics && (mready || (mdl && now >= mdl)))
+			dpt__metrics_server_serve(metrics, dpt__now_ms());
 	}
 	/* A stopped step that ended cleanly goes back to the queue: its
 	 * program committed a checkpoint before it left. */
@@ -887,6 +1002,7 @@ int main(int argc, char **argv)
 						 process_gone(o.parent_pid));
 
 out:
+	dpt__metrics_server_destroy(&metrics);
 	if (coord)
 		dpt__coord_set_reporter(coord, NULL, NULL);
 	dpt__events_destroy(&rep.events);

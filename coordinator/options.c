@@ -73,6 +73,10 @@
 	  "tell the workers a checkpoint is due this often; auto: every 30m " \
 	  "at most, the workers ask sooner from the save's cost and the "     \
 	  "MTBF; Nsteps is the workers' own count", "default: never")         \
+	X(METRICS, "metrics", "DPTRAIN_METRICS", "PORT|off",                  \
+	  "serve Prometheus metrics at http://HOST:PORT/metrics, HOST the "  \
+	  "bind address's; 0: any free port, written to the log and the "    \
+	  "status file", "default off")                                       \
 	X(LOG, "log-level", "DPTRAIN_LOG_LEVEL", "LEVEL",                     \
 	  "error, warn, info or debug", "default info")
 /* clang-format on */
@@ -235,6 +239,7 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 		.io_threads = default_io_threads(),
 		.grace = 600,
 		.max_requeues = -1,
+		.metrics_port = -1,
 	};
 	if (!V(OPT_WORLD)) {
 		fprintf(stderr,
@@ -304,6 +309,14 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 				PROG ": %s: '%s' is not auto, a duration or "
 				     "Nsteps\n",
 				N(OPT_CKPT_EVERY), V(OPT_CKPT_EVERY));
+	}
+	if (!rc && V(OPT_METRICS) && strcmp(V(OPT_METRICS), "off") &&
+	    dpt__parse_long(V(OPT_METRICS), 0, 65535, &o->metrics_port)) {
+		fprintf(stderr,
+			PROG ": %s: '%s' is not a port (0 to 65535, 0: any "
+			     "free one) or off\n",
+			N(OPT_METRICS), V(OPT_METRICS));
+		rc = DPT_EINVAL;
 	}
 	if (!rc && V(OPT_LOG)) {
 		rc = dpt__log_parse_level(V(OPT_LOG), &level);

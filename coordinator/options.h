@@ -32,6 +32,7 @@ struct options {
 	long nodes_max;	    /* 0: none */
 	long restart_count; /* the job's requeues so far */
 	long ckpt_every;    /* seconds; 0: no periodic SAVE */
+	long metrics_port;  /* --metrics: -1 off, 0 any free port */
 };
 
 /*

@@ -91,6 +91,10 @@ struct dpt__plugin dpt__plugin = {
 	X(TORCHELASTIC, "torchelastic", NULL, 0,                              \
 	  "dptrain: also export TORCHELASTIC_RUN_ID, so that Lightning and "  \
 	  "torch.distributed take the step for a torchrun launch")            \
+	X(METRICS, "metrics", "PORT|off", 1,                                  \
+	  "dptrain: serve the job's metrics in Prometheus' text format at "  \
+	  "http://COORDINATOR-HOST:PORT/metrics (0: any free port, in "      \
+	  "~/.dptrain/jobs/JOB.live; default: the site's, or off)")          \
 	X(PRIVATE, "private", "[yes|no]", 2,                                  \
 	  "dptrain: make the run's checkpoints private, directories 0700 "    \
 	  "and files 0600 whatever the umask (default: the site's, or no: "   \

@@ -43,6 +43,8 @@ void dpt__admin_defaults(struct dpt__admin *a)
 		.timeout_ms = 2000,
 		.def_backend = "auto",
 		.def_gpu_bind = DPT_GPU_BIND_NONE,
+		.metrics_port = -1,
+		.allow_user_metrics = true,
 	};
 }
 
@@ -210,6 +212,7 @@ enum key_kind {
 	K_LONG,	    /* a number from MIN to MAX */
 	K_BACKEND,  /* auto, nccl or cpu */
 	K_GPU_BIND, /* none or rank */
+	K_PORT,	    /* off, or a TCP port from MIN to MAX (0: any free one) */
 };
 
 /*
@@ -253,7 +256,11 @@ enum key_kind {
 	  "milliseconds from 10 to 600000")                                   \
 	X("backend", K_BACKEND, def_backend, 0, 0, "auto, nccl or cpu")       \
 	X("gpu_bind", K_GPU_BIND, def_gpu_bind, 0, 0, "none or rank")         \
-	X("private", K_BOOL, def_private, 0, 0, "yes or no")
+	X("private", K_BOOL, def_private, 0, 0, "yes or no")                  \
+	X("metrics_port", K_PORT, metrics_port, 0, 65535,                     \
+	  "off, 0 (any free port) or a port from 1024 to 65535")             \
+	X("allow_user_metrics", K_BOOL, allow_user_metrics, 0, 0,             \
+	  "yes or no")
 /* clang-format on */
 
 static const struct admin_key {
@@ -340,6 +347,14 @@ static int set_key(struct dpt__admin *a, const struct admin_key *k,
 		return 0;
 	case K_GPU_BIND:
 		return parse_gpu_bind(value, field) ? DPT_ECONFIG : 0;
+	case K_PORT:
+		if (strcmp(value, "off") == 0)
+			n = -1;
+		else if (dpt__parse_long(value, k->min, k->max, &n) ||
+			 (n > 0 && n < 1024))
+			return DPT_ECONFIG; /* the coordinator is never root */
+		*(long *)field = n;
+		return 0;
 	}
 	return DPT_ECONFIG;
 }
@@ -564,6 +579,18 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 			BAD("'%s': expected auto, nccl or cpu", name, value);
 		snprintf(u->backend, sizeof(u->backend), "%s", value);
 		u->backend_set = true;
+	} else if (strcmp(name, "metrics") == 0) {
+		/* A port below 1024 needs root, which the coordinator never
+		 * is: refused here, where the user sees why. */
+		if (strcmp(value, "off") == 0)
+			n = -1;
+		else if (dpt__parse_long(value, 0, 65535, &n) ||
+			 (n > 0 && n < 1024))
+			BAD("'%s': expected a TCP port from 1024 to 65535, 0 "
+			    "for any free port, or off",
+			    name, value);
+		u->metrics_port = n;
+		u->metrics_set = true;
 	} else if (strcmp(name, "gpu-bind") == 0) {
 		if (parse_gpu_bind(value, &u->gpu_bind))
 			BAD("'%s': expected none (every GPU of the step "
@@ -646,6 +673,8 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
 		.private_run = u->private_set ? u->private_run : a->def_private,
+		.metrics_port =
+			u->metrics_set ? u->metrics_port : a->metrics_port,
 	};
 	snprintf(s->run, sizeof(s->run), "%s",
 		 u->run[0]  ? u->run
@@ -689,6 +718,15 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		       dpt__format_duration(s->every.value, buf, sizeof(buf)),
 		       dpt__format_duration(a->min_ckpt_interval, lo,
 					    sizeof(lo)));
+		return DPT_ERANGE;
+	}
+	if (u->metrics_set && !a->allow_user_metrics) {
+		report("dptrain: --dp-metrics: the site does not let jobs "
+		       "choose their metrics endpoint "
+		       "(allow_user_metrics=no): leave the option out%s",
+		       a->metrics_port >= 0 ? " (the site's metrics_port "
+					      "applies)"
+					    : "");
 		return DPT_ERANGE;
 	}
 	if (s->requeue == DPT_REQUEUE_OFF && !a->allow_requeue_off) {

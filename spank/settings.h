@@ -61,6 +61,11 @@ struct dpt__admin {
 	char def_backend[8];
 	enum dpt__gpu_bind def_gpu_bind;
 	bool def_private; /* private=: runs 0700/0600 whatever the umask */
+	/* metrics_port=: every step's coordinator serves its metrics there
+	 * (0: any free port, -1: off); allow_user_metrics=: whether
+	 * --dp-metrics may change that. */
+	long metrics_port;
+	bool allow_user_metrics;
 };
 
 /* What the user asked for; *_set says the option was given. */
@@ -79,6 +84,8 @@ struct dpt__user {
 	bool torchelastic; /* export TORCHELASTIC_RUN_ID */
 	bool verbose;
 	bool private_set, private_run; /* --dp-private[=yes|no] */
+	bool metrics_set;
+	long metrics_port; /* --dp-metrics: -1 off, 0 any free port */
 };
 
 /* The merged result handed to the contexts. */
@@ -100,7 +107,8 @@ struct dpt__settings {
 	enum dpt__gpu_bind gpu_bind;
 	bool torchelastic;
 	bool verbose;
-	bool private_run; /* DPTRAIN_PRIVATE */
+	bool private_run;  /* DPTRAIN_PRIVATE */
+	long metrics_port; /* the coordinator's --metrics; -1: off */
 };
 
 /* Error reporting: the plugin passes slurm_error; tests pass their own. */

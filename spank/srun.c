@@ -140,7 +140,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	const struct dpt__admin *a = &dpt__plugin.admin;
 	char secret[65], world[16], endpoint_file[320], ppid[16], hb[16],
 		to[16], minw[16], bind[96], portstr[8], job[16], grace[24],
-		every[32], maxrq[16], nodes[48];
+		every[32], maxrq[16], nodes[48], metrics[16];
 	uint32_t ntasks = 0, jobid = 0, stepid = 0;
 	long port = 0;
 	int devnull, status;
@@ -194,6 +194,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	snprintf(grace, sizeof(grace), "%lds", s->grace);
 	snprintf(maxrq, sizeof(maxrq), "%ld", s->max_requeues);
 	snprintf(nodes, sizeof(nodes), "%ld-%ld", s->nodes_min, s->nodes_max);
+	snprintf(metrics, sizeof(metrics), "%ld", s->metrics_port);
 	char *argv[] = {
 		(char *)a->coordinator,
 		"--world-size",
@@ -222,6 +223,8 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 		(char *)dpt__every_string(&s->every, every, sizeof(every)),
 		"--log-level",
 		s->verbose ? "info" : "warn",
+		"--metrics",
+		s->metrics_port >= 0 ? metrics : "off",
 		s->nodes_min ? "--nodes" : NULL, /* --dp-nodes, if given */
 		nodes,
 		NULL,

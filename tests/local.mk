@@ -24,7 +24,8 @@ UNIT_TESTS = \
 	tests/unit/test_coord \
 	tests/unit/test_kv \
 	tests/unit/test_requeue \
-	tests/unit/test_sampler
+	tests/unit/test_sampler \
+	tests/unit/test_metrics
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -65,6 +66,11 @@ tests_unit_test_requeue_SOURCES = tests/unit/test_requeue.c \
 tests_unit_test_requeue_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
 tests_unit_test_requeue_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_requeue_LDADD = $(UNIT_LDADD)
+tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.c \
+	coordinator/metrics.c
+tests_unit_test_metrics_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
+tests_unit_test_metrics_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_metrics_LDADD = $(UNIT_LDADD)
 # The sampler's source is built in: the test also checks its internal
 # random stream (worker/sampler_int.h), which the library hides.
 tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c worker/sampler.c

@@ -457,6 +457,79 @@ static void private_runs(void **state)
 		strstr(last, "--dp-private: '0700': expected yes or no"));
 }
 
+/* --dp-metrics and the site's metrics_port= and allow_user_metrics=. */
+static void metrics_endpoint(void **state)
+{
+	struct dpt__admin a;
+	struct dpt__user u = {0};
+	struct dpt__settings s;
+	(void)state;
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
+	assert_int_equal(s.metrics_port, -1); /* off by default */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(dpt__user_set(&u, "metrics", "9100", report),
+				 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
+	assert_int_equal(s.metrics_port, 9100);
+	assert_int_equal(dpt__user_set(&u, "metrics", "0", report), 0);
+	assert_int_equal(u.metrics_port, 0);
+	assert_int_equal(dpt__user_set(&u, "metrics", "http", report),
+			 DPT_EINVAL);
+	assert_string_equal(last, "dptrain: --dp-metrics: 'http': expected a "
+				  "TCP port from 1024 to 65535, 0 for any free "
+				  "port, or off");
+	assert_int_equal(dpt__user_set(&u, "metrics", "80", report),
+			 DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&u, "metrics", "65536", report),
+			 DPT_EINVAL);
+
+	/* The site's port for every job; a user's off wins. */
+	assert_int_equal(dpt__admin_set(&a, "metrics_port", "0", "f:1", report),
+			 0);
+	memset(&u, 0, sizeof(u));
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
+	assert_int_equal(s.metrics_port, 0);
+	assert_int_equal(dpt__user_set(&u, "metrics", "off", report), 0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
+	assert_int_equal(s.metrics_port, -1);
+	assert_int_equal(
+		dpt__admin_set(&a, "metrics_port", "on", "f:2", report),
+		DPT_ECONFIG);
+	assert_string_equal(last, "dptrain: f:2: metrics_port='on': expected "
+				  "off, 0 (any free port) or a port from 1024 "
+				  "to 65535");
+
+	assert_int_equal(
+		dpt__admin_set(&a, "metrics_port", "80", "f:2", report),
+		DPT_ECONFIG);
+
+	/* A site that forbids the option refuses it, naming the key. */
+	assert_int_equal(
+		dpt__admin_set(&a, "allow_user_metrics", "no", "f:3", report),
+		0);
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		DPT_ERANGE);
+	assert_non_null(strstr(last, "--dp-metrics: the site does not let "
+				     "jobs choose their metrics endpoint "
+				     "(allow_user_metrics=no)"));
+	memset(&u, 0, sizeof(u));
+	assert_int_equal(
+		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
+		0);
+	assert_int_equal(s.metrics_port, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -469,6 +542,7 @@ int main(void)
 		cmocka_unit_test(gpu_bind_and_torchelastic),
 		cmocka_unit_test(mtbf_reaches_the_settings),
 		cmocka_unit_test(private_runs),
+		cmocka_unit_test(metrics_endpoint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
