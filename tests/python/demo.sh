@@ -1,9 +1,9 @@
 #!/bin/bash
 # The README's demo, contrib/demo/elastic.sh, on the real test cluster and
-# shorter (run 3 trains 40 steps): one batch job of --nodes=1-2 trains
-# Fashion-MNIST with PyTorch DDP through dptrain.torch on 4 ranks, is
-# stopped before its walltime and requeued, runs on 2 ranks while the demo
-# drains a node, then on 4 again, and finishes. Checked here: the world
+# shorter (the steps after run 2's stop: 40): one batch job of --nodes=1-2
+# trains Fashion-MNIST with PyTorch DDP through dptrain.torch on 4 ranks,
+# is stopped before its walltime and requeued, runs on 2 ranks while the
+# demo drains a node, then on 4 again, and finishes. Checked here: the world
 # sizes and restarts the demo reports and the job's own output shows, that
 # every run resumed the step the previous one committed, that no global
 # step was trained twice or skipped (the demo's report.py checks each
@@ -26,25 +26,34 @@ dpt_scratch+=("$dir")
 plan 8
 
 # The demo finds the build tree's library and package by itself.
-out=$(DPT_TIMEOUT=480 timed bash "$top_srcdir/contrib/demo/elastic.sh" --dir "$dir/run" --last-steps 40 2>&1)
+out=$(DPT_TIMEOUT=600 timed bash "$top_srcdir/contrib/demo/elastic.sh" --dir "$dir/run" --last-steps 40 2>&1)
 rc=$?
 last=$(tail -n 1 <<<"$out")
-[ $rc = 0 ] && [[ $last =~ ^dptrain\ demo:\ restarts=2\ world_sizes=4,2,4\ final_step=([0-9]+)\ test_accuracy=(0\.[0-9]+)\ plot=$dir/run/demo.png$ ]]
-ok $? "the demo ends: restarts=2 world_sizes=4,2,4 ($last)" || diag "exit $rc" "$out"
-final=${BASH_REMATCH[1]:-0} accuracy=${BASH_REMATCH[2]:-0}
+# Three runs where the machine is quick enough; on a loaded one run 3 may
+# spend its 40 s starting Python and be stopped and requeued again
+# before its 40 steps, which is the service doing its job: a fourth run
+# on 4 ranks, and so on.
+[ $rc = 0 ] && [[ $last =~ ^dptrain\ demo:\ restarts=([0-9]+)\ world_sizes=4,2,4(,4)*\ final_step=([0-9]+)\ test_accuracy=(0\.[0-9]+)\ plot=$dir/run/demo.png$ ]]
+ok $? "the demo ends: world sizes 4, 2, 4 ($last)" || diag "exit $rc" "$out"
+restarts=${BASH_REMATCH[1]:-0} final=${BASH_REMATCH[3]:-0} accuracy=${BASH_REMATCH[4]:-0}
 job=$dir/run/job.out
-is "$(grep -o '^fmnist: \(starting\|resumed\) at step [0-9]* on [0-9]* ranks (restart [0-9])' "$job" | sed 's/ at step [0-9]*//' | tr '\n' ';')" \
-	"fmnist: starting on 4 ranks (restart 0);fmnist: resumed on 2 ranks (restart 1);fmnist: resumed on 4 ranks (restart 2);" \
-	"the job's output: 4 ranks, 2 while a node was drained, 4 again" || diag "$(cat "$job")"
+runs=$(grep -o '^fmnist: \(starting\|resumed\) at step [0-9]* on [0-9]* ranks (restart [0-9])' "$job" | sed 's/ at step [0-9]*//' | tr '\n' ';')
+want="fmnist: starting on 4 ranks (restart 0);fmnist: resumed on 2 ranks (restart 1);"
+for ((r = 2; r <= restarts; r++)); do
+	want+="fmnist: resumed on 4 ranks (restart $r);"
+done
+[ "$restarts" -ge 2 ] && [ "$runs" = "$want" ]
+ok $? "the job's output: 4 ranks, 2 while a node was drained, then 4 ($((restarts + 1)) runs)" ||
+	diag "$runs" "$(cat "$job")"
 stops=$(grep -o '^fmnist: stopped at step [0-9]*' "$job" | grep -o '[0-9]*$' | tr '\n' ' ')
 resumes=$(grep -o '^fmnist: resumed at step [0-9]*' "$job" | grep -o '[0-9]*$' | tr '\n' ' ')
 is "$resumes" "${stops:-none}" "each run resumed the step the previous one committed at its stop ($stops)" ||
 	diag "$(cat "$job")"
-[ "$(grep -c "requeueing job [0-9]* after step [0-9]* (committed) onto 1-2 nodes" "$job")" = 2 ]
-ok $? "dptrain said both requeues, with the node range" || diag "$(cat "$job")"
+[ "$(grep -c "requeueing job [0-9]* after step [0-9]* (committed) onto 1-2 nodes" "$job")" = "$restarts" ]
+ok $? "dptrain said each of the $restarts requeues, with the node range" || diag "$(cat "$job")"
 stop2=$(cut -d' ' -f2 <<<"$stops")
 [ -n "$stop2" ] && [ "$final" = $((stop2 + 40)) ] && grep -q "^fmnist: done at step $final " "$job"
-ok $? "run 3 trained to step $final, 40 steps after run 2's stop" || diag "$(cat "$job")"
+ok $? "the last run trained to step $final, 40 steps after run 2's stop" || diag "$(cat "$job")"
 # The report's checks, again here on the trace: each step once, by one
 # whole world.
 res=$($py - "$dir/run/trace.jsonl" "$final" <<'PY'
