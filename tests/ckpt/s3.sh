@@ -16,7 +16,7 @@ s3_up
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3) || skip_all "python3 not found"
 
-plan 24
+plan 26
 root=s3://$DPTRAIN_S3_BUCKET/runs
 run=$root/run
 out=$ckpt_dir/job
@@ -33,6 +33,20 @@ ls_out=$("$ckpt_tool" ckpt ls "$root" 2>&1)
 is "$(echo "$ls_out" | awk 'NR > 1 { print $1 ":" $2 ":" $3 }' | xargs)" "run:1:committed run:2:committed" \
 	"dptrain ckpt ls lists the committed steps" || diag "$ls_out"
 run_ok "dptrain ckpt verify passes" "$ckpt_tool" ckpt verify "$run"
+
+# The run's events (doc/checkpoint-format.md, "Events"): on S3 each
+# coordinator owns one object under RUN/events/, rewritten whole; dptrain
+# status reads them.
+s3ls() { timed curl -sS -f --aws-sigv4 "aws:amz:$AWS_DEFAULT_REGION:s3" \
+	--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+	-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+	"$DPTRAIN_S3_ENDPOINT/$DPTRAIN_S3_BUCKET?list-type=2&prefix=$1"; }
+objs=$(s3ls runs/run/events/ | grep -o '<Key>[^<]*</Key>' | sed 's/<[^>]*>//g')
+[ "$(wc -l <<<"$objs")" -ge 2 ] && ! grep -qv '^runs/run/events/[0-9]\{13\}-[0-9]*-[0-9]*\.jsonl$' <<<"$objs"
+ok $? "each job's coordinator wrote its events as an object of its own under run/events/" || diag "$objs"
+st=$("$ckpt_tool" status --json "$run" 2>&1)
+"$python" -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["source"]=="events" and d["committed"]==2, d' "$st"
+ok $? "dptrain status of the S3 run reads them: step 2 committed" || diag "$st"
 
 # A standard client reads a shard: curl with SigV4, then the safetensors
 # header with nothing but Python's json.
