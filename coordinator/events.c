@@ -20,6 +20,7 @@
 #include "events.h"
 #include "jsonl.h"
 #include "log.h"
+#include "scalars.h"
 #include "storage/storage.h"
 #include "wire.h"
 
@@ -140,6 +141,18 @@ int dpt__events_format(const struct dpt__coord_note *n, uint32_t job_id,
 			rc = dpt__jsonl_str(out, "reason", n->why);
 		if (!rc)
 			rc = put_step(out, "committed", n->step);
+	} else if (!strcmp(e, "log") && n->scalars) {
+		const struct dpt__scalars *sc = n->scalars;
+
+		rc = dpt__jsonl_u64(out, "step", sc->step);
+		if (!rc)
+			rc = dpt__jsonl_open(out, "scalars");
+		for (size_t i = 0; !rc && i < sc->n; i++)
+			rc = dpt__jsonl_real(out, sc->names[i], sc->values[i]);
+		if (!rc)
+			rc = dpt__jsonl_close(out);
+	} else if (!strcmp(e, "total_steps")) {
+		rc = put_step(out, "total_steps", n->step);
 	} else if (!strcmp(e, "end")) {
 		rc = dpt__jsonl_i64(out, "status", n->status);
 	} else {
