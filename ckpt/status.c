@@ -681,20 +681,16 @@ static int status_of_job(const char *job, bool json, bool color, bool tty)
 	return status_of_run(run, json, color, tty);
 }
 
-int dpt__status_main(const char *what, bool json)
+int dpt__run_uri(const char *what, char *uri, size_t size)
 {
-	bool tty = !json && isatty(STDOUT_FILENO);
-	bool color = tty && !getenv("NO_COLOR");
-	char uri[PATH_MAX + 16];
 	const char *root = getenv("DPTRAIN_CKPT_URI");
+	int n;
 
-	if (all_digits(what))
-		return status_of_job(what, json, color, tty);
-	if (strstr(what, "://"))
-		return status_of_run(what, json, color, tty);
-	/* A run name: under $DPTRAIN_CKPT_URI, else a directory. */
-	if (root && *root && what[0] != '/' && what[0] != '.') {
-		snprintf(uri, sizeof(uri), "%s/%s", root, what);
+	if (strstr(what, "://")) {
+		n = snprintf(uri, size, "%s", what);
+	} else if (root && *root && what[0] != '/' && what[0] != '.') {
+		/* A run name: under $DPTRAIN_CKPT_URI, else a directory. */
+		n = snprintf(uri, size, "%s/%s", root, what);
 	} else {
 		char abs[PATH_MAX];
 		if (!realpath(what, abs)) {
@@ -703,9 +699,27 @@ int dpt__status_main(const char *what, bool json)
 				"DPTRAIN_CKPT_URI is not set to find it "
 				"under\n",
 				what);
-			return 1;
+			return -1;
 		}
-		snprintf(uri, sizeof(uri), "file://%s", abs);
+		n = snprintf(uri, size, "file://%s", abs);
 	}
+	if (n < 0 || (size_t)n >= size) {
+		fprintf(stderr, "dptrain: the URI of run '%s' is too long\n",
+			what);
+		return -1;
+	}
+	return 0;
+}
+
+int dpt__status_main(const char *what, bool json)
+{
+	bool tty = !json && isatty(STDOUT_FILENO);
+	bool color = tty && !getenv("NO_COLOR");
+	char uri[PATH_MAX + 16];
+
+	if (all_digits(what))
+		return status_of_job(what, json, color, tty);
+	if (dpt__run_uri(what, uri, sizeof(uri)) != 0)
+		return 1;
 	return status_of_run(uri, json, color, tty);
 }

@@ -64,6 +64,11 @@ void dpt__status_render_run(FILE *f, const char *uri,
 			    const struct dpt__run_summary *s, double now,
 			    bool color, bool tty, bool json);
 
+/* The URI of WHAT, a run name (under $DPTRAIN_CKPT_URI, else a
+ * directory) or a URI, into URI (SIZE bytes). Returns 0, or -1 after
+ * saying why on stderr. */
+int dpt__run_uri(const char *what, char *uri, size_t size);
+
 /* The command: WHAT is a job id, a run name or a run URI. Returns the
  * exit status. */
 int dpt__status_main(const char *what, bool json);
