@@ -356,10 +356,12 @@ static const char status_help[] =
 	"usage: dptrain status [JOBID | RUN | URI] [--json]\n"
 	"\n"
 	"A running job's state from its coordinator: generation, world size\n"
-	"and nodes, step, last committed step and its age, end time and time\n"
-	"left, restarts. A queued or finished job, a run name (under\n"
-	"$DPTRAIN_CKPT_URI, or a directory) or a run URI: the story of the\n"
-	"run from its events. Without an argument: $SLURM_JOB_ID.\n"
+	"and nodes, step (with samples/s and the progress toward the total\n"
+	"steps, when the program logs and declares them), last committed\n"
+	"step and its age, end time and time left, restarts. A queued or\n"
+	"finished job, a run name (under $DPTRAIN_CKPT_URI, or a directory)\n"
+	"or a run URI: the story of the run from its events. Without an\n"
+	"argument: $SLURM_JOB_ID.\n"
 	"  --json     one JSON object, for scripts\n";
 
 static int status_command(int argc, char **argv)
