@@ -12,6 +12,7 @@ TESTS += \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \
+	tests/spank/plot.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh
 EXTRA_DIST += \
@@ -28,6 +29,7 @@ EXTRA_DIST += \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \
+	tests/spank/plot.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh \
 	tests/spank/ddp.py
