@@ -30,6 +30,7 @@ EXTRA_DIST += \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \
 	tests/spank/plot.sh \
+	tests/spank/plot.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh \
 	tests/spank/ddp.py
