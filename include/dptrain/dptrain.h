@@ -253,6 +253,9 @@ DPT_EXPORT void dpt_request_stop(struct dpt_ctx *ctx);
  * events are the run's story, not its state. Without a coordinator
  * (outside srun --dp-train) nothing is recorded.
  *
+ * Call it from one thread at a time (the training loop's), as the
+ * other calls of a context.
+ *
  * NAMES and VALUES are the caller's, read during the call only. Returns
  * 0, or DPT_EINVAL (CTX NULL, N 0 or above 16, a bad or repeated name),
  * DPT_ETOOBIG (the record is longer than 255 bytes of text).

@@ -443,6 +443,8 @@ class Context:
         f = _optional("dpt_log")
         if not scalars:
             raise ValueError("log: name at least one value: log(step, loss=x)")
+        if int(step) < 0:
+            raise ValueError("log: the step is a global step, 0 or more, not %r" % step)
         names = (ctypes.c_char_p * len(scalars))(
             *(k.encode() for k in scalars))
         values = (ctypes.c_double * len(scalars))(
