@@ -220,7 +220,7 @@ static int script_of(struct plot *p, const char *dir, const char *out,
 	if (!rc)
 		rc = put_quoted(b, out);
 	if (!rc)
-		rc = dpt__buf_puts(b, "\nset grid\nset key top right\n"
+		rc = dpt__buf_puts(b, "\nset grid\nset key below\n"
 				      "set xlabel 'global step'\n"
 				      "set lmargin 10\nset rmargin 3\n");
 	/* The marks inside the range: a fresh start's is at step 0. */
@@ -235,6 +235,12 @@ static int script_of(struct plot *p, const char *dir, const char *out,
 		const struct mark *m = &p->marks[i];
 		int64_t x = m->step < 0 ? p->last_step : m->step;
 
+		/* A label in the last quarter goes left of its line, where
+		 * it is not cut by the frame. */
+		bool left =
+			p->max_step > p->min_step &&
+			(x - p->min_step) * 4 > (p->max_step - p->min_step) * 3;
+
 		if (x < 0)
 			x = 0;
 		rc = dpt__buf_printf(
@@ -242,9 +248,10 @@ static int script_of(struct plot *p, const char *dir, const char *out,
 			"set arrow from %" PRId64 ", graph 0 to %" PRId64
 			", graph 1 nohead lc rgb '#999999' dt 2\n"
 			"set label 'run %" PRIu32 ": %" PRIu32
-			" rank%s' at %" PRId64 ", graph 0.96 left offset "
-			"0.5,0 font ',9' tc rgb '#555555'\n",
-			x, x, m->run, m->world, m->world == 1 ? "" : "s", x);
+			" rank%s' at %" PRId64 ", graph 0.96 %s offset "
+			"%s,0 font ',9' tc rgb '#555555'\n",
+			x, x, m->run, m->world, m->world == 1 ? "" : "s", x,
+			left ? "right" : "left", left ? "-0.5" : "0.5");
 	}
 	if (!rc && lower)
 		rc = dpt__buf_puts(b, "set multiplot layout 2,1 title ");
