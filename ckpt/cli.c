@@ -16,6 +16,7 @@
 #include "ckpt_int.h"
 #include "log.h"
 #include "parse.h"
+#include "plot.h"
 #include "status.h"
 
 /* The subcommands of `dptrain ckpt`, their options and their help. */
@@ -61,6 +62,7 @@ static void usage(FILE *f)
 	fputs("usage: dptrain ckpt COMMAND URI [OPTION...]\n"
 	      "       dptrain ckpt COMMAND --help\n"
 	      "       dptrain status [JOBID | RUN | URI] [--json]\n"
+	      "       dptrain plot RUN | URI [-o FILE.png] [--y NAME]...\n"
 	      "       dptrain --help | --version\n"
 	      "\n"
 	      "Inspect and maintain the checkpoints of dptrain runs, without a "
@@ -354,10 +356,12 @@ static const char status_help[] =
 	"usage: dptrain status [JOBID | RUN | URI] [--json]\n"
 	"\n"
 	"A running job's state from its coordinator: generation, world size\n"
-	"and nodes, step, last committed step and its age, end time and time\n"
-	"left, restarts. A queued or finished job, a run name (under\n"
-	"$DPTRAIN_CKPT_URI, or a directory) or a run URI: the story of the\n"
-	"run from its events. Without an argument: $SLURM_JOB_ID.\n"
+	"and nodes, step (with samples/s and the progress toward the total\n"
+	"steps, when the program logs and declares them), last committed\n"
+	"step and its age, end time and time left, restarts. A queued or\n"
+	"finished job, a run name (under $DPTRAIN_CKPT_URI, or a directory)\n"
+	"or a run URI: the story of the run from its events. Without an\n"
+	"argument: $SLURM_JOB_ID.\n"
 	"  --json     one JSON object, for scripts\n";
 
 static int status_command(int argc, char **argv)
@@ -399,6 +403,71 @@ static int status_command(int argc, char **argv)
 	return dpt__status_main(what, json);
 }
 
+static const char plot_help[] =
+	"usage: dptrain plot RUN | URI [-o FILE.png] [--y NAME]...\n"
+	"\n"
+	"A PNG of the run's logged scalars (the program's dpt_log or\n"
+	"Checkpoint.log) and of its samples/s against the global step, each\n"
+	"start of the run and change of world size marked \"run N: W ranks\",\n"
+	"drawn by gnuplot (apt-get install gnuplot-nox). Samples/s are the\n"
+	"logged samples_per_s, else steps/s between commits. Prints the PNG's\n"
+	"path.\n"
+	"  -o, --output FILE.png  where to write it (default: RUN.png here)\n"
+	"  --y NAME               a scalar to draw (default: loss); "
+	"repeatable\n";
+
+static int plot_command(int argc, char **argv)
+{
+	const char *what = NULL, *out = NULL, *ys[16];
+	size_t nys = 0;
+
+	for (int i = 0; i < argc; i++) {
+		if (is_help(argv[i])) {
+			fputs(plot_help, stdout);
+			return 0;
+		}
+		if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output") ||
+		    !strcmp(argv[i], "--y")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr,
+					"dptrain: 'plot %s' needs a value\n",
+					argv[i]);
+				return 2;
+			}
+			if (!strcmp(argv[i], "--y")) {
+				if (nys == sizeof(ys) / sizeof(ys[0])) {
+					fprintf(stderr, "dptrain: too many "
+							"--y\n");
+					return 2;
+				}
+				ys[nys++] = argv[++i];
+			} else {
+				out = argv[++i];
+			}
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr,
+				"dptrain: 'plot' has no option '%s'\n\n",
+				argv[i]);
+			fputs(plot_help, stderr);
+			return 2;
+		} else if (what) {
+			fprintf(stderr,
+				"dptrain: 'plot' takes one RUN or URI, not "
+				"'%s' and '%s'\n",
+				what, argv[i]);
+			return 2;
+		} else {
+			what = argv[i];
+		}
+	}
+	if (!what) {
+		fprintf(stderr, "dptrain: 'plot' needs a RUN or URI\n\n");
+		fputs(plot_help, stderr);
+		return 2;
+	}
+	return dpt__plot_main(what, out, ys, nys);
+}
+
 int main(int argc, char **argv)
 {
 	struct dpt__storage *s = NULL;
@@ -419,6 +488,8 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && !strcmp(argv[1], "status"))
 		return status_command(argc - 2, argv + 2);
+	if (argc >= 2 && !strcmp(argv[1], "plot"))
+		return plot_command(argc - 2, argv + 2);
 	if (argc < 2 || strcmp(argv[1], "ckpt")) {
 		if (argc >= 2)
 			fprintf(stderr, "dptrain: unknown command '%s'\n",

@@ -273,6 +273,7 @@ static int commit(struct dpt_ckpt *ck)
 		snprintf(step, sizeof(step), "%" PRIu64 " %" PRIu64 " %" PRIu64,
 			 ck->frag.step, bytes, ms);
 		dpt__report(ck->ctx, DPT_KV_COMMITTED, step);
+		dpt__log_flush(ck->ctx);
 	}
 out:
 	dpt__manifest_release(&m);

@@ -21,9 +21,10 @@ worker_libdptrain_la_SOURCES += ckpt/ckpt.c ckpt/ckpt_priv.h ckpt/commit.c \
 worker_libdptrain_la_LIBADD += ckpt/libdptckpt.la $(JANSSON_LIBS) $(XXHASH_LIBS)
 
 # dptrain: the command-line tool (`dptrain ckpt ls|show|verify|gc URI`,
-# `dptrain status`).
+# `dptrain status`, `dptrain plot`).
 bin_PROGRAMS += dptrain
-dptrain_SOURCES = ckpt/cli.c ckpt/status.c ckpt/status.h
+dptrain_SOURCES = ckpt/cli.c ckpt/status.c ckpt/status.h ckpt/plot.c \
+	ckpt/plot.h
 dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
 	common/libdptcommon.la worker/libdptrain.la \
 	$(JANSSON_LIBS) $(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)

@@ -23,6 +23,7 @@
 #include "buf.h"
 #include "client.h"
 #include "log.h"
+#include "scalars.h"
 #include "status.h"
 #include "storage/storage.h"
 #include "wire.h"
@@ -37,6 +38,8 @@ void dpt__run_summary_init(struct dpt__run_summary *s)
 	s->committed = -1;
 	s->resumed = -1;
 	s->end_status = -1;
+	s->step = -1;
+	s->samples_per_s = -1;
 }
 
 void dpt__run_summary_release(struct dpt__run_summary *s)
@@ -87,11 +90,28 @@ int dpt__run_summary_add(struct dpt__run_summary *s, const char *line,
 		s->committed = (int64_t)num_of(o, "step", -1);
 		s->committed_time = num_of(o, "time", 0);
 		s->commits++;
+		/* Logs of later steps may come before their commit line. */
+		if (s->committed > s->step)
+			s->step = s->committed;
+	} else if (!strcmp(e, "log")) {
+		json_t *sc = json_object_get(o, "scalars");
+
+		s->logs++;
+		s->step = (int64_t)num_of(o, "step", (double)s->step);
+		if (json_is_object(sc))
+			s->samples_per_s =
+				num_of(sc, "samples_per_s", s->samples_per_s);
+	} else if (!strcmp(e, "total_steps")) {
+		s->total_steps = (uint64_t)num_of(o, "total_steps",
+						  (double)s->total_steps);
 	} else if (!strcmp(e, "save")) {
 		s->save_bytes = (uint64_t)num_of(o, "bytes", 0);
 		s->save_seconds = num_of(o, "seconds", 0);
 	} else if (!strcmp(e, "resume")) {
 		s->resumed = (int64_t)num_of(o, "step", -1);
+		/* A resume goes back to its step: what was logged after it
+		 * in the run before is redone. */
+		s->step = s->resumed;
 	} else if (!strcmp(e, "evict")) {
 		s->evictions++;
 	} else if (!strcmp(e, "failure")) {
@@ -176,9 +196,54 @@ static void fmt_age(double secs, char *buf, size_t size)
 		snprintf(buf, size, "%ldh%02ldm", s / 3600, s / 60 % 60);
 }
 
-void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
-			     double now, bool color, bool json)
+double dpt__run_progress(int64_t step, uint64_t total)
 {
+	if (step < 0 || total == 0)
+		return -1;
+	return (uint64_t)step >= total ? 1.0 : (double)step / (double)total;
+}
+
+/* The step, its progress and samples/s, as text or into O. */
+static void put_progress(FILE *f, json_t *o, int64_t step, uint64_t total,
+			 double sps, bool tty)
+{
+	double p = dpt__run_progress(step, total);
+	char bar[64];
+
+	if (o) {
+		json_object_set_new(
+			o, "step", step < 0 ? json_null() : json_integer(step));
+		json_object_set_new(o, "total_steps",
+				    total ? json_integer((json_int_t)total)
+					  : json_null());
+		json_object_set_new(o, "progress",
+				    p < 0 ? json_null() : json_real(p));
+		json_object_set_new(o, "samples_per_s",
+				    sps < 0 ? json_null() : json_real(sps));
+		return;
+	}
+	if (step < 0)
+		return;
+	fprintf(f, "  step       %" PRId64, step);
+	if (total && tty) {
+		dpt__progress_bar(bar, sizeof(bar), (uint64_t)step, total, 20);
+		fprintf(f, " of %" PRIu64 "  %s", total, bar);
+	} else if (total) {
+		fprintf(f, " of %" PRIu64 " (%d%%)", total, (int)(p * 100.0));
+	}
+	fputc('\n', f);
+	if (sps >= 0)
+		fprintf(f, "  samples/s  %.1f\n", sps);
+}
+
+void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
+			     const struct dpt__run_summary *ev, double now,
+			     bool color, bool tty, bool json)
+{
+	int64_t step = st->step == DPT_STATUS_NO_STEP ? -1 : (int64_t)st->step;
+	uint64_t total = ev ? ev->total_steps : 0;
+	double sps = ev ? ev->samples_per_s : -1;
+
 	static const char *const states[] = {"?", "gathering", "id_wait",
 					     "running", "done"};
 	const char *state = st->state <= 4 ? states[st->state] : "?";
@@ -197,11 +262,7 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 		json_object_set_new(o, "nodes", json_integer(st->nodes));
 		json_object_set_new(o, "hosts", json_string(st->hosts));
 		json_object_set_new(o, "expected", json_integer(st->expected));
-		json_object_set_new(
-			o, "step",
-			st->step == DPT_STATUS_NO_STEP
-				? json_null()
-				: json_integer((json_int_t)st->step));
+		put_progress(NULL, o, step, total, sps, false);
 		json_object_set_new(
 			o, "committed",
 			st->committed == DPT_STATUS_NO_STEP
@@ -237,11 +298,11 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 		" node(s): %s\n",
 		st->world, st->expected, st->nodes,
 		st->hosts[0] ? st->hosts : "-");
+	put_progress(f, NULL, step, total, sps, tty);
 	if (st->committed == DPT_STATUS_NO_STEP) {
 		fprintf(f, "  committed  none yet\n");
 	} else {
 		fmt_age(now - (double)st->committed_at / 1000.0, a, sizeof(a));
-		fprintf(f, "  step       %" PRIu64 "\n", st->step);
 		fprintf(f, "  committed  step %" PRIu64 ", %s ago\n",
 			st->committed, a);
 	}
@@ -259,7 +320,7 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 
 void dpt__status_render_run(FILE *f, const char *uri,
 			    const struct dpt__run_summary *s, double now,
-			    bool color, bool json)
+			    bool color, bool tty, bool json)
 {
 	char a[64], b[64];
 
@@ -281,6 +342,8 @@ void dpt__status_render_run(FILE *f, const char *uri,
 					    ? json_null()
 					    : json_real(s->committed_time));
 		json_object_set_new(o, "commits", json_integer(s->commits));
+		put_progress(NULL, o, s->step, s->total_steps, s->samples_per_s,
+			     false);
 		json_object_set_new(o, "restarts", json_integer(s->restarts));
 		for (size_t i = 0; i < s->nrestarts; i++)
 			json_array_append_new(
@@ -314,6 +377,7 @@ void dpt__status_render_run(FILE *f, const char *uri,
 		fprintf(f, "  committed  step %" PRId64 " at %s (%s ago)\n",
 			s->committed, a, b);
 	}
+	put_progress(f, NULL, s->step, s->total_steps, s->samples_per_s, tty);
 	if (s->save_seconds > 0)
 		fprintf(f,
 			"  last save  %" PRIu64
@@ -334,12 +398,29 @@ void dpt__status_render_run(FILE *f, const char *uri,
 
 struct read_ctx {
 	struct dpt__storage *st;
-	struct dpt__run_summary *s;
+	dpt__events_line_fn *fn;
+	void *arg;
+	size_t lines;
 	int rc;
 };
 
-static int read_object(struct dpt__storage *st, const char *key, uint64_t size,
-		       struct dpt__run_summary *s)
+static void each_line(struct read_ctx *c, const char *text, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		const char *nl = memchr(text + off, '\n', len - off);
+		size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
+
+		if (n) {
+			c->fn(c->arg, text + off, n);
+			c->lines++;
+		}
+		off += n + 1;
+	}
+}
+
+static int read_object(struct read_ctx *c, const char *key, uint64_t size)
 {
 	char *buf;
 	int rc;
@@ -349,9 +430,9 @@ static int read_object(struct dpt__storage *st, const char *key, uint64_t size,
 	buf = malloc(size ? size : 1);
 	if (!buf)
 		return DPT_ENOMEM;
-	rc = dpt__storage_read(st, key, 0, size, buf);
+	rc = dpt__storage_read(c->st, key, 0, size, buf);
 	if (!rc)
-		dpt__run_summary_feed(s, buf, size);
+		each_line(c, buf, size);
 	free(buf);
 	return rc;
 }
@@ -363,34 +444,45 @@ static int read_one(void *arg, const char *key, uint64_t size)
 
 	if (n < 6 || strcmp(key + n - 6, ".jsonl"))
 		return 0;
-	c->rc = read_object(c->st, key, size, c->s);
+	c->rc = read_object(c, key, size);
 	return 0;
 }
 
-/* The events of the run URI: events.jsonl, then events/ in key order. */
-int dpt__run_events_read(const char *uri, struct dpt__run_summary *s)
+int dpt__run_events_each(const char *uri, dpt__events_line_fn *fn, void *arg)
 {
 	struct dpt__storage_opts so;
-	struct dpt__storage *st = NULL;
-	struct read_ctx c = {.s = s};
+	struct read_ctx c = {.fn = fn, .arg = arg};
 	uint64_t size;
 	int rc;
 
 	dpt__storage_opts_init(&so);
 	so.no_create = true;
-	rc = dpt__storage_open(uri, &so, &st);
+	rc = dpt__storage_open(uri, &so, &c.st);
 	if (rc)
 		return rc;
-	rc = dpt__storage_stat(st, "events.jsonl", &size);
+	rc = dpt__storage_stat(c.st, "events.jsonl", &size);
 	if (!rc)
-		rc = read_object(st, "events.jsonl", size, s);
+		rc = read_object(&c, "events.jsonl", size);
 	else if (rc == DPT_ENOENT)
 		rc = 0;
-	if (!rc) {
-		c.st = st;
-		rc = dpt__storage_list(st, "events/", read_one, &c);
-	}
-	dpt__storage_destroy(&st);
+	if (!rc)
+		rc = dpt__storage_list(c.st, "events/", read_one, &c);
+	dpt__storage_destroy(&c.st);
+	if (!rc && !c.lines)
+		rc = DPT_ENOENT;
+	return rc;
+}
+
+static void summary_line(void *arg, const char *line, size_t len)
+{
+	dpt__run_summary_add(arg, line, len);
+}
+
+/* The events of the run URI: events.jsonl, then events/ in key order. */
+int dpt__run_events_read(const char *uri, struct dpt__run_summary *s)
+{
+	int rc = dpt__run_events_each(uri, summary_line, s);
+
 	if (!rc && !s->lines)
 		rc = DPT_ENOENT;
 	return rc;
@@ -493,7 +585,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int status_of_run(const char *uri, bool json, bool color)
+static int status_of_run(const char *uri, bool json, bool color, bool tty)
 {
 	struct dpt__run_summary s;
 	int rc;
@@ -509,12 +601,13 @@ static int status_of_run(const char *uri, bool json, bool color)
 		fprintf(stderr, "dptrain: cannot read the events of '%s': %s\n",
 			uri, dpt_strerror(rc));
 	else
-		dpt__status_render_run(stdout, uri, &s, now_s(), color, json);
+		dpt__status_render_run(stdout, uri, &s, now_s(), color, tty,
+				       json);
 	dpt__run_summary_release(&s);
 	return rc ? 1 : 0;
 }
 
-static int status_of_job(const char *job, bool json, bool color)
+static int status_of_job(const char *job, bool json, bool color, bool tty)
 {
 	char path[PATH_MAX], ep[512] = "", sk[64] = "", pk[64] = "",
 			     sec[64] = "", run[300] = "";
@@ -534,8 +627,17 @@ static int status_of_job(const char *job, bool json, bool color)
 					&st);
 		explicit_bzero(sec, sizeof(sec));
 		if (!rc) {
-			dpt__status_render_live(stdout, &st, now_s(), color,
-						json);
+			struct dpt__run_summary ev;
+
+			/* The total and samples/s are in the events, which
+			 * the coordinator writes within a second or two: no
+			 * need to carry them in STATUS_REPLY. */
+			dpt__run_summary_init(&ev);
+			if (st.run[0])
+				(void)dpt__run_events_read(st.run, &ev);
+			dpt__status_render_live(stdout, &st, &ev, now_s(),
+						color, tty, json);
+			dpt__run_summary_release(&ev);
 			return 0;
 		}
 		fprintf(stderr,
@@ -576,22 +678,19 @@ static int status_of_job(const char *job, bool json, bool color)
 			return 1;
 		}
 	}
-	return status_of_run(run, json, color);
+	return status_of_run(run, json, color, tty);
 }
 
-int dpt__status_main(const char *what, bool json)
+int dpt__run_uri(const char *what, char *uri, size_t size)
 {
-	bool color = !json && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-	char uri[PATH_MAX + 16];
 	const char *root = getenv("DPTRAIN_CKPT_URI");
+	int n;
 
-	if (all_digits(what))
-		return status_of_job(what, json, color);
-	if (strstr(what, "://"))
-		return status_of_run(what, json, color);
-	/* A run name: under $DPTRAIN_CKPT_URI, else a directory. */
-	if (root && *root && what[0] != '/' && what[0] != '.') {
-		snprintf(uri, sizeof(uri), "%s/%s", root, what);
+	if (strstr(what, "://")) {
+		n = snprintf(uri, size, "%s", what);
+	} else if (root && *root && what[0] != '/' && what[0] != '.') {
+		/* A run name: under $DPTRAIN_CKPT_URI, else a directory. */
+		n = snprintf(uri, size, "%s/%s", root, what);
 	} else {
 		char abs[PATH_MAX];
 		if (!realpath(what, abs)) {
@@ -600,9 +699,27 @@ int dpt__status_main(const char *what, bool json)
 				"DPTRAIN_CKPT_URI is not set to find it "
 				"under\n",
 				what);
-			return 1;
+			return -1;
 		}
-		snprintf(uri, sizeof(uri), "file://%s", abs);
+		n = snprintf(uri, size, "file://%s", abs);
 	}
-	return status_of_run(uri, json, color);
+	if (n < 0 || (size_t)n >= size) {
+		fprintf(stderr, "dptrain: the URI of run '%s' is too long\n",
+			what);
+		return -1;
+	}
+	return 0;
+}
+
+int dpt__status_main(const char *what, bool json)
+{
+	bool tty = !json && isatty(STDOUT_FILENO);
+	bool color = tty && !getenv("NO_COLOR");
+	char uri[PATH_MAX + 16];
+
+	if (all_digits(what))
+		return status_of_job(what, json, color, tty);
+	if (dpt__run_uri(what, uri, sizeof(uri)) != 0)
+		return 1;
+	return status_of_run(uri, json, color, tty);
 }

@@ -85,11 +85,33 @@ int dpt__jsonl_num(struct dpt__buf *b, const char *key, double value,
 	return dpt__buf_printf(b, "%.*f", decimals, value);
 }
 
+int dpt__jsonl_real(struct dpt__buf *b, const char *key, double value)
+{
+	int rc = put_key(b, key);
+
+	if (rc)
+		return rc;
+	return isfinite(value) ? dpt__buf_printf(b, "%.9g", value)
+			       : dpt__buf_puts(b, "null");
+}
+
 int dpt__jsonl_null(struct dpt__buf *b, const char *key)
 {
 	int rc = put_key(b, key);
 
 	return rc ? rc : dpt__buf_puts(b, "null");
+}
+
+int dpt__jsonl_open(struct dpt__buf *b, const char *key)
+{
+	int rc = put_key(b, key);
+
+	return rc ? rc : dpt__buf_puts(b, "{");
+}
+
+int dpt__jsonl_close(struct dpt__buf *b)
+{
+	return dpt__buf_puts(b, "}");
 }
 
 int dpt__jsonl_end(struct dpt__buf *b)

@@ -24,7 +24,14 @@ int dpt__jsonl_i64(struct dpt__buf *b, const char *key, int64_t value);
  * not finite is written null (JSON has no NaN). */
 int dpt__jsonl_num(struct dpt__buf *b, const char *key, double value,
 		   int decimals);
+/* A number in %.9g (shortest of plain and exponent form, both JSON);
+ * null when VALUE is not finite. */
+int dpt__jsonl_real(struct dpt__buf *b, const char *key, double value);
 int dpt__jsonl_null(struct dpt__buf *b, const char *key);
+/* "KEY":{ , the start of a nested object; close it with
+ * dpt__jsonl_close. */
+int dpt__jsonl_open(struct dpt__buf *b, const char *key);
+int dpt__jsonl_close(struct dpt__buf *b);
 /* Ends the object and the line: "}\n". */
 int dpt__jsonl_end(struct dpt__buf *b);
 

@@ -136,6 +136,11 @@ struct dpt__msg_task_exit {
 #define DPT_KV_RESUMED	     "dptrain.resumed"	 /* loaded step, or "none" */
 #define DPT_KV_COMMITTED     "dptrain.committed" /* "STEP BYTES MS" */
 #define DPT_KV_RUN	     "dptrain.run"	 /* the run's URI */
+/* Rank 0's logged scalars: whole records of common/scalars.h, each put a
+ * new batch (the coordinator writes them as "log" events). */
+#define DPT_KV_LOG "dptrain.log"
+/* The run's total steps, as the program declared it ("N"). */
+#define DPT_KV_TOTAL_STEPS "dptrain.total_steps"
 
 struct dpt__msg_kv {
 	uint32_t wait_ms;

@@ -25,6 +25,7 @@
 #include "kv.h"
 #include "log.h"
 #include "peers.h"
+#include "scalars.h"
 #include "wire.h"
 
 /* clang-format off */
@@ -746,6 +747,33 @@ static void on_report(struct dpt__coord *c, const char *key, int64_t now)
 			if (c->step == DPT_STATUS_NO_STEP || step > c->step)
 				c->step = step;
 		}
+		dpt__coord_note(c, &n);
+	} else if (!strcmp(key, DPT_KV_LOG)) {
+		/* Whole records, one "log" line each; a record that does
+		 * not parse is dropped (the library writes none). */
+		struct dpt__scalars sc;
+		size_t off = 0, len = strlen(v);
+
+		n.event = "log";
+		n.scalars = &sc;
+		while (off < len) {
+			const char *nl = memchr(v + off, ';', len - off);
+			size_t ln = nl ? (size_t)(nl - (v + off)) : len - off;
+
+			if (dpt__scalars_parse(v + off, ln, &sc) == 0) {
+				n.step = sc.step;
+				if (c->step == DPT_STATUS_NO_STEP ||
+				    sc.step > c->step)
+					c->step = sc.step;
+				dpt__coord_note(c, &n);
+			}
+			off += ln + 1;
+		}
+	} else if (!strcmp(key, DPT_KV_TOTAL_STEPS)) {
+		if (sscanf(v, "%llu", &step) != 1)
+			return;
+		n.event = "total_steps";
+		n.step = step;
 		dpt__coord_note(c, &n);
 	} else if (!strcmp(key, DPT_KV_COMMITTED)) {
 		/* "STEP" (before events) or "STEP BYTES MS". */

@@ -141,6 +141,7 @@ int dpt__coord_done(const struct dpt__coord *c, int *exit_code);
  * line: the library reported the run's URI, in REASON). Strings are valid
  * during the call only. The reporter must not block: it queues.
  */
+struct dpt__scalars;
 struct dpt__coord_note {
 	const char *event;
 	uint32_t generation;
@@ -155,8 +156,9 @@ struct dpt__coord_note {
 	uint64_t step;	    /* DPT_STATUS_NO_STEP: none */
 	uint64_t bytes;
 	double seconds;
-	int64_t end_time; /* start: Unix s, 0: none */
-	int status;	  /* end: the exit status */
+	int64_t end_time;		    /* start: Unix s, 0: none */
+	int status;			    /* end: the exit status */
+	const struct dpt__scalars *scalars; /* log: the record */
 };
 typedef void dpt__coord_reporter(void *arg, const struct dpt__coord_note *n);
 void dpt__coord_set_reporter(struct dpt__coord *c, dpt__coord_reporter *fn,

@@ -20,6 +20,7 @@
 #include "events.h"
 #include "jsonl.h"
 #include "log.h"
+#include "scalars.h"
 #include "storage/storage.h"
 #include "wire.h"
 
@@ -40,7 +41,8 @@ struct dpt__events {
 	size_t dropped;	       /* lines lost to the queue's cap */
 	/* The thread's own. */
 	struct dpt__storage *st; /* s3 */
-	struct dpt__buf written; /* s3: every line so far, rewritten whole */
+	struct dpt__buf written; /* s3: every line of PART, rewritten whole */
+	uint32_t part;		 /* s3: the object's part, 0: the first */
 	bool warned;
 };
 
@@ -140,6 +142,18 @@ int dpt__events_format(const struct dpt__coord_note *n, uint32_t job_id,
 			rc = dpt__jsonl_str(out, "reason", n->why);
 		if (!rc)
 			rc = put_step(out, "committed", n->step);
+	} else if (!strcmp(e, "log") && n->scalars) {
+		const struct dpt__scalars *sc = n->scalars;
+
+		rc = dpt__jsonl_u64(out, "step", sc->step);
+		if (!rc)
+			rc = dpt__jsonl_open(out, "scalars");
+		for (size_t i = 0; !rc && i < sc->n; i++)
+			rc = dpt__jsonl_real(out, sc->names[i], sc->values[i]);
+		if (!rc)
+			rc = dpt__jsonl_close(out);
+	} else if (!strcmp(e, "total_steps")) {
+		rc = put_step(out, "total_steps", n->step);
 	} else if (!strcmp(e, "end")) {
 		rc = dpt__jsonl_i64(out, "status", n->status);
 	} else {
@@ -284,13 +298,28 @@ static int rewrite_s3(struct dpt__events *ev, const char *run,
 			return -1;
 		}
 	}
+	/* Each flush rewrites the whole object: past PART_MAX the lines go
+	 * on in a new one, so that a run that logs every step neither PUTs
+	 * a growing object every 2 s nor reaches the buffer's cap. The
+	 * part's "~NNNNNN" sorts after the first object's ".jsonl" ('~' is
+	 * the largest printable byte) and the parts in their order. */
+	if (ev->written.len && ev->written.len + len > DPT_EVENTS_S3_PART_MAX) {
+		ev->part++;
+		dpt__buf_reset(&ev->written);
+	}
 	if (dpt__buf_append(&ev->written, lines, len)) {
 		warn_once(ev, run, "more than the object's cap of events");
 		return -1;
 	}
-	snprintf(key, sizeof(key),
-		 "events/%013" PRIu64 "-%" PRIu32 "-%" PRIu32 ".jsonl",
-		 ev->started_ms, ev->job_id, ev->restarts);
+	if (ev->part)
+		snprintf(key, sizeof(key),
+			 "events/%013" PRIu64 "-%" PRIu32 "-%" PRIu32
+			 "~%06" PRIu32 ".jsonl",
+			 ev->started_ms, ev->job_id, ev->restarts, ev->part);
+	else
+		snprintf(key, sizeof(key),
+			 "events/%013" PRIu64 "-%" PRIu32 "-%" PRIu32 ".jsonl",
+			 ev->started_ms, ev->job_id, ev->restarts);
 	rc = dpt__storage_writer_new(ev->st, key, &w);
 	if (!rc)
 		rc = dpt__storage_writer_write_at(w, ev->written.data,

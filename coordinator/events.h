@@ -17,6 +17,10 @@
 
 #define DPT_EVENTS_QUEUE_MAX   4096 /* lines kept while unwritten */
 #define DPT_EVENTS_S3_EVERY_MS 2000
+/* Bytes of one S3 object of events before the next part starts. */
+#ifndef DPT_EVENTS_S3_PART_MAX
+#define DPT_EVENTS_S3_PART_MAX (4u << 20)
+#endif
 
 struct dpt__events;
 

@@ -137,7 +137,12 @@ static void put(struct dpt__kv *kv, const uint8_t *id, size_t id_len,
 	if (e && strncmp(e->key, DPT_KV_STATUS_PREFIX,
 			 strlen(DPT_KV_STATUS_PREFIX)) == 0) {
 		memcpy(e->value, m->u.kv.value, sizeof(e->value));
-		dpt__info("stored %s=%s", e->key, e->value);
+		/* The logged scalars come every 2 s: in the events, not in
+		 * the job's output. */
+		if (strcmp(e->key, DPT_KV_LOG) != 0)
+			dpt__info("stored %s=%s", e->key, e->value);
+		else
+			dpt__debug("stored %s=%s", e->key, e->value);
 	} else if (e && strcmp(e->value, m->u.kv.value) != 0) {
 		snprintf(text, sizeof(text), "'%s' is already set to '%.160s'",
 			 e->key, e->value);
@@ -156,7 +161,8 @@ static void put(struct dpt__kv *kv, const uint8_t *id, size_t id_len,
 		e = &kv->entries[kv->nentries++];
 		memcpy(e->key, m->u.kv.key, sizeof(e->key));
 		memcpy(e->value, m->u.kv.value, sizeof(e->value));
-		dpt__info("stored %s=%s", e->key, e->value);
+		if (strcmp(e->key, DPT_KV_LOG) != 0)
+			dpt__info("stored %s=%s", e->key, e->value);
 	}
 	dpt__msg_init(&ack, DPT_MSG_ACK, 0);
 	ack.seq = m->seq;

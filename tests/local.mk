@@ -19,6 +19,7 @@ UNIT_TESTS = \
 	tests/unit/test_parse \
 	tests/unit/test_buf \
 	tests/unit/test_jsonl \
+	tests/unit/test_scalars \
 	tests/unit/test_spank_config \
 	tests/unit/test_wire \
 	tests/unit/test_coord \
@@ -42,6 +43,9 @@ tests_unit_test_buf_LDADD = $(UNIT_LDADD)
 tests_unit_test_jsonl_SOURCES = tests/unit/test_jsonl.c
 tests_unit_test_jsonl_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_jsonl_LDADD = $(UNIT_LDADD)
+tests_unit_test_scalars_SOURCES = tests/unit/test_scalars.c
+tests_unit_test_scalars_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_scalars_LDADD = $(UNIT_LDADD) -lm
 tests_unit_test_spank_config_SOURCES = tests/unit/test_spank_config.c spank/settings.c
 tests_unit_test_spank_config_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)

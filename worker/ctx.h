@@ -19,6 +19,7 @@
 #define ENDPOINT_MAX 512
 
 struct dpt__agent;
+struct dpt__logger;
 struct dpt__cpu_comm;
 struct dpt__nccl_comm;
 
@@ -64,6 +65,12 @@ struct dpt_ctx {
 	 * lock-free atomic is async-signal-safe (C11 7.14.1.1). */
 	atomic_int stop_requested;
 	bool stop_logged; /* the request was logged when first sent */
+
+	/* dpt_log, dpt_set_total_steps (worker/logger.c): the training
+	 * thread's. */
+	struct dpt__logger *logger; /* started by the first dpt_log */
+	bool logger_failed;	    /* no coordinator, or no thread */
+	uint64_t total_steps_sent;  /* 0: never */
 };
 
 /*

@@ -679,6 +679,9 @@ int dpt_finalize(struct dpt_ctx **pctx)
 
 	if (!ctx)
 		return 0;
+	/* Before the LEAVE: the last values reach the events while the
+	 * coordinator still runs. */
+	dpt__log_stop(ctx);
 	release_comm(ctx);
 	if (ctx->agent) {
 		rc = dpt__agent_failed(ctx->agent);

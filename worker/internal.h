@@ -39,4 +39,13 @@ int dpt__poll(struct dpt_ctx *ctx, uint32_t mine, uint32_t *flags);
  */
 void dpt__report(struct dpt_ctx *ctx, const char *key, const char *value);
 
+/* worker/logger.c: how often rank 0's logged scalars are sent at most. */
+#define DPT__LOG_EVERY_MS 2000
+/* Ask the logger to send what is buffered now (at a commit); does not
+ * wait. Accepts a NULL context or one that never logged. */
+void dpt__log_flush(struct dpt_ctx *ctx);
+/* Send what is buffered, stop the logger's thread and free it (from
+ * dpt_finalize); waits for the sends (each at most 2 s). */
+void dpt__log_stop(struct dpt_ctx *ctx);
+
 #endif

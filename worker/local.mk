@@ -11,6 +11,7 @@ worker_libdptrain_la_SOURCES = \
 	worker/version.c worker/abi.c worker/abi.h \
 	worker/sampler.c worker/sampler_int.h \
 	worker/dptrain.c worker/init.c worker/ctx.h worker/internal.h \
+	worker/logger.c \
 	worker/agent.c worker/agent.h \
 	worker/nccl.c worker/nccl.h
 worker_libdptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
@@ -28,7 +29,8 @@ worker_libdptrain_la_LIBADD = worker/libdptcpu.la common/libdptcommon.la \
 # change of a public struct's layout other than an appended field is a
 # change of interface (<dptrain/dptrain.h>, "the ABI").
 # 1:0:1: the *_sized functions were added, every 0:0:0 symbol is kept.
-worker_libdptrain_la_LDFLAGS = -version-info 1:0:1 -no-undefined
+# 2:0:2: dpt_log and dpt_set_total_steps were added.
+worker_libdptrain_la_LDFLAGS = -version-info 2:0:2 -no-undefined
 if HAVE_NCCL
 worker_libdptrain_la_CFLAGS += $(CUDA_CFLAGS) $(NCCL_CFLAGS)
 worker_libdptrain_la_LIBADD += $(NCCL_LIBS) $(CUDA_LIBS)

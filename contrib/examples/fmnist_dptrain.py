@@ -4,7 +4,9 @@ fmnist_ddp.py with the dptrain lines (doc/python.md, dptrain(8)).
     srun --dp-train=fmnist --dp-ckpt=file:///scratch/$USER/ckpt \\
         python3 fmnist_dptrain.py --steps 2000
 
-It checkpoints every --dp-ckpt-every, stops in time for the walltime or a
+It checkpoints every --dp-ckpt-every, logs each step's loss and samples/s
+to the run's events (`dptrain plot RUN` draws them, `dptrain status` shows
+the progress toward --steps), stops in time for the walltime or a
 preemption signal with a committed checkpoint, and resumes from it on any
 number of ranks that divides the global batch (48: 1, 2, 3, 4, 6, 8, ...):
 the samples of every global step are the same whatever the world size.
@@ -13,6 +15,7 @@ Data: the IDX files of Debian's dataset-fashion-mnist
 (/usr/share/datasets/fashion-mnist), or --data DIR.
 """
 import argparse
+import collections
 import gzip
 import hashlib
 import json
@@ -104,6 +107,7 @@ def main():
     ck = dpt.Checkpoint()
     state = {"model": model, "optim": optimizer, "sampler": sampler}
     step = ck.load(state) or 0
+    ck.total_steps = args.steps  # dptrain status: the progress toward it
     if rank == 0:
         print("fmnist: %s at step %d on %d ranks (restart %d)" % (
             "resumed" if step else "starting", step, world, ck.restart_count), flush=True)
@@ -111,6 +115,7 @@ def main():
     # Line-buffered: each line is one append, whole, beside the other ranks'.
     trace = open(args.trace, "a", buffering=1) if args.trace else None
     t0, seen = time.time(), 0
+    recent = collections.deque([t0], maxlen=11)  # the last 10 steps' end times
     stop = False
     while step < args.steps and not stop:
         for x, y, index in loader:
@@ -129,6 +134,11 @@ def main():
                                         "loss": mean, "indices": index.tolist(),
                                         "restart": ck.restart_count,
                                         "time": round(time.time(), 3)}) + "\n")
+            # Into the run's events, buffered: no round trip per step;
+            # samples/s over the last 10 steps of this run.
+            recent.append(time.time())
+            ck.log(step, loss=mean, samples_per_s=args.batch * (len(recent) - 1) /
+                   max(recent[-1] - recent[0], 1e-9))
             if rank == 0 and step % args.log_every == 0:
                 print("step %d loss %.4f samples/s %.0f" % (
                     step, mean, seen / (time.time() - t0)), flush=True)

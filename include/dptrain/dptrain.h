@@ -236,6 +236,44 @@ DPT_EXPORT int dpt_should_stop(struct dpt_ctx *ctx, int *stop);
 DPT_EXPORT void dpt_request_stop(struct dpt_ctx *ctx);
 
 /*
+ * dpt_log - record N scalars (NAMES[i] = VALUES[i]) of global step STEP in
+ * the run's events (doc/checkpoint-format.md, "Events"), where `dptrain
+ * plot` and `dptrain status` read them: "loss", "samples_per_s" and any
+ * other name of 1 to 31 characters of [A-Za-z0-9_.-], at most 16 per
+ * call. Only rank 0's values are recorded; every rank may call it (the
+ * others' values are checked and ignored), so a loop need not test its
+ * rank. A value that is not finite is recorded as null.
+ *
+ * Cheap enough for every step: the record is appended to a buffer in
+ * the library and a thread of its own sends the buffer to the
+ * coordinator every 2 s, after each commit and in dpt_finalize; the
+ * calling thread never waits for the network. Records logged after the
+ * last commit of a worker that is killed are lost, and so are the
+ * oldest when the coordinator does not take them (a warning says so):
+ * events are the run's story, not its state. Without a coordinator
+ * (outside srun --dp-train) nothing is recorded.
+ *
+ * Call it from one thread at a time (the training loop's), as the
+ * other calls of a context.
+ *
+ * NAMES and VALUES are the caller's, read during the call only. Returns
+ * 0, or DPT_EINVAL (CTX NULL, N 0 or above 16, a bad or repeated name),
+ * DPT_ETOOBIG (the record is longer than 255 bytes of text).
+ */
+DPT_EXPORT int dpt_log(struct dpt_ctx *ctx, uint64_t step, size_t n,
+		       const char *const names[], const double values[]);
+
+/*
+ * dpt_set_total_steps - declare that the run ends at global step TOTAL:
+ * `dptrain status` then draws its progress. Rank 0's call is sent once
+ * (one round trip to the coordinator, about a millisecond; a repeated
+ * TOTAL sends nothing); other ranks' calls do nothing. Call it after
+ * dpt_init, on every start of the run (each run's events say it anew).
+ * Returns 0, or DPT_EINVAL (CTX NULL, TOTAL 0).
+ */
+DPT_EXPORT int dpt_set_total_steps(struct dpt_ctx *ctx, uint64_t total);
+
+/*
  * dpt_allreduce - RECV = the sum (DPT_SUM) or the mean (DPT_AVG) of every
  * rank's SEND, element-wise, for COUNT elements of DTYPE. SEND may equal
  * RECV (in place). Buffers are host memory with the CPU backend, device

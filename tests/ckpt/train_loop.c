@@ -7,6 +7,7 @@
  *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS] [--auto]
  *              [--trace] [--stop-signals] [--extra-mib N]
  *              [--fail-after-load] [--stop-without-save] [--hang-save S]
+ *              [--log K] [--total N]
  *
  * The state (a replicated int64 vector and an int64 matrix sharded by rows
  * across the ranks) is a pure function of the step: each step mixes the
@@ -30,7 +31,10 @@
  * a program that swallows its save's error does. --hang-save S: rank 1
  * starts the save of step S (with --every), prints "saving step=S rank=1"
  * and sleeps instead of waiting for the commit, so that a test can kill it
- * in the middle of a save. Checkpoint root and run:
+ * in the middle of a save. --log K: every K steps, dpt_log of "loss"
+ * (a pure function of the step) and "samples_per_s" (64 samples a step
+ * over the step's measured time), on every rank; --total N:
+ * dpt_set_total_steps(N) after the load. Checkpoint root and run:
  * DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun --dp-train sets them.
  *
  * Output: "fresh start rank=R world=W" or "resumed step=S rank=R world=W
@@ -44,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <dptrain/ckpt.h>
@@ -103,6 +108,14 @@ static int state_is(uint64_t step)
 	return ok;
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static int fail(const char *what, int rc)
 {
 	printf("FAIL %s: %s\n", what, dpt_strerror(rc));
@@ -120,7 +133,8 @@ static int save(struct dpt_ckpt *ck, uint64_t step)
 int main(int argc, char **argv)
 {
 	uint64_t steps = 100, every = 0, step = 0, saved = 0, extra = 0;
-	uint64_t hang_save = 0;
+	uint64_t hang_save = 0, log_every = 0, total = 0;
+	double t_prev = 0;
 	unsigned char *ballast = NULL;
 	long step_ms = 100, linger_ms = 0;
 	struct dpt_ctx *ctx = NULL;
@@ -161,6 +175,10 @@ int main(int argc, char **argv)
 			every = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--hang-save"))
 			hang_save = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--log"))
+			log_every = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--total"))
+			total = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--extra-mib"))
 			extra = strtoull(argv[i + 1], NULL, 10) << 20;
 		else {
@@ -240,6 +258,9 @@ int main(int argc, char **argv)
 		       " rank=%d world=%d restart=%s exact\n",
 		       step, rank, world, restarts ? restarts : "0");
 	}
+	if (total && (rc = dpt_set_total_steps(ctx, total)) != 0)
+		return fail("dpt_set_total_steps", rc);
+	t_prev = now_s();
 	if (fail_after_load) {
 		printf("failing on purpose rank=%d\n", rank);
 		return 1;
@@ -250,6 +271,18 @@ int main(int argc, char **argv)
 		usleep((useconds_t)step_ms * 1000);
 		if (trace)
 			printf("step %" PRIu64 "\n", step);
+		if (log_every && step % log_every == 0) {
+			double t = now_s();
+			const char *names[] = {"loss", "samples_per_s"};
+			double values[] = {1.0 / (double)step,
+					   64.0 * (double)log_every /
+						   (t - t_prev)};
+
+			t_prev = t;
+			rc = dpt_log(ctx, step, 2, names, values);
+			if (rc)
+				return fail("dpt_log", rc);
+		}
 		if (autosave) {
 			int now_saved;
 

@@ -1,11 +1,13 @@
 # The Python binding with Debian's python3-torch on the real test cluster.
 TESTS += tests/python/binding.sh tests/python/torch.sh tests/python/fmnist.sh \
-	tests/python/lightning.sh tests/python/preempt.sh tests/python/errors.sh
+	tests/python/lightning.sh tests/python/preempt.sh tests/python/errors.sh \
+	tests/python/log.sh
 EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/torch.sh tests/python/torch_worker.py \
 	tests/python/fmnist.sh tests/python/fmnist_check.py \
 	tests/python/lightning.sh tests/python/lightning_fit.py tests/python/preempt.sh \
-	tests/python/errors.sh tests/python/errors.py
+	tests/python/errors.sh tests/python/errors.py \
+	tests/python/log.sh tests/python/log.py
 # The package installed by pip into a fresh venv of the python3 first on
 # PATH (not Debian's), with no package index.
 TESTS += tests/python/venv.sh

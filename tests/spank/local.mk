@@ -13,6 +13,7 @@ TESTS += \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \
 	tests/spank/metrics.sh \
+	tests/spank/plot.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh
 EXTRA_DIST += \
@@ -30,6 +31,7 @@ EXTRA_DIST += \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \
 	tests/spank/metrics.sh \
+	tests/spank/plot.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh \
 	tests/spank/ddp.py

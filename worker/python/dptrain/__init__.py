@@ -58,6 +58,7 @@ _OPS = {"sum": 0, "avg": 1}
 _LATEST = 2**64 - 1  # DPT_CKPT_LATEST
 _ENOENT = -7  # DPT_ENOENT (include/dptrain/error.h)
 _EMISMATCH = -25  # DPT_EMISMATCH
+_ENOTSUP = -19  # DPT_ENOTSUP
 _MAX_DIMS = 8  # DPT_CKPT_MAX_DIMS
 
 
@@ -230,6 +231,17 @@ def _load_library():
         f = getattr(lib, name)
         f.restype = res
         f.argtypes = args
+    # Added in libdptrain 0.2 (-version-info 2:0:2): an older library of
+    # the same soname loads, and only these calls say it is too old.
+    for name, res, args in (
+        ("dpt_log", i, [vp, u64, sz, ctypes.POINTER(cs),
+                        ctypes.POINTER(ctypes.c_double)]),
+        ("dpt_set_total_steps", i, [vp, u64]),
+    ):
+        f = getattr(lib, name, None)
+        if f is not None:
+            f.restype = res
+            f.argtypes = args
     return lib
 
 
@@ -262,6 +274,15 @@ def _size(struct):
     against its own (<dptrain/dptrain.h>, "the ABI"; tests/python/layout.sh
     compares the layouts field by field)."""
     return ctypes.sizeof(struct)
+
+
+def _optional(name):
+    f = getattr(_lib, name, None)
+    if f is None:
+        raise DptrainError(_ENOTSUP, name,
+                           "this libdptrain %s predates %s: install the "
+                           "library of this binding" % (__version__, name))
+    return f
 
 
 def _check(rc, what):
@@ -412,6 +433,31 @@ class Context:
         _check(_lib.dpt_allgather(self._handle(), s, r, n, dt),
                "dptrain.allgather")
         return recv
+
+    def log(self, step, **scalars):
+        """Record SCALARS (name=number: loss, samples_per_s, ...) of global
+        STEP in the run's events, where ``dptrain plot`` and ``dptrain
+        status`` read them (dpt_log). Rank 0's values are recorded, other
+        ranks' are checked and ignored. Buffered: no round trip per call.
+        A tensor must hold one element (``float()`` of it syncs a GPU)."""
+        f = _optional("dpt_log")
+        if not scalars:
+            raise ValueError("log: name at least one value: log(step, loss=x)")
+        if int(step) < 0:
+            raise ValueError("log: the step is a global step, 0 or more, not %r" % step)
+        names = (ctypes.c_char_p * len(scalars))(
+            *(k.encode() for k in scalars))
+        values = (ctypes.c_double * len(scalars))(
+            *(float(v) for v in scalars.values()))
+        _check(f(self._handle(), int(step), len(scalars), names, values),
+               "dptrain.log(%s)" % ", ".join(scalars))
+
+    def set_total_steps(self, total):
+        """Declare that the run ends at global step TOTAL: ``dptrain
+        status`` shows its progress (dpt_set_total_steps). Rank 0's call
+        costs one round trip, once; a repeated value sends nothing."""
+        _check(_optional("dpt_set_total_steps")(self._handle(), int(total)),
+               "dptrain.set_total_steps")
 
     def rejoin(self):
         """After a restartable error: join the next generation (rank and

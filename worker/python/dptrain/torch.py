@@ -279,6 +279,7 @@ class Checkpoint:
         self._signals = {}
         self._stopped = False
         self.stop_signal = None
+        self._total_steps = None
         root = uri or os.environ.get("DPTRAIN_CKPT_URI", "")
         name = os.environ.get("DPTRAIN_RUN", "") if run is None else run
         self._where = "'%s'" % "/".join(p for p in (root.rstrip("/"), name) if p)
@@ -307,6 +308,25 @@ class Checkpoint:
         if self._ck.last_saved is not None:
             return self._ck.last_saved
         return self._loaded
+
+    def log(self, step, **scalars):
+        """Record SCALARS of global STEP in the run's events (doc/python.md,
+        "Logging and progress"): ``ck.log(step, loss=loss,
+        samples_per_s=n)``. Numbers, or tensors of one element. Every rank
+        may call it; rank 0's values are recorded. Buffered in the library:
+        no round trip per call."""
+        self._ctx.log(step, **scalars)
+
+    @property
+    def total_steps(self):
+        """The run's total steps as declared here (None: not declared):
+        ``ck.total_steps = N`` lets ``dptrain status`` show the progress."""
+        return self._total_steps
+
+    @total_steps.setter
+    def total_steps(self, n):
+        self._ctx.set_total_steps(n)
+        self._total_steps = int(n)
 
     @property
     def restart_count(self):
