@@ -1,6 +1,6 @@
 /*
  * bench/observe: what watching a job costs it (doc/PERFORMANCE.md,
- * "Watching a job"). Three jobs of N workers (CPU backend) against the
+ * "Watching a job"). Four jobs of N workers (CPU backend) against the
  * real coordinator, one after the other, each the same training loop: a
  * step is COMPUTE ms of device time (a sleep: the host waits for the GPU),
  * an allreduce of 1 MiB and dpt_should_stop (a vote through the
@@ -10,6 +10,8 @@
  *   quiet    nobody watches: the peer of the two others
  *   status   `dptrain status JOB` every second, the real client, through
  *            a status file the bench writes as the coordinator would
+ *   log      nobody watches, and every rank calls dpt_log with two scalars
+ *            (loss, samples_per_s) every step: the events' log lines
  *   metrics  the coordinator with --metrics 0, and `curl /metrics` every
  *            second
  *
@@ -60,8 +62,8 @@
 #define REDUCE_N    (256 * 1024) /* floats: 1 MiB */
 #define STATE_BYTES (4 * 1024 * 1024) /* the checkpoint */
 
-enum watch { W_QUIET, W_STATUS, W_METRICS };
-static const char *const watch_names[] = {"quiet", "status", "metrics"};
+enum watch { W_QUIET, W_STATUS, W_METRICS, W_LOG };
+static const char *const watch_names[] = {"quiet", "status", "metrics", "log"};
 
 struct config {
 	int ranks, steps, every;
@@ -97,6 +99,8 @@ static int worker(const struct config *c, const char *run, const char *ep,
 	float *grad = calloc(REDUCE_N, sizeof(float));
 	uint8_t *state = NULL;
 	int rc, rank, world, stop = 0;
+	const bool logging = strcmp(run, "log") == 0;
+	const char *names[2] = {"loss", "samples_per_s"};
 
 	if (!grad || bench_join(&ctx, ep, secret, task) != 0)
 		return 1;
@@ -125,6 +129,11 @@ static int worker(const struct config *c, const char *run, const char *ep,
 		usleep((useconds_t)(c->compute_ms * 1000));
 		rc = dpt_allreduce(ctx, grad, grad, REDUCE_N, DPT_FLOAT32,
 				   DPT_AVG);
+		if (!rc && logging) {
+			double v[2] = {grad[0], 1e3 / c->compute_ms};
+
+			rc = dpt_log(ctx, (uint64_t)step, 2, names, v);
+		}
 		if (!rc && c->every && step % c->every == 0) {
 			rc = dpt_ckpt_wait(ck);
 			state[0] = (uint8_t)step;
@@ -344,7 +353,7 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 		}
 	}
 	close(fds[1]);
-	if (w != W_QUIET) {
+	if (w == W_STATUS || w == W_METRICS) {
 		if (pipe(wfds))
 			die("pipe failed");
 		watch = fork();
@@ -410,7 +419,8 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 static void events_size(const struct config *c, const char *run)
 {
 	char path[PATH_MAX], line[4096];
-	long total = 0, per_save = 0, saves = 0, lines = 0;
+	long total = 0, per_save = 0, saves = 0, lines = 0, logs = 0;
+	long log_bytes = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/ckpt/%s/events.jsonl", c->dir, run);
@@ -429,16 +439,20 @@ static void events_size(const struct config *c, const char *run)
 			saves++;
 		} else if (strstr(line, "\"event\":\"commit\"")) {
 			per_save += n;
+		} else if (strstr(line, "\"event\":\"log\"")) {
+			log_bytes += n;
+			logs++;
 		}
 	}
 	fclose(f);
 	printf("events (%s run): %ld lines, %ld bytes for %d steps: %.1f "
 	       "bytes/step; %ld saves at %.0f bytes each (save + commit "
-	       "lines); %ld bytes once per run (start, joins, generation, "
-	       "end)\n",
+	       "lines); %ld log lines at %.0f bytes each; %ld bytes once "
+	       "per run (start, joins, generation, end)\n",
 	       run, lines, total, c->steps, (double)total / c->steps, saves,
-	       saves ? (double)per_save / (double)saves : 0.0,
-	       total - per_save);
+	       saves ? (double)per_save / (double)saves : 0.0, logs,
+	       logs ? (double)log_bytes / (double)logs : 0.0,
+	       total - per_save - log_bytes);
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int type,
@@ -468,7 +482,7 @@ int main(int argc, char **argv)
 	struct config c = {
 		.ranks = 4, .steps = 500, .every = 10, .compute_ms = 20};
 	const char *base = "/tmp";
-	struct result r[3];
+	struct result r[W_LOG + 1];
 	char tmpl[PATH_MAX - 64];
 
 	for (int i = 1; i < argc; i++) {
@@ -505,21 +519,23 @@ int main(int argc, char **argv)
 	       c.ranks, c.steps, c.steps - WARMUP, c.compute_ms,
 	       STATE_BYTES >> 20, c.every, c.dir);
 	fflush(stdout);
-	for (int w = W_QUIET; w <= W_METRICS; w++) {
+	for (int w = W_QUIET; w <= W_LOG; w++) {
 		run_job(&c, (enum watch)w, &r[w]);
 		printf("%-8s step median %.3f ms, mean %.3f ms (%d steps)",
 		       watch_names[w], r[w].median * 1e3, r[w].mean * 1e3,
 		       r[w].n);
 		if (w != W_QUIET)
-			printf("; vs quiet: median x%.4f, mean x%.4f; "
-			       "%ld of %ld asked answered",
+			printf("; vs quiet: median x%.4f, mean x%.4f",
 			       r[w].median / r[W_QUIET].median,
-			       r[w].mean / r[W_QUIET].mean, r[w].right,
+			       r[w].mean / r[W_QUIET].mean);
+		if (w == W_STATUS || w == W_METRICS)
+			printf("; %ld of %ld asked answered", r[w].right,
 			       r[w].asked);
 		printf("\n");
 		fflush(stdout);
 	}
 	events_size(&c, "quiet");
+	events_size(&c, "log");
 	if (nftw(c.dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
 		fprintf(stderr, "bench/observe: cannot remove %s\n", c.dir);
 	return 0;
