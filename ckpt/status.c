@@ -262,6 +262,8 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 		json_object_set_new(o, "nodes", json_integer(st->nodes));
 		json_object_set_new(o, "hosts", json_string(st->hosts));
 		json_object_set_new(o, "expected", json_integer(st->expected));
+		json_object_set_new(o, "generation",
+				    json_integer(st->generation));
 		put_progress(NULL, o, step, total, sps, false);
 		json_object_set_new(
 			o, "committed",
@@ -282,6 +284,15 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 			o, "time_left",
 			st->end_time ? json_real((double)st->end_time - now)
 				     : json_null());
+		json_object_set_new(
+			o, "stop_at",
+			st->stop_at ? json_integer((json_int_t)st->stop_at)
+				    : json_null());
+		json_object_set_new(
+			o, "next_save",
+			st->next_save
+				? json_real((double)st->next_save / 1000.0)
+				: json_null());
 		json_object_set_new(o, "restarts", json_integer(st->restarts));
 		json_object_set_new(o, "last", json_string(st->last));
 		json_dumpf(o, f, JSON_COMPACT);
@@ -295,8 +306,8 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 	fprintf(f, "  run        %s\n", st->run[0] ? st->run : "-");
 	fprintf(f,
 		"  world      %" PRIu32 " of %" PRIu32 " ranks on %" PRIu32
-		" node(s): %s\n",
-		st->world, st->expected, st->nodes,
+		" node(s), generation %" PRIu32 ": %s\n",
+		st->world, st->expected, st->nodes, st->generation,
 		st->hosts[0] ? st->hosts : "-");
 	put_progress(f, NULL, step, total, sps, tty);
 	if (st->committed == DPT_STATUS_NO_STEP) {
@@ -312,6 +323,16 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 		fprintf(f, "  ends       %s (%s left)\n", a, b);
 	} else {
 		fprintf(f, "  ends       no end time\n");
+	}
+	if (st->stop_at && !(st->flags & DPT_STATUS_STOPPING)) {
+		fmt_time((double)st->stop_at, a, sizeof(a));
+		fmt_age((double)st->stop_at - now, b, sizeof(b));
+		fprintf(f, "  stops      %s (in %s: checkpoint, requeue)\n", a,
+			b);
+	}
+	if (st->next_save) {
+		fmt_age((double)st->next_save / 1000.0 - now, a, sizeof(a));
+		fprintf(f, "  next save  in %s (--dp-ckpt-every)\n", a);
 	}
 	fprintf(f, "  restarts   %" PRIu32 "\n", st->restarts);
 	if (st->last[0])

@@ -290,7 +290,7 @@ static size_t body_size(const struct dpt__msg *m)
 	case DPT_MSG_KV_GET:
 		return 5 + strlen(m->u.kv.key);
 	case DPT_MSG_STATUS_REPLY:
-		return 67 + strlen(m->u.status.run) +
+		return 87 + strlen(m->u.status.run) +
 		       strlen(m->u.status.hosts) + strlen(m->u.status.last);
 	}
 	return 0;
@@ -409,6 +409,9 @@ long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size)
 		put_u64(&w, st->committed_at);
 		put_u64(&w, st->started_at);
 		put_u64(&w, st->end_time);
+		put_u32(&w, st->generation);
+		put_u64(&w, st->stop_at);
+		put_u64(&w, st->next_save);
 		put_str(&w, st->run);
 		put_str(&w, st->hosts);
 		put_str(&w, st->last);
@@ -619,6 +622,9 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 		st->committed_at = get_u64(&r);
 		st->started_at = get_u64(&r);
 		st->end_time = get_u64(&r);
+		st->generation = get_u32(&r);
+		st->stop_at = get_u64(&r);
+		st->next_save = get_u64(&r);
 		get_str(&r, st->run, sizeof(st->run));
 		get_str(&r, st->hosts, sizeof(st->hosts));
 		get_str(&r, st->last, sizeof(st->last));

@@ -170,6 +170,9 @@ struct dpt__msg_status {
 	uint64_t committed_at; /* Unix ms, 0: never */
 	uint64_t started_at;   /* Unix ms */
 	uint64_t end_time;     /* Unix s, 0: none known */
+	uint32_t generation;   /* the live (or last) generation */
+	uint64_t stop_at;      /* Unix s: end_time - grace, 0: none known */
+	uint64_t next_save;    /* Unix ms of the next periodic SAVE, 0: none */
 	char run[DPT_WIRE_TEXT_MAX + 1];
 	char hosts[DPT_WIRE_TEXT_MAX + 1];
 	char last[DPT_WIRE_TEXT_MAX + 1];

@@ -21,6 +21,7 @@
 
 #include "assertion.h"
 #include "buf.h"
+#include "clock.h"
 #include "coord_int.h"
 #include "kv.h"
 #include "log.h"
@@ -880,6 +881,19 @@ void dpt__coord_status(const struct dpt__coord *c, struct dpt__msg_status *st)
 	st->committed_at = c->committed_at_ms;
 	st->started_at = c->started_ms;
 	st->end_time = c->end_time > 0 ? (uint64_t)c->end_time : 0;
+	st->generation = c->generation;
+	if (st->end_time > (uint64_t)c->cfg.grace_s)
+		st->stop_at = st->end_time - (uint64_t)c->cfg.grace_s;
+	if (c->cfg.save_every_ms && c->state == ST_RUNNING && !c->stopping) {
+		struct timespec ts;
+		int64_t due =
+			c->last_save + c->cfg.save_every_ms - dpt__now_ms();
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		st->next_save = (uint64_t)ts.tv_sec * 1000 +
+				(uint64_t)ts.tv_nsec / 1000000 +
+				(uint64_t)(due > 0 ? due : 0);
+	}
 	snprintf(st->run, sizeof(st->run), "%s", c->run);
 	snprintf(st->last, sizeof(st->last), "%s", c->last);
 	if (c->state != ST_RUNNING && c->state != ST_ID_WAIT)

@@ -22,6 +22,7 @@ struct dpt__coord_config {
 	uint32_t timeout_ms;	  /* silence after which a peer is evicted */
 	uint32_t join_timeout_ms; /* 0: wait for joins without limit */
 	int64_t save_every_ms;	  /* VOTE_DONE says SAVE this often; 0: never */
+	int64_t grace_s;	  /* the walltime stop: end time - grace */
 };
 
 struct dpt__coord;

@@ -781,6 +781,7 @@ int main(int argc, char **argv)
 		.timeout_ms = (uint32_t)o.timeout_ms,
 		.join_timeout_ms = (uint32_t)o.join_timeout_ms,
 		.save_every_ms = o.ckpt_every * 1000,
+		.grace_s = o.grace,
 	};
 	sender = (struct dpt__coord_sender){
 		.send = router_send,

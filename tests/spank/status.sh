@@ -30,18 +30,22 @@ comment() { scontrol_t show job "$1" | sed -n 's/^ *Comment=//p'; }
 committed_of() { sed -n 's/.*committed=\([0-9]*\).*/\1/p' <<<"$1"; }
 
 # 1-5. A running job: 4 ranks commit every 10 steps of 100 ms.
-id=$(submit live "" "--steps 100000 --step-ms 100 --every 10")
+id=$(submit live "--dp-ckpt-every=1h" "--steps 100000 --step-ms 100 --every 10")
 for ((i = 0; i < 60; i++)); do
 	[ -e "$work/status/$id.live" ] && [[ "$(comment "$id")" == *committed=* ]] && break
 	sleep 1
 done
 out=$(timed "$dptrain" status "$id" 2>&1)
 ok $? "dptrain status $id of a running job answers" || diag "$out"
-grep -q "running" <<<"$out" && grep -q "4 of 4 ranks on 2 node" <<<"$out"
-ok $? "it is running on 4 ranks and 2 nodes" || diag "$out"
+grep -q "running" <<<"$out" && grep -q "4 of 4 ranks on 2 node(s), generation 1" <<<"$out" &&
+	grep -q "^  stops  " <<<"$out" && grep -q "^  next save  in " <<<"$out"
+ok $? "it is running on 4 ranks and 2 nodes, generation 1, and says when it stops and saves next" ||
+	diag "$out"
 js=$(timed "$dptrain" status --json "$id" 2>&1)
-python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["source"]=="coordinator" and d["world"]==4 and d["committed"] is not None and d["time_left"]>0, d' "$js"
-ok $? "--json parses: world 4, a committed step, time left" || diag "$js"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["source"]=="coordinator" and d["world"]==4 and d["committed"] is not None and d["time_left"]>0, d
+assert d["generation"]==1 and d["stop_at"]==d["end_time"]-600, d
+import time; assert 0 < d["next_save"]-time.time() <= 3600, d' "$js"
+ok $? "--json parses: world 4, generation 1, a committed step, time left, the stop 10m before the end, the next save within 1h" || diag "$js"
 out=$(timed runuser -u nobody -- env DPTRAIN_STATUS_DIR="$work/status" "$dptrain" status "$id" 2>&1)
 rc=$?
 [ "$rc" = 1 ] && grep -q "permission denied" <<<"$out"

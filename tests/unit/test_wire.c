@@ -537,12 +537,15 @@ static void status_messages(void **state)
 		.committed_at = 1712345678901ull,
 		.started_at = 1712345000000ull,
 		.end_time = 1712349999,
+		.generation = 3,
+		.stop_at = 1712349399,
+		.next_save = 1712345900000ull,
 	};
 	snprintf(in.u.status.run, sizeof(in.u.status.run),
 		 "file:///ckpt/runs/a");
 	snprintf(in.u.status.hosts, sizeof(in.u.status.hosts), "n1,n2");
 	n = dpt__wire_encode(&in, buf, sizeof(buf));
-	assert_int_equal(n, 16 + 67 + 19 + 5);
+	assert_int_equal(n, 16 + 87 + 19 + 5);
 	roundtrip(&in, &out);
 	assert_memory_equal(&out.u.status, &in.u.status, sizeof(in.u.status));
 
