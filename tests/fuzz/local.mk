@@ -10,8 +10,9 @@ FUZZ_TESTS = \
 	tests/fuzz/fuzz_wire.sh \
 	tests/fuzz/fuzz_parse.sh \
 	tests/fuzz/fuzz_uri.sh \
-	tests/fuzz/fuzz_s3xml.sh
+	tests/fuzz/fuzz_s3xml.sh \
+	tests/fuzz/fuzz_manifest.sh
 EXTRA_DIST += tests/fuzz/lib.sh $(FUZZ_TESTS) $(FUZZ_TESTS:.sh=.c) \
-	tests/fuzz/s3xml.dict \
+	tests/fuzz/s3xml.dict tests/fuzz/manifest.dict \
 	tests/fuzz/corpus
 TESTS += $(FUZZ_TESTS)
