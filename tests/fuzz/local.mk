@@ -11,8 +11,9 @@ FUZZ_TESTS = \
 	tests/fuzz/fuzz_parse.sh \
 	tests/fuzz/fuzz_uri.sh \
 	tests/fuzz/fuzz_s3xml.sh \
-	tests/fuzz/fuzz_manifest.sh
+	tests/fuzz/fuzz_manifest.sh \
+	tests/fuzz/fuzz_settings.sh
 EXTRA_DIST += tests/fuzz/lib.sh $(FUZZ_TESTS) $(FUZZ_TESTS:.sh=.c) \
-	tests/fuzz/s3xml.dict tests/fuzz/manifest.dict \
+	tests/fuzz/s3xml.dict tests/fuzz/manifest.dict tests/fuzz/settings.dict \
 	tests/fuzz/corpus
 TESTS += $(FUZZ_TESTS)
