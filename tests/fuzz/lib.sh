@@ -17,7 +17,8 @@
 # stops at whichever of this and DPT_FUZZ_TIME comes first), DPT_FUZZ_TIME
 # (seconds, default 20; 0: no limit), DPT_FUZZ_KEEP=1 (keep the scratch
 # directory, which holds the binary, the log and any crashing input),
-# DPT_FUZZ_ARGS (more libFuzzer flags), CLANG (default clang).
+# DPT_FUZZ_ARGS (more libFuzzer flags: -seed=N repeats a run whose seed
+# the log gave), CLANG (default clang).
 
 : "${top_srcdir:?}" "${top_builddir:?}"
 
@@ -88,6 +89,7 @@ fuzz_run()
 		"$seeds" >fuzz.log 2>&1); then
 		# libFuzzer's last status line: executions, coverage (cov:
 		# edges, ft: features), corpus size.
+		grep -E '^INFO: Seed: ' "$work/fuzz.log" | sed 's/^/# /'
 		grep -E '^#[0-9]+[[:space:]]+DONE' "$work/fuzz.log" |
 			sed 's/^/# /'
 		grep -E '^stat::' "$work/fuzz.log" | sed 's/^/# /'
