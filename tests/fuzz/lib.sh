@@ -67,7 +67,7 @@ fuzz_run()
 	# shellcheck disable=SC2086
 	if "$clang" -g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=undefined -std=gnu11 $cflags \
-		-I"$top_builddir" -I"$top_srcdir/include" \
+		-I"$top_builddir" -I"$top_srcdir" -I"$top_srcdir/include" \
 		-I"$top_srcdir/common" -I"$top_srcdir/storage" \
 		-I"$top_srcdir/ckpt" -I"$top_srcdir/spank" \
 		"$top_srcdir/tests/fuzz/fuzz_$name.c" $srcs $libs -lm \
