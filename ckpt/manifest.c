@@ -536,6 +536,13 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 			rc = get_u64(v, "size", &f->size, err, errlen);
 		if (rc)
 			goto out;
+		/* As a chunk's file: a rank that does not fit is refused, not
+		 * truncated into another rank. */
+		if (rank > UINT32_MAX) {
+			rc = bad(err, errlen, "file %zu has rank %" PRIu64, i,
+				 rank);
+			goto out;
+		}
 		f->rank = (uint32_t)rank;
 	}
 	json_array_foreach(tensors, i, v)
@@ -550,6 +557,20 @@ out:
 }
 
 /* ------------------------------------------------------------ rules */
+
+/* Whether T's size in bytes (ESZ per element) exceeds 2^64 - 1. */
+static bool tensor_bytes_overflow(const struct dpt__tensor_desc *t, size_t esz)
+{
+	uint64_t n = esz;
+
+	for (int d = 0; d < t->ndim; d++)
+		if (t->shape[d] == 0)
+			return false;
+	for (int d = 0; d < t->ndim; d++)
+		if (__builtin_mul_overflow(n, t->shape[d], &n))
+			return true;
+	return false;
+}
 
 int dpt__manifest_check(const struct dpt__manifest *m, bool partial, char *err,
 			size_t errlen)
@@ -567,6 +588,15 @@ int dpt__manifest_check(const struct dpt__manifest *m, bool partial, char *err,
 					   t->name);
 		for (int d = 0; d < t->ndim; d++)
 			whole.len[d] = t->shape[d];
+		/* Volumes below are computed modulo 2^64: a tensor whose size
+		 * in bytes does not fit could pass every rule with chunks
+		 * whose volumes wrap around (shape [2^32+1, 2^32+1] holds
+		 * 2^33+1 elements mod 2^64). A chunk's box lies inside the
+		 * tensor, so its volume fits when the tensor's does. */
+		if (tensor_bytes_overflow(t, esz))
+			return bad(err, errlen,
+				   "tensor '%s' is larger than 2^64 bytes",
+				   t->name);
 		for (size_t j = 0; j < t->nchunks; j++) {
 			const struct dpt__chunk *c = &t->chunks[j];
 			uint64_t vol = dpt__box_volume(&c->box);

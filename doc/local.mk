@@ -7,6 +7,7 @@ dist_doc_DATA += doc/walltime.md
 dist_doc_DATA += doc/python.md
 dist_doc_DATA += doc/sampler.md
 dist_doc_DATA += doc/PERFORMANCE.md
+dist_doc_DATA += doc/RELIABILITY.md
 # Pages of their own for what the other pages share: the storage (URIs,
 # layout, commit, S3 configuration) and the Python API.
 dist_man_MANS += doc/man/dptrain-storage.7 doc/man/dptrain-python.7

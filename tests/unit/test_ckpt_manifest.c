@@ -176,6 +176,12 @@ static void refuses(void **state)
 	assert_int_equal(decode_edited("rank-00001-of-00002.safetensors",
 				       "../x", err, sizeof(err)),
 			 DPT_ECORRUPT);
+	/* A rank that does not fit in 32 bits is refused, not truncated
+	 * into rank 1 (found by tests/fuzz/fuzz_manifest). */
+	assert_int_equal(decode_edited("\"rank\":1,", "\"rank\":4294967297,",
+				       err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "rank 4294967297"));
 	assert_int_equal(
 		dpt__manifest_decode("{\"format\":", 11, &d, err, sizeof(err)),
 		DPT_ECORRUPT);
@@ -236,6 +242,23 @@ static void rules(void **state)
 	m.tensors[1].chunks[0].file = 2;
 	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
 			 DPT_ECORRUPT);
+	dpt__manifest_release(&m);
+	/* A tensor of more than 2^64 bytes, [2^32 + 1, 2^32 + 1] uint8 in
+	 * one chunk: every volume is 2^33 + 1 modulo 2^64, which the length
+	 * and the coverage matched (found by tests/fuzz/fuzz_manifest). */
+	sample(&m);
+	m.block_size = (uint64_t)1 << 40;
+	m.files[0].size = (uint64_t)1 << 34;
+	m.tensors[0].dtype = DPT_UINT8;
+	m.tensors[0].shape[0] = m.tensors[0].shape[1] = ((uint64_t)1 << 32) + 1;
+	m.tensors[0].chunks[0].box.len[0] = m.tensors[0].shape[0];
+	m.tensors[0].chunks[0].box.len[1] = m.tensors[0].shape[1];
+	m.tensors[0].chunks[0].length = ((uint64_t)1 << 33) + 1;
+	free(m.tensors[0].chunks[1].xxh3);
+	m.tensors[0].nchunks = 1;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "2^64"));
 	dpt__manifest_release(&m);
 	/* The same name twice. */
 	sample(&m);
