@@ -89,6 +89,29 @@ static void longs(const char *s)
 	}
 }
 
+/* A node range (--dp-nodes): within its bounds, MIN <= MAX, and printed
+ * back it parses to the same range. */
+static void ranges(const char *s)
+{
+	long a = -1, b = -1, a2, b2;
+	char back[48];
+	int rc = dpt__parse_range(s, 1, DPT_MAX_NODES, &a, &b);
+
+	if (rc != 0 && rc != DPT_EINVAL && rc != DPT_ERANGE)
+		abort();
+	if (rc != 0) {
+		if (a != -1 || b != -1)
+			abort(); /* untouched on error */
+		return;
+	}
+	if (a < 1 || b > DPT_MAX_NODES || a > b)
+		abort();
+	snprintf(back, sizeof(back), "%ld-%ld", a, b);
+	if (dpt__parse_range(back, 1, DPT_MAX_NODES, &a2, &b2) || a2 != a ||
+	    b2 != b)
+		abort();
+}
+
 static void kv(const char *s)
 {
 	char *copy = strdup(s), *key, *value;
@@ -117,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	durations(s);
 	ckpt_every(s);
 	longs(s);
+	ranges(s);
 	kv(s);
 	for (size_t i = 0; i < size; i++) {
 		int v = dpt__hex_value(data[i]);
