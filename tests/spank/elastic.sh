@@ -55,8 +55,14 @@ state=$(scontrol_t show job "$id")
 # The second run's requeue must find n2 back.
 wait_for "$work/elastic.out" "^resumed step=[0-9]* rank=1 world=2" 60
 undrain
-wait_for "$work/elastic.out" "^run restart=2 " 90 &&
-	scontrol_t update jobid="$id" timelimit=5 # the third run finishes
+# The third run finishes: its longer limit is set while the job waits in
+# the queue after the second requeue, so that the third run's coordinator
+# reads it when it starts (it reads the end time then and every 30 s).
+for ((i = 0; i < 180; i++)); do
+	[ "$(grep -c "requeueing job $id after step" "$work/elastic.out")" -ge 2 ] && break
+	sleep 0.5
+done
+scontrol_t update jobid="$id" timelimit=5
 wait_job "$id" 300
 out=$(cat "$work/elastic.out")
 runs=$(grep '^run restart=' <<<"$out" | tr '\n' ' ')
