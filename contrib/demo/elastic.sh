@@ -48,10 +48,12 @@ while [ $# -gt 0 ]; do
 done
 [[ $last_steps =~ ^[1-9][0-9]*$ ]] || { echo "elastic.sh: --last-steps: expected a number of steps" >&2; exit 2; }
 py=/usr/bin/python3
-# The Python package and the library of this build tree, where there is
-# one (installed packages are found without these).
-if [ -f "$top/worker/.libs/libdptrain.so" ]; then
-	export PYTHONPATH=$top/worker/python DPTRAIN_LIBRARY=$top/worker/.libs/libdptrain.so
+# The Python package of this tree and the library of its build tree
+# ($top_builddir where the build is elsewhere, as make distcheck's), where
+# there is one (installed packages are found without these).
+build=${top_builddir:-$top}
+if [ -f "$build/worker/.libs/libdptrain.so" ]; then
+	export PYTHONPATH=$top/worker/python DPTRAIN_LIBRARY=$build/worker/.libs/libdptrain.so
 fi
 
 say() { printf '== %s\n' "$*"; }
