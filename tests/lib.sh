@@ -115,6 +115,17 @@ srun_t() { timed srun "$@"; }
 sbatch_t() { timed sbatch "$@"; }
 scontrol_t() { timed scontrol "$@"; }
 squeue_t() { timed squeue "$@"; }
+# Until COMMAND succeeds (0) or SECONDS have passed (1). Startup waits are
+# generous: CI runs two tests at once on two cores, and a process that
+# starts in 50 ms alone has been seen to take over 5 s there.
+wait_for() { # SECONDS COMMAND...
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+}
 
 # ---------------------------------------------------------------- batch jobs
 job_state() { # ID: the job's state, restart count and exit code
@@ -207,12 +218,13 @@ s3_proxy_up() { # LOG RULE...
 	/usr/bin/python3 "$top_srcdir/tests/storage/s3_faults.py" 0 "${DPTRAIN_S3_ENDPOINT##*:}" \
 		"$log" "$@" >"$out.out" 2>"$out.err" &
 	s3_proxy_pid=$!
-	for _ in $(seq 1 100); do
-		grep -q '^ready ' "$out.out" && break
-		sleep 0.05
-	done
-	grep -q '^ready ' "$out.out" || bail_out "the proxy did not start: $(cat "$out.err")"
+	wait_for 60 s3_proxy_started "$out.out"
+	grep -q '^ready ' "$out.out" ||
+		bail_out "the proxy did not start within 60 s: $(cat "$out.err")"
 	s3_proxy=http://127.0.0.1:$(awk '/^ready/ { print $2 }' "$out.out")
+}
+s3_proxy_started() { # OUT: it said ready, or it is gone (no use waiting)
+	grep -q '^ready ' "$1" || ! kill -0 "$s3_proxy_pid" 2>/dev/null
 }
 s3_proxy_down() {
 	[ -n "$s3_proxy_pid" ] || return 0

@@ -48,10 +48,8 @@ tag=299.$$
 task_re="^(/usr)?/bin/sleep $tag\$" # the tasks, not srun nor timeout
 timed srun -N 4 -n 4 /bin/sleep "$tag" >/dev/null 2>&1 &
 srun_pid=$!
-for _ in $(seq 1 100); do
-	[ "$(pgrep -fc "$task_re")" = 4 ] && break
-	sleep 0.1
-done
+four_tasks() { [ "$(pgrep -fc "$task_re")" = 4 ]; }
+wait_for 30 four_tasks
 running=$(pgrep -fc "$task_re")
 daemons=$(cat "$dir"/run/*.pid | tr '\n' ' ')
 # slurmd, slurmctld and every slurmstepd carry the cluster's mark.

@@ -49,6 +49,9 @@ now_ns() { date +%s%N; }
 # loopback with a new secret; sets coord_pid, coord_log, coord_port and
 # exports DPTRAIN_COORDINATOR and DPTRAIN_SECRET for the workers.
 coord_seq=0
+coord_started() { # the endpoint is written, or the coordinator is gone
+	[ -s "$coord_dir/endpoint" ] || ! kill -0 "$coord_pid" 2>/dev/null
+}
 coord_start() {
 	local world=$1 i
 	shift
@@ -62,11 +65,7 @@ coord_start() {
 		>"$coord_dir/coordinator$coord_seq.out" 2>"$coord_log" &
 	coord_pid=$!
 	coord_pids+=("$coord_pid")
-	for ((i = 0; i < 100; i++)); do
-		[ -s "$coord_dir/endpoint" ] && break
-		kill -0 "$coord_pid" 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_for 30 coord_started
 	[ -s "$coord_dir/endpoint" ] || { diag "$(cat "$coord_log")"; bail_out "the coordinator did not start"; }
 	DPTRAIN_COORDINATOR=$(cat "$coord_dir/endpoint")
 	export DPTRAIN_COORDINATOR

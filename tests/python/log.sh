@@ -24,10 +24,8 @@ export DPTRAIN_SECRET
 "$coord" --world-size 2 --bind 'tcp://127.0.0.1:*' --endpoint-file "$dir/endpoint" \
 	>"$dir/coord.out" 2>"$dir/coord.log" &
 coord_pid=$!
-for ((i = 0; i < 100; i++)); do
-	[ -s "$dir/endpoint" ] && break
-	sleep 0.1
-done
+endpoint_written() { [ -s "$dir/endpoint" ] || ! kill -0 "$coord_pid" 2>/dev/null; }
+wait_for 30 endpoint_written
 [ -s "$dir/endpoint" ] || bail_out "the coordinator did not start: $(cat "$dir/coord.log")"
 export DPTRAIN_COORDINATOR=$(cat "$dir/endpoint")
 export DPTRAIN_CKPT_URI=file://$dir/ckpt DPTRAIN_RUN=pylog

@@ -19,10 +19,8 @@ sockets() { # PID: the socket inodes among its descriptors
 }
 
 srun_t -N 1 -n 1 --dp-train=fdtest sleep 30 >/dev/null 2>&1 &
-for _ in $(seq 1 100); do
-	[ -n "$(coordinator)" ] && ls "$TMPDIR"/dptrain.*/endpoint >/dev/null 2>&1 && break
-	sleep 0.1
-done
+started() { [ -n "$(coordinator)" ] && ls "$TMPDIR"/dptrain.*/endpoint >/dev/null 2>&1; }
+wait_for 30 started
 coord=$(coordinator)
 srun_pid=$(ps -o ppid= -p "${coord:-0}" 2>/dev/null | tr -d ' ')
 [ -n "$coord" ] && [ "$(cat /proc/"$srun_pid"/comm 2>/dev/null)" = srun ]
@@ -43,11 +41,9 @@ is "$leaked" "" "the coordinator has no other inherited descriptor"
 
 run=$(ls -d "$TMPDIR"/dptrain.* 2>/dev/null)
 kill -9 "$srun_pid"
-for _ in $(seq 1 50); do
-	[ -z "$(ls -A "$TMPDIR")" ] && ! kill -0 "$coord" 2>/dev/null && break
-	sleep 0.1
-done
-is "$(ls -A "$TMPDIR")" "" "kill -9 of srun: its run directory ($run) is gone within 5 s"
+cleaned() { [ -z "$(ls -A "$TMPDIR")" ] && ! kill -0 "$coord" 2>/dev/null; }
+wait_for 20 cleaned
+is "$(ls -A "$TMPDIR")" "" "kill -9 of srun: its run directory ($run) is gone"
 kill -0 "$coord" 2>/dev/null
 ok $((!$?)) "kill -9 of srun: the coordinator has exited"
 scancel --name=fdtest 2>/dev/null

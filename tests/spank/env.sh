@@ -60,17 +60,13 @@ rm -f "$a" "$b"
 
 # srun killed with SIGKILL: its coordinator goes too.
 srun_t -N 1 -n 1 --dp-train=killed sleep 30 >/dev/null 2>&1 &
-for _ in $(seq 1 100); do
-	[ -n "$(coordinators)" ] && break
-	sleep 0.1
-done
+has_coordinator() { [ -n "$(coordinators)" ]; }
+no_coordinator() { [ -z "$(coordinators)" ]; }
+wait_for 30 has_coordinator
 before=$(coordinators)
 srun_pid=$(pgrep -f "srun -N 1 -n 1 --dp-train=killed")
 kill -9 $srun_pid 2>/dev/null
-for _ in $(seq 1 50); do
-	[ -z "$(coordinators)" ] && break
-	sleep 0.1
-done
+wait_for 20 no_coordinator
 [ -n "$before" ] && [ -n "$srun_pid" ]
 ok $? "a coordinator ran for the step ($before)"
 is "$(coordinators)" "" "kill -9 of srun: the coordinator exits too"

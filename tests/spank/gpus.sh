@@ -56,10 +56,9 @@ is "$(cd /tmp && srun_t -n 1 --gres=gpu:4 --dp-train sh -c 'echo $DPTRAIN_GPU_BI
 # LOCAL_RANK indexes the list, it is not a device number.
 (cd /tmp && timed srun -w n1 -n 1 --gres=gpu:2 -J gpuholder sleep 60) >/dev/null 2>&1 &
 holder=$!
-for _ in $(seq 1 100); do
-	[ -n "$(squeue_t -h -n gpuholder -t R 2>/dev/null)" ] && break
-	sleep 0.1
-done
+holder_runs() { [ -n "$(squeue_t -h -n gpuholder -t R 2>/dev/null)" ]; }
+holder_gone() { [ -z "$(squeue_t -h -n gpuholder 2>/dev/null)" ]; }
+wait_for 30 holder_runs
 sleep 1 # the step's GPUs are allocated once the job runs its step
 out=$(cd /tmp && srun_t -w n1 -n 2 --gres=gpu:2 --dp-train=gpus sh -c "$show" 2>"$err")
 is "$(sort -n <<<"$out" | cut -d' ' -f2- | tr '\n' ';')$(indexed "$out")" \
@@ -69,10 +68,7 @@ is "$(layout -w n1 -n 2 --gres=gpu:2 --dp-train=gpus --dp-gpu-bind=rank)" "n1 0 
 	"--dp-gpu-bind=rank on GPUs 2,3: local rank 0 sees GPU 2, local rank 1 GPU 3"
 scancel -n gpuholder 2>/dev/null
 wait "$holder" 2>/dev/null
-for _ in $(seq 1 100); do
-	[ -z "$(squeue_t -h -n gpuholder 2>/dev/null)" ] && break
-	sleep 0.1
-done
+wait_for 30 holder_gone
 
 # 6-7. --dp-gpu-bind=rank: one GPU per task, the one at its local rank.
 is "$(layout -N 2 --ntasks-per-node=2 --gres=gpu:4 --dp-train=gpus --dp-gpu-bind=rank)" \

@@ -76,10 +76,8 @@ srun -n 1 sh -c 'echo "run=$DPTRAIN_RUN keep=$DPTRAIN_KEEP"'
 EOS
 jobid=$(cd /tmp && sbatch_t --parsable -o "$out_file" "$script")
 ok $? "sbatch with #SBATCH --dp-train is accepted"
-for _ in $(seq 1 300); do
-	[ -z "$(squeue_t -h -j "$jobid" 2>/dev/null)" ] && break
-	sleep 0.1
-done
+job_gone() { [ -z "$(squeue_t -h -j "$jobid" 2>/dev/null)" ]; }
+wait_for 60 job_gone
 is "$(grep '^run=' "$out_file" 2>/dev/null)" "run=batchrun keep=4" \
 	"#SBATCH --dp-train=batchrun --dp-keep=4 reach srun inside the job" || diag "$(cat "$out_file" 2>/dev/null)"
 rm -f "$script" "$out_file"
