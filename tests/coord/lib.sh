@@ -122,16 +122,6 @@ all_joined() { # PREFIX N
 	done
 }
 
-# wait_for SECONDS COMMAND...: poll COMMAND until it succeeds.
-wait_for() {
-	local i
-	for ((i = 0; i < $1 * 20; i++)); do
-		"${@:2}" && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
 # field NAME LINE: the value of NAME=VALUE in LINE.
 field() {
 	local w

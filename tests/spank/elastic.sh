@@ -28,15 +28,7 @@ echo "srun exit \$?"
 EOF
 	sbatch_t --parsable "$work/$1.sh" | cut -d';' -f1
 }
-# wait_for FILE PATTERN SECONDS: until a line of FILE matches.
-wait_for() {
-	local i
-	for ((i = 0; i < $3; i++)); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 1
-	done
-	return 1
-}
+in_file() { grep -q -- "$2" "$1" 2>/dev/null; } # FILE PATTERN
 drain() { scontrol_t update nodename=n2 state=drain reason="dptrain test: $1"; }
 undrain() { scontrol_t update nodename=n2 state=resume; }
 
@@ -47,13 +39,13 @@ ok $? "--dp-nodes=2-1: srun fails and says what to write" || diag "$out"
 
 # 2-10. The elastic job: 4 ranks, 2, then 4 again.
 id=$(submit elastic --dp-nodes=1-2)
-wait_for "$work/elastic.out" "requeueing job $id after step [0-9]* (committed) onto 1-2 nodes" 90
+wait_for 90 in_file "$work/elastic.out" "requeueing job $id after step [0-9]* (committed) onto 1-2 nodes"
 ok $? "the first run is requeued onto 1-2 nodes" || diag "$(cat "$work/elastic.out")"
 drain "elastic run 2"
-wait_for "$work/elastic.out" "^run restart=1 " 60
+wait_for 60 in_file "$work/elastic.out" "^run restart=1 "
 state=$(scontrol_t show job "$id")
 # The second run's requeue must find n2 back.
-wait_for "$work/elastic.out" "^resumed step=[0-9]* rank=1 world=2" 60
+wait_for 60 in_file "$work/elastic.out" "^resumed step=[0-9]* rank=1 world=2"
 undrain
 # The third run finishes: its longer limit is set while the job waits in
 # the queue after the second requeue, so that the third run's coordinator
@@ -90,7 +82,7 @@ ok $? "and in its Comment (seen during the second run)" || diag "$state"
 # 11-13. Without --dp-nodes, Slurm's pinned count: the requeued job waits
 # for 2 nodes while n2 is drained.
 id=$(submit pinned "")
-wait_for "$work/pinned.out" "requeueing job $id after step" 90
+wait_for 90 in_file "$work/pinned.out" "requeueing job $id after step"
 ok $? "without --dp-nodes the job is requeued too" || diag "$(cat "$work/pinned.out")"
 ! grep -q "onto" "$work/pinned.out"
 ok $? "and its message names no range" || diag "$(cat "$work/pinned.out")"
