@@ -358,10 +358,13 @@ static const char status_help[] =
 	"A running job's state from its coordinator: generation, world size\n"
 	"and nodes, step (with samples/s and the progress toward the total\n"
 	"steps, when the program logs and declares them), last committed\n"
-	"step and its age, end time and time left, restarts. A queued or\n"
-	"finished job, a run name (under $DPTRAIN_CKPT_URI, or a directory)\n"
-	"or a run URI: the story of the run from its events. Without an\n"
-	"argument: $SLURM_JOB_ID.\n"
+	"step and its age, end time and time left, when the step will stop\n"
+	"for the walltime (--dp-grace before the end), when the next\n"
+	"periodic checkpoint is due, restarts and why the last generation\n"
+	"ended. Only the job's owner and root can ask. A queued or finished\n"
+	"job, a run name (under $DPTRAIN_CKPT_URI, or a directory) or a run\n"
+	"URI: the story of the run from its events. Without an argument:\n"
+	"$SLURM_JOB_ID.\n"
 	"  --json     one JSON object, for scripts\n";
 
 static int status_command(int argc, char **argv)

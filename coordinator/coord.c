@@ -235,13 +235,7 @@ static enum coord_state on_barrier(struct dpt__coord *c, struct peer *p,
 		dpt__warn("%s: the workers are told to stop at this vote", why);
 		c->stopping = true;
 		snprintf(c->last, sizeof(c->last), "%s", why);
-		dpt__coord_note(c, &(struct dpt__coord_note){
-					   .event = "stop",
-					   .reason = why,
-					   .rank = DPT_WIRE_NO_RANK,
-					   .task = DPT_WIRE_NO_TASK,
-					   .step = DPT_STATUS_NO_STEP,
-				   });
+		dpt__coord_note_reason(c, "stop", why);
 	}
 	c->barrier_count++;
 	dpt__coord_check_barrier(c, e->now);
@@ -831,6 +825,19 @@ void dpt__coord_note(struct dpt__coord *c, const struct dpt__coord_note *n)
 		c->reporter(c->reporter_arg, n);
 }
 
+void dpt__coord_note_reason(struct dpt__coord *c, const char *event,
+			    const char *reason)
+{
+	dpt__coord_note(c, &(struct dpt__coord_note){
+				   .event = event,
+				   .generation = c->generation,
+				   .rank = DPT_WIRE_NO_RANK,
+				   .task = DPT_WIRE_NO_TASK,
+				   .reason = reason,
+				   .step = DPT_STATUS_NO_STEP,
+			   });
+}
+
 void dpt__coord_set_job(struct dpt__coord *c, uint32_t job_id,
 			uint32_t restarts, uint64_t started_ms)
 {
@@ -1110,13 +1117,7 @@ void dpt__coord_stop(struct dpt__coord *c, const char *why, int64_t now)
 			  "vote",
 			  why);
 		snprintf(c->last, sizeof(c->last), "%s", why);
-		dpt__coord_note(c, &(struct dpt__coord_note){
-					   .event = "stop",
-					   .reason = why,
-					   .rank = DPT_WIRE_NO_RANK,
-					   .task = DPT_WIRE_NO_TASK,
-					   .step = DPT_STATUS_NO_STEP,
-				   });
+		dpt__coord_note_reason(c, "stop", why);
 	}
 	coord_execute(c, EV_STOP, NULL, &e);
 }

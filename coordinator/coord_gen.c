@@ -267,14 +267,7 @@ enum coord_state dpt__coord_fail(struct dpt__coord *c, int code,
 {
 	dpt__error("%s: the job cannot go on", why);
 	snprintf(c->last, sizeof(c->last), "%s", why);
-	dpt__coord_note(c, &(struct dpt__coord_note){
-				   .event = "failure",
-				   .generation = c->generation,
-				   .rank = DPT_WIRE_NO_RANK,
-				   .task = DPT_WIRE_NO_TASK,
-				   .reason = why,
-				   .step = DPT_STATUS_NO_STEP,
-			   });
+	dpt__coord_note_reason(c, "failure", why);
 	for (struct peer *p = dpt__coord_oldest_peer(c); p;
 	     p = dpt__coord_newer_peer(c, p))
 		dpt__coord_send_error(c, p, code, why, now);
@@ -579,14 +572,7 @@ void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now)
 			 c->barrier_seq, c->generation, vote.u.vote.failed,
 			 voters, dpt_strerror(vote.u.vote.code));
 		dpt__warn("%s", why);
-		dpt__coord_note(c, &(struct dpt__coord_note){
-					   .event = "failure",
-					   .generation = c->generation,
-					   .rank = DPT_WIRE_NO_RANK,
-					   .task = DPT_WIRE_NO_TASK,
-					   .reason = why,
-					   .step = DPT_STATUS_NO_STEP,
-				   });
+		dpt__coord_note_reason(c, "failure", why);
 	}
 	for (uint32_t r = 0; r < c->world; r++) {
 		struct peer *p = c->members[r];

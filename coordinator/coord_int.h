@@ -183,6 +183,10 @@ void dpt__coord_text_msg(struct dpt__msg *m, enum dpt__msg_type type,
 			 const char *text);
 void dpt__coord_send_error(struct dpt__coord *c, struct peer *p, int code,
 			   const char *text, int64_t now);
+/* A note of EVENT ("stop", "failure") with REASON and nothing else: no
+ * rank, task or step. */
+void dpt__coord_note_reason(struct dpt__coord *c, const char *event,
+			    const char *reason);
 
 /*
  * Actions on the generation; each returns the next state, which only the
