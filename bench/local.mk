@@ -56,6 +56,13 @@ EXTRA_DIST += bench/torch_ckpt.py
 # (a script: it runs the demo on a throw-away cluster).
 EXTRA_DIST += bench/restart.sh bench/restart_split.py
 
+# bench/flooder: a connection flood at a coordinator's port without the
+# step's secret, for bench/observe's flood job and tests/coord/flood.sh.
+noinst_PROGRAMS += bench/flooder
+bench_flooder_SOURCES = bench/flooder.c
+bench_flooder_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
+bench_flooder_LDADD = $(ZMQ_LIBS)
+
 # bench/observe: a job's step time while `dptrain status` asks every
 # second, and while /metrics is scraped every second, against the same job
 # unwatched in the same run; and the bytes of its events per step
@@ -64,5 +71,6 @@ noinst_PROGRAMS += bench/observe
 bench_observe_SOURCES = bench/observe.c bench/bench.h bench/join.h
 bench_observe_CFLAGS = $(AM_CFLAGS) \
 	-DDPT_COORDINATOR_BIN='"$(abs_top_builddir)/coordinator/dptrain-coordinator"' \
-	-DDPT_DPTRAIN_BIN='"$(abs_top_builddir)/dptrain"'
+	-DDPT_DPTRAIN_BIN='"$(abs_top_builddir)/dptrain"' \
+	-DDPT_FLOODER_BIN='"$(abs_top_builddir)/bench/flooder"'
 bench_observe_LDADD = worker/libdptrain.la common/libdptcommon.la

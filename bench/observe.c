@@ -1,6 +1,6 @@
 /*
  * bench/observe: what watching a job costs it (doc/PERFORMANCE.md,
- * "Watching a job"). Four jobs of N workers (CPU backend) against the
+ * "Watching a job"). Five jobs of N workers (CPU backend) against the
  * real coordinator, one after the other, each the same training loop: a
  * step is COMPUTE ms of device time (a sleep: the host waits for the GPU),
  * an allreduce of 1 MiB and dpt_should_stop (a vote through the
@@ -14,6 +14,9 @@
  *            (loss, samples_per_s) every step: the events' log lines
  *   metrics  the coordinator with --metrics 0, and `curl /metrics` every
  *            second
+ *   flood    bench/flooder at the coordinator's port: 3000 connections
+ *            held without the step's secret and 20 clients churning
+ *            CURVE handshakes with keys nobody has
  *
  * It prints rank 0's median and mean step time for each job and the
  * ratio to the quiet job's, then the run's events: bytes of events.jsonl
@@ -62,8 +65,14 @@
 #define REDUCE_N    (256 * 1024) /* floats: 1 MiB */
 #define STATE_BYTES (4 * 1024 * 1024) /* the checkpoint */
 
-enum watch { W_QUIET, W_STATUS, W_METRICS, W_LOG };
-static const char *const watch_names[] = {"quiet", "status", "metrics", "log"};
+enum watch { W_QUIET, W_STATUS, W_METRICS, W_LOG, W_FLOOD };
+static const char *const watch_names[] = {"quiet", "status", "metrics", "log",
+					  "flood"};
+#ifndef DPT_FLOODER_BIN
+#define DPT_FLOODER_BIN "bench/flooder"
+#endif
+#define FLOOD_CONNS "3000"
+#define FLOOD_CHURN "20"
 
 struct config {
 	int ranks, steps, every;
@@ -353,7 +362,7 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 		}
 	}
 	close(fds[1]);
-	if (w == W_STATUS || w == W_METRICS) {
+	if (w == W_STATUS || w == W_METRICS || w == W_FLOOD) {
 		if (pipe(wfds))
 			die("pipe failed");
 		watch = fork();
@@ -361,8 +370,17 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 			char *status[] = {DPT_DPTRAIN_BIN, "status", "--json",
 					  JOB_ID, NULL};
 			char *curl[] = {"curl", "-sf", "-m", "2", url, NULL};
+			const char *colon = strrchr(ep, ':');
 			close(fds[0]);
 			close(wfds[0]);
+			if (w == W_FLOOD) { /* it reports on its stdout */
+				dup2(wfds[1], 1);
+				execl(DPT_FLOODER_BIN, DPT_FLOODER_BIN,
+				      "127.0.0.1", colon ? colon + 1 : "0",
+				      FLOOD_CONNS, "86400", FLOOD_CHURN,
+				      (char *)NULL);
+				_exit(127);
+			}
 			/* The coordinator's answer, not the events'. */
 			if (w == W_STATUS)
 				watcher(status, "coordinator", wfds[1]);
@@ -393,11 +411,19 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 		FILE *wf;
 
 		kill(watch, SIGTERM);
-		waitpid(watch, NULL, 0);
 		wf = fdopen(wfds[0], "r");
-		if (!wf || fscanf(wf, "%ld %ld", &r->right, &r->asked) != 2)
+		if (w == W_FLOOD) { /* "established N", then its counts */
+			r->asked = atol(FLOOD_CONNS);
+			while (wf && fgets(line, sizeof(line), wf))
+				if (!strncmp(line, "flood held=", 11))
+					r->right = atol(line + 11);
+		} else if (!wf ||
+			   fscanf(wf, "%ld %ld", &r->right, &r->asked) != 2) {
 			die("the watcher reported nothing");
-		fclose(wf);
+		}
+		waitpid(watch, NULL, 0);
+		if (wf)
+			fclose(wf);
 	}
 	kill(coord, SIGTERM);
 	waitpid(coord, NULL, 0);
@@ -482,7 +508,7 @@ int main(int argc, char **argv)
 	struct config c = {
 		.ranks = 4, .steps = 500, .every = 10, .compute_ms = 20};
 	const char *base = "/tmp";
-	struct result r[W_LOG + 1];
+	struct result r[W_FLOOD + 1];
 	char tmpl[PATH_MAX - 64];
 
 	for (int i = 1; i < argc; i++) {
@@ -519,7 +545,7 @@ int main(int argc, char **argv)
 	       c.ranks, c.steps, c.steps - WARMUP, c.compute_ms,
 	       STATE_BYTES >> 20, c.every, c.dir);
 	fflush(stdout);
-	for (int w = W_QUIET; w <= W_LOG; w++) {
+	for (int w = W_QUIET; w <= W_FLOOD; w++) {
 		run_job(&c, (enum watch)w, &r[w]);
 		printf("%-8s step median %.3f ms, mean %.3f ms (%d steps)",
 		       watch_names[w], r[w].median * 1e3, r[w].mean * 1e3,
@@ -531,6 +557,9 @@ int main(int argc, char **argv)
 		if (w == W_STATUS || w == W_METRICS)
 			printf("; %ld of %ld asked answered", r[w].right,
 			       r[w].asked);
+		if (w == W_FLOOD)
+			printf("; %ld of %ld connections held at once",
+			       r[w].right, r[w].asked);
 		printf("\n");
 		fflush(stdout);
 	}

@@ -4,10 +4,12 @@
  * coordinator and several of these, and check what they print.
  *
  *   coord_worker run              join, check every collective, leave
- *   coord_worker loop [--rejoin] [--barriers]
+ *   coord_worker loop [--rejoin] [--barriers] [--progress] [--step-us=N]
  *                                 join, train until an error, print it
  *                                 (and with --rejoin: rejoin, check, leave);
- *                                 --barriers: barriers only, no data plane
+ *                                 --barriers: barriers only, no data plane;
+ *                                 --progress: "step=N t=NS" every 100 steps;
+ *                                 --step-us: compute per step (2000)
  *   coord_worker nccl-id ENDPOINT NODE LOCAL_RANK TASK [ROUNDS [reuse]]
  *                                 join as an NCCL-capable worker (raw
  *                                 protocol, no GPU), create the unique ID
@@ -17,6 +19,7 @@
  *   coord_worker garbage HOST PORT      raw junk at the coordinator's port
  *   coord_worker hostile ENDPOINT       authenticated but malformed input
  *   coord_worker report-exit ENDPOINT TASK STATUS
+ *   coord_worker kv ENDPOINT KEY VALUE  KV_PUT then KV_GET, timed
  *
  * Workers read the usual environment (DPTRAIN_COORDINATOR, DPTRAIN_SECRET,
  * SLURM_NODEID, SLURM_LOCALID, SLURM_PROCID).
@@ -260,8 +263,11 @@ static int cmd_run(void)
 	return check_and_leave(ctx);
 }
 
-/* A training loop: collectives until something breaks. */
-static int cmd_loop(bool rejoin, bool barriers_only)
+/* A training loop: collectives until something breaks. Each step
+ * "computes" for STEP_US microseconds; with PROGRESS, every 100th step
+ * prints its number and the time. */
+static int cmd_loop(bool rejoin, bool barriers_only, long step_us,
+		    bool progress)
 {
 	struct dpt_ctx *ctx = NULL;
 	float grad[1024];
@@ -270,7 +276,7 @@ static int cmd_loop(bool rejoin, bool barriers_only)
 	if (rc)
 		return fail("init", rc);
 	print_membership("joined", ctx);
-	for (;;) {
+	for (long step = 1;; step++) {
 		for (int i = 0; i < 1024; i++)
 			grad[i] = 1.0f;
 		rc = barriers_only ? 0
@@ -280,7 +286,10 @@ static int cmd_loop(bool rejoin, bool barriers_only)
 			rc = dpt_barrier(ctx);
 		if (rc)
 			break;
-		usleep(2000);
+		if (progress && step % 100 == 0)
+			printf("step=%ld t=%lld\n", step, wall_ns());
+		if (step_us)
+			usleep((useconds_t)step_us);
 	}
 	printf("error=%s t=%lld rank=%d\n", dpt_err_name(rc), wall_ns(),
 	       dpt_rank(ctx));
@@ -655,21 +664,53 @@ static int cmd_report_exit(const char *endpoint, const char *task,
 	return 0;
 }
 
+/* A key-value exchange as the SPANK plugin does it (a connection of its
+ * own, KV_PUT then KV_GET): prints how long each took. */
+static int cmd_kv(const char *endpoint, const char *key, const char *value)
+{
+	const char *secret = getenv("DPTRAIN_SECRET");
+	char got[DPT_KV_VALUE_MAX + 1];
+	long long t0 = wall_ns(), t1, t2;
+	int rc = dpt__client_kv_put(endpoint, secret, key, value, 10000);
+
+	if (rc)
+		return fail("kv put", rc);
+	t1 = wall_ns();
+	rc = dpt__client_kv_get(endpoint, secret, key, got, sizeof(got), 10000);
+	if (rc)
+		return fail("kv get", rc);
+	t2 = wall_ns();
+	if (strcmp(got, value)) {
+		printf("FAIL kv get: %s, want %s\n", got, value);
+		return 1;
+	}
+	printf("kv put_ms=%lld get_ms=%lld\n", (t1 - t0) / 1000000,
+	       (t2 - t1) / 1000000);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc >= 2 && !strcmp(argv[1], "run"))
 		return cmd_run();
 	if (argc >= 2 && !strcmp(argv[1], "loop")) {
-		bool rejoin = false, barriers = false;
+		bool rejoin = false, barriers = false, progress = false;
+		long step_us = 2000;
 		for (int i = 2; i < argc; i++)
 			if (!strcmp(argv[i], "--rejoin"))
 				rejoin = true;
 			else if (!strcmp(argv[i], "--barriers"))
 				barriers = true;
+			else if (!strcmp(argv[i], "--progress"))
+				progress = true;
+			else if (!strncmp(argv[i], "--step-us=", 10) &&
+				 !dpt__parse_long(argv[i] + 10, 0, 10000000,
+						  &step_us))
+				continue;
 			else
 				return fail(argv[i], DPT_EINVAL);
-		return cmd_loop(rejoin, barriers);
+		return cmd_loop(rejoin, barriers, step_us, progress);
 	}
 	if (argc >= 6 && argc <= 8 && !strcmp(argv[1], "nccl-id"))
 		return cmd_nccl_id(argv[2], argv[3], argv[4], argv[5],
@@ -682,9 +723,13 @@ int main(int argc, char **argv)
 		return cmd_hostile(argv[2]);
 	if (argc == 5 && !strcmp(argv[1], "report-exit"))
 		return cmd_report_exit(argv[2], argv[3], argv[4]);
-	fprintf(stderr, "usage: coord_worker run|loop [--rejoin] [--barriers]|"
+	if (argc == 5 && !strcmp(argv[1], "kv"))
+		return cmd_kv(argv[2], argv[3], argv[4]);
+	fprintf(stderr, "usage: coord_worker run|loop [--rejoin] [--barriers] "
+			"[--progress] [--step-us=N]|"
 			"nccl-id ENDPOINT NODE LOCAL TASK [ROUNDS [reuse]]|"
-			"garbage HOST PORT|"
-			"hostile ENDPOINT|report-exit ENDPOINT TASK STATUS\n");
+			"garbage HOST PORT|hostile ENDPOINT|"
+			"report-exit ENDPOINT TASK STATUS|"
+			"kv ENDPOINT KEY VALUE\n");
 	return 2;
 }

@@ -13,6 +13,7 @@ COORD_TESTS = \
 	tests/coord/failover.sh \
 	tests/coord/task_exit.sh \
 	tests/coord/stop.sh \
+	tests/coord/flood.sh \
 	tests/coord/netns.sh
 TESTS += $(COORD_TESTS)
 EXTRA_DIST += $(COORD_TESTS) tests/coord/lib.sh
