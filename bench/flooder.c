@@ -23,6 +23,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -35,6 +36,8 @@
 #include <unistd.h>
 
 #include <zmq.h>
+
+#include "parse.h"
 
 static volatile sig_atomic_t flooding = 1;
 
@@ -102,30 +105,25 @@ int main(int argc, char **argv)
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	struct rlimit rl;
 	struct pollfd *pf;
-	long conns, seconds, churn = 0, held = 0, max_held = 0, opened = 0,
-			     closed = 0, failed = 0;
+	long port, conns, seconds, churn = 0, held = 0, max_held = 0,
+				   opened = 0, closed = 0, failed = 0;
 	double end, start = now_s();
 	char endpoint[128];
 	void *ctx = NULL, **socks = NULL;
 	int established = 0;
 
 	if (argc < 5 || argc > 6 ||
-	    inet_pton(AF_INET, argv[1], &sa.sin_addr) != 1) {
-		fprintf(stderr,
-			"usage: flooder IPV4 PORT CONNS SECONDS [CHURN]\n");
+	    inet_pton(AF_INET, argv[1], &sa.sin_addr) != 1 ||
+	    dpt__parse_long(argv[2], 1, 65535, &port) ||
+	    dpt__parse_long(argv[3], 1, 100000, &conns) ||
+	    dpt__parse_long(argv[4], 1, LONG_MAX, &seconds) ||
+	    (argc == 6 && dpt__parse_long(argv[5], 0, 1000, &churn))) {
+		fprintf(stderr, "usage: bench/flooder IPV4 PORT CONNS SECONDS "
+				"[CHURN]\n(CONNS 1 to 100000, SECONDS at "
+				"least 1, CHURN 0 to 1000)\n");
 		return 2;
 	}
-	sa.sin_port = htons((uint16_t)atoi(argv[2]));
-	conns = atol(argv[3]);
-	seconds = atol(argv[4]);
-	if (argc == 6)
-		churn = atol(argv[5]);
-	if (conns < 1 || conns > 100000 || seconds < 1 || churn < 0 ||
-	    churn > 1000) {
-		fprintf(stderr, "flooder: CONNS 1..100000, SECONDS >= 1, "
-				"CHURN 0..1000\n");
-		return 2;
-	}
+	sa.sin_port = htons((uint16_t)port);
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);

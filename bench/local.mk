@@ -61,7 +61,7 @@ EXTRA_DIST += bench/restart.sh bench/restart_split.py
 noinst_PROGRAMS += bench/flooder
 bench_flooder_SOURCES = bench/flooder.c
 bench_flooder_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
-bench_flooder_LDADD = $(ZMQ_LIBS)
+bench_flooder_LDADD = common/libdptcommon.la $(ZMQ_LIBS)
 
 # bench/observe: a job's step time while `dptrain status` asks every
 # second, and while /metrics is scraped every second, against the same job

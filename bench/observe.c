@@ -413,10 +413,10 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 		kill(watch, SIGTERM);
 		wf = fdopen(wfds[0], "r");
 		if (w == W_FLOOD) { /* "established N", then its counts */
-			r->asked = atol(FLOOD_CONNS);
+			r->asked = strtol(FLOOD_CONNS, NULL, 10);
 			while (wf && fgets(line, sizeof(line), wf))
 				if (!strncmp(line, "flood held=", 11))
-					r->right = atol(line + 11);
+					r->right = strtol(line + 11, NULL, 10);
 		} else if (!wf ||
 			   fscanf(wf, "%ld %ld", &r->right, &r->asked) != 2) {
 			die("the watcher reported nothing");
