@@ -9,6 +9,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,32 @@ static void one_double(struct page *p, const char *name, const char *help,
 	family(p, name, "gauge", help);
 	sample(p, name, "", text);
 }
+
+/* The counters, in the order of the page. */
+static const struct {
+	const char *name, *help;
+	size_t offset; /* of a uint64_t in struct dpt__metrics_counters */
+} counters[] = {
+#define COUNTER(field, name, help)                                             \
+	{                                                                      \
+		name, help, offsetof(struct dpt__metrics_counters, field)      \
+	}
+	COUNTER(generations, "dptrain_generations_total",
+		"Generations formed by this coordinator."),
+	COUNTER(saves, "dptrain_checkpoint_saves_total",
+		"Checkpoints saved (each commit of a save)."),
+	COUNTER(saved_bytes, "dptrain_checkpoint_saved_bytes_total",
+		"Bytes of those checkpoints."),
+	COUNTER(commits, "dptrain_checkpoint_commits_total",
+		"Checkpoint commits reported."),
+	COUNTER(evictions, "dptrain_evictions_total",
+		"Workers evicted (lost, silent or failed)."),
+	COUNTER(status_answered, "dptrain_status_requests_total",
+		"STATUS requests answered (dptrain status)."),
+	COUNTER(scrapes, "dptrain_metrics_scrapes_total",
+		"Metrics pages served, this one included."),
+#undef COUNTER
+};
 
 int dpt__metrics_render(const struct dpt__metrics *m, struct dpt__buf *out)
 {
@@ -175,21 +202,10 @@ int dpt__metrics_render(const struct dpt__metrics *m, struct dpt__buf *out)
 	one_double(&p, "dptrain_coordinator_start_time_seconds",
 		   "When this coordinator started, Unix seconds.",
 		   (double)st->started_at / 1000.0);
-	one_u64(&p, "dptrain_generations_total", "counter",
-		"Generations formed by this coordinator.", n->generations);
-	one_u64(&p, "dptrain_checkpoint_saves_total", "counter",
-		"Checkpoints saved (each commit of a save).", n->saves);
-	one_u64(&p, "dptrain_checkpoint_saved_bytes_total", "counter",
-		"Bytes of those checkpoints.", n->saved_bytes);
-	one_u64(&p, "dptrain_checkpoint_commits_total", "counter",
-		"Checkpoint commits reported.", n->commits);
-	one_u64(&p, "dptrain_evictions_total", "counter",
-		"Workers evicted (lost, silent or failed).", n->evictions);
-	one_u64(&p, "dptrain_status_requests_total", "counter",
-		"STATUS requests answered (dptrain status).",
-		n->status_answered);
-	one_u64(&p, "dptrain_metrics_scrapes_total", "counter",
-		"Metrics pages served, this one included.", n->scrapes);
+	for (size_t i = 0; i < sizeof(counters) / sizeof(*counters); i++)
+		one_u64(&p, counters[i].name, "counter", counters[i].help,
+			*(const uint64_t *)((const char *)n +
+					    counters[i].offset));
 	return p.rc;
 }
 
