@@ -13,14 +13,10 @@
 # on what the tasks are told, which is what CUDA reads.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
 
 require_root
-conf=$(mktemp /tmp/dptrain-gpus-conf.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$conf")
-: >"$conf"
-chmod 644 "$conf"
-cluster_up NODES=2 CPUS=8 GPUS=4 \
-	DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
+conf_cluster_up "" NODES=2 CPUS=8 GPUS=4
 plan 18
 
 # One line per task, sorted by rank: "node local gpus".

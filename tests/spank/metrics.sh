@@ -8,19 +8,14 @@
 # a job metrics without it.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
 
 require_root
 require_prog curl python3
 train=$top_builddir/tests/ckpt/train_loop
 [ -x "$train" ] || bail_out "$train is not built (make check builds it)"
-conf=$(mktemp /tmp/dptrain-conf.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$conf")
-chmod 644 "$conf"
-cluster_up NODES=2 CPUS=4 GPUS=0 \
-	DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
-work=$(mktemp -d /tmp/dptrain-metrics.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$work")
-chmod 755 "$work"
+conf_cluster_up "" NODES=2 CPUS=4 GPUS=0
+work_dir metrics
 export DPTRAIN_STATUS_DIR=$work/status
 plan 11
 

@@ -6,14 +6,11 @@
 # in service and other jobs run.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
 
 require_root
-conf=$(mktemp /tmp/dptrain-conf.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$conf")
-printf 'max_keep = 5\nmin_grace = 2m\nmax_grace = 1h\nallowed_roots = file:///ckpt/%%u\n' >"$conf"
-chmod 644 "$conf"
-cluster_up NODES=2 CPUS=4 GPUS=0 \
-	DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
+conf_cluster_up $'max_keep = 5\nmin_grace = 2m\nmax_grace = 1h\nallowed_roots = file:///ckpt/%u\n' \
+	NODES=2 CPUS=4 GPUS=0
 plan 21
 
 # 1. Every option is in srun --help.

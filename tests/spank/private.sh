@@ -7,18 +7,13 @@
 # default, and --dp-private=no overrides it.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
 
 require_root
 train=$top_builddir/tests/ckpt/train_loop
 [ -x "$train" ] || bail_out "$train is not built (make check builds it)"
-conf=$(mktemp /tmp/dptrain-conf.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$conf")
-chmod 644 "$conf"
-cluster_up NODES=1 CPUS=4 GPUS=0 \
-	DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
-work=$(mktemp -d /tmp/dptrain-private.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$work")
-chmod 755 "$work"
+conf_cluster_up "" NODES=1 CPUS=4 GPUS=0
+work_dir private
 umask 022
 plan 10
 

@@ -5,17 +5,13 @@
 # site's heartbeat timeout is long: the plugin reports the task's exit.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
 
 require_root
 worker=$top_builddir/tests/coord/coord_worker
 [ -x "$worker" ] || bail_out "$worker is not built (make check builds it)"
-conf=$(mktemp /tmp/dptrain-conf.XXXXXX) || bail_out "mktemp failed"
-dpt_scratch+=("$conf")
 # A 30 s timeout: a failure noticed in under 3 s did not wait for it.
-printf 'timeout_ms = 30000\n' >"$conf"
-chmod 644 "$conf"
-cluster_up NODES=2 CPUS=4 GPUS=0 \
-	DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
+conf_cluster_up $'timeout_ms = 30000\n' NODES=2 CPUS=4 GPUS=0
 plan 5
 
 # 1-2. Four workers on two nodes: dense ranks, every collective checked.
