@@ -1132,6 +1132,11 @@ bool dpt__coord_stop_sent(const struct dpt__coord *c)
 	return c->stop_sent;
 }
 
+bool dpt__coord_gave_up(const struct dpt__coord *c)
+{
+	return c->gave_up;
+}
+
 uint32_t dpt__coord_tasks_running(const struct dpt__coord *c)
 {
 	uint32_t n = 0;

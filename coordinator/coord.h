@@ -101,6 +101,10 @@ bool dpt__coord_stop_sent(const struct dpt__coord *c);
 /* The value of KEY in the step's key-value store, or NULL. */
 const char *dpt__coord_kv_value(struct dpt__coord *c, const char *key);
 
+/* Whether the coordinator gave up on the job (too few workers, a failed
+ * rendezvous...): the workers were told, the exit status is 1. */
+bool dpt__coord_gave_up(const struct dpt__coord *c);
+
 /* The tasks of the step whose exit has not been reported (TASK_EXIT);
  * reports are still taken once the coordinator is finished. */
 uint32_t dpt__coord_tasks_running(const struct dpt__coord *c);

@@ -266,6 +266,7 @@ enum coord_state dpt__coord_fail(struct dpt__coord *c, int code,
 				 const char *why, int64_t now)
 {
 	dpt__error("%s: the job cannot go on", why);
+	c->gave_up = true;
 	snprintf(c->last, sizeof(c->last), "%s", why);
 	dpt__coord_note_reason(c, "failure", why);
 	for (struct peer *p = dpt__coord_oldest_peer(c); p;

@@ -937,6 +937,23 @@ int main(int argc, char **argv)
 		if (metrics && (mready || (mdl && now >= mdl)))
 			dpt__metrics_server_serve(metrics, dpt__now_ms());
 	}
+	/* A task that outlives the coordinator's giving up (stopped, stuck
+	 * in the kernel, deaf to its error) would hold the step and its
+	 * nodes until the walltime: once the others had their time to
+	 * leave, the step ends. */
+	if (dpt__coord_gave_up(coord) && o.step_id >= 0) {
+		await_task_exits(router, zap, mon, sfd, pidfd, worker_key, &o,
+				 coord);
+		if (dpt__coord_tasks_running(coord) > 0) {
+			dpt__error("%" PRIu32
+				   " task(s) still run after the job "
+				   "failed: ending step %ld.%ld",
+				   dpt__coord_tasks_running(coord), o.job_id,
+				   o.step_id);
+			dpt__walltime_kill_step((uint32_t)o.job_id,
+						(uint32_t)o.step_id);
+		}
+	}
 	/* A stopped step that ended cleanly goes back to the queue: its
 	 * program committed a checkpoint before it left. */
 	if (exit_code == 0 && o.requeue && dpt__coord_stop_sent(coord)) {

@@ -52,6 +52,9 @@
 	X(JOB_ID, "job-id", "DPTRAIN_JOB_ID", "ID",                           \
 	  "the Slurm job whose end time stops the step, and which is "        \
 	  "requeued", "")                                                     \
+	X(STEP_ID, "step-id", "DPTRAIN_STEP_ID", "ID",                        \
+	  "the step of that job: ended when the coordinator gives up on "    \
+	  "the job and a task still runs 30 s later", "")                    \
 	X(END_TIME, "end-time", "DPTRAIN_END_TIME", "EPOCH",                  \
 	  "a fixed end time instead, in seconds since the epoch", "")         \
 	X(GRACE, "grace", "DPTRAIN_GRACE", "DURATION",                        \
@@ -240,6 +243,7 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 		.grace = 600,
 		.max_requeues = -1,
 		.metrics_port = -1,
+		.step_id = -1,
 	};
 	if (!V(OPT_WORLD)) {
 		fprintf(stderr,
@@ -269,6 +273,9 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 	if (!rc && V(OPT_JOB_ID))
 		rc = number(N(OPT_JOB_ID), V(OPT_JOB_ID), 1, UINT32_MAX - 1,
 			    &o->job_id);
+	if (!rc && V(OPT_STEP_ID))
+		rc = number(N(OPT_STEP_ID), V(OPT_STEP_ID), 0, UINT32_MAX - 1,
+			    &o->step_id);
 	if (!rc && V(OPT_END_TIME))
 		rc = number(N(OPT_END_TIME), V(OPT_END_TIME), 1, LONG_MAX,
 			    &o->end_time);
@@ -340,6 +347,10 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 	if (o->job_id && o->end_time) {
 		fprintf(stderr, PROG ": --job-id and --end-time exclude each "
 				     "other\n");
+		return DPT_EINVAL;
+	}
+	if (o->step_id >= 0 && !o->job_id) {
+		fprintf(stderr, PROG ": --step-id needs the job (--job-id)\n");
 		return DPT_EINVAL;
 	}
 	if (o->requeue && !o->job_id) {

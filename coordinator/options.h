@@ -24,6 +24,7 @@ struct options {
 	long join_timeout_ms;
 	long io_threads;
 	long job_id;
+	long step_id; /* -1: none */
 	long end_time;
 	long grace;
 	bool requeue;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,6 +280,17 @@ void dpt__walltime_free(struct dpt__walltime **wp)
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 	*wp = NULL;
+}
+
+int dpt__walltime_kill_step(uint32_t job_id, uint32_t step_id)
+{
+	pthread_once(&slurm_once, slurm_setup);
+	if (slurm_kill_job_step(job_id, step_id, SIGKILL) != SLURM_SUCCESS) {
+		dpt__error("cannot end step %u.%u: %s", job_id, step_id,
+			   slurm_why(-1));
+		return DPT_EIO;
+	}
+	return 0;
 }
 
 /* Say WHY in the job's Comment (scontrol show job, sacct -o comment). */

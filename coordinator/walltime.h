@@ -44,6 +44,13 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 			  size_t size);
 
 /*
+ * End step JOB_ID.STEP_ID (SIGKILL to every task, through slurmctld): the
+ * coordinator gave up on the job and a task outlived it. Returns 0, or
+ * DPT_EIO with the reason logged.
+ */
+int dpt__walltime_kill_step(uint32_t job_id, uint32_t step_id);
+
+/*
  * The job's progress for its Comment (`dptrain: run=RUN step=S
  * committed=C restarts=R`, TEXT without the "dptrain: "): stored and
  * handed to the end-time thread, which sets it at most every

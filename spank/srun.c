@@ -140,7 +140,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	const struct dpt__admin *a = &dpt__plugin.admin;
 	char secret[65], world[16], endpoint_file[320], ppid[16], hb[16],
 		to[16], minw[16], bind[96], portstr[8], job[16], grace[24],
-		every[32], maxrq[16], nodes[48], metrics[16];
+		every[32], maxrq[16], nodes[48], metrics[16], step[16];
 	uint32_t ntasks = 0, jobid = 0, stepid = 0;
 	long port = 0;
 	int devnull, status;
@@ -191,6 +191,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	snprintf(minw, sizeof(minw), "%ld", s->min_workers);
 	snprintf(bind, sizeof(bind), "tcp://%s:*", a->bind_addr);
 	snprintf(job, sizeof(job), "%u", jobid);
+	snprintf(step, sizeof(step), "%u", stepid);
 	snprintf(grace, sizeof(grace), "%lds", s->grace);
 	snprintf(maxrq, sizeof(maxrq), "%ld", s->max_requeues);
 	snprintf(nodes, sizeof(nodes), "%ld-%ld", s->nodes_min, s->nodes_max);
@@ -213,6 +214,8 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 		minw,
 		"--job-id",
 		job,
+		"--step-id",
+		step,
 		"--grace",
 		grace,
 		"--requeue",
