@@ -110,3 +110,4 @@ MAN_TESTS = tests/man/man.sh
 TESTS += $(MAN_TESTS)
 EXTRA_DIST += $(MAN_TESTS)
 include $(srcdir)/tests/packaging/local.mk
+include $(srcdir)/tests/faults/local.mk

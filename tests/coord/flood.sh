@@ -101,8 +101,13 @@ ok $? "a new authenticated connection during the flood: KV_PUT and KV_GET answer
 rss_grew=$((rss_max - rss_base))
 # Each connection held costs libzmq's engine and buffers (about 20 KiB
 # measured); 64 KiB each plus 64 MiB is the bound.
-[ "$rss_grew" -le $((conns * 64 + 65536)) ]
-ok $? "coordinator memory bounded: $rss_base KiB before, $rss_max KiB at most ($((rss_grew / conns)) KiB per connection)"
+if [ -n "${DPT_SANITIZED:-}" ]; then
+	skip "coordinator memory bounded ($rss_base KiB before, $rss_max KiB at most)" \
+		"ASan's shadow memory and quarantine, not the coordinator, set the size"
+else
+	[ "$rss_grew" -le $((conns * 64 + 65536)) ]
+	ok $? "coordinator memory bounded: $rss_base KiB before, $rss_max KiB at most ($((rss_grew / conns)) KiB per connection)"
+fi
 
 # After: the flood's connections are gone, training went on throughout.
 phase
@@ -118,8 +123,13 @@ diag "steps/s: $rate_before before, $rate_during during, $rate_after after the f
 ratio=$(awk -v b="$rate_before" -v d="$rate_during" -v a="$rate_after" \
 	'BEGIN { m = (b + a) / 2; if (m > 0) printf "%.3f\n", d / m; else print 0 }')
 echo "flood conns=$conns churn=$churn steps_per_s_before=$rate_before during=$rate_during after=$rate_after ratio=$ratio"
-awk -v r="$ratio" -v m="$min_ratio" 'BEGIN { exit !(r >= m) }'
-ok $? "step rate under the flood: $ratio of the unflooded rate (at least $min_ratio)"
+if [ -n "${DPT_SANITIZED:-}" ]; then
+	skip "step rate under the flood: $ratio of the unflooded rate" \
+		"the sanitizers slow the coordinator and the workers unevenly"
+else
+	awk -v r="$ratio" -v m="$min_ratio" 'BEGIN { exit !(r >= m) }'
+	ok $? "step rate under the flood: $ratio of the unflooded rate (at least $min_ratio)"
+fi
 awk -v b="$rate_before" -v a="$rate_after" 'BEGIN { exit !(b > 0 && a > 0) }'
 ok $? "training stepped before and after the flood"
 

@@ -1,0 +1,5 @@
+#!/bin/bash
+# The short fault campaign of `make check`: 14 trials, a fixed seed, a few
+# minutes (tests/faults/campaign says what a trial does and checks).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+exec bash "${top_srcdir:-$(dirname "$0")/../..}/tests/faults/campaign" --trials 14 --seed 16
