@@ -15,8 +15,8 @@
  *   metrics  the coordinator with --metrics 0, and `curl /metrics` every
  *            second
  *   flood    bench/flooder at the coordinator's port: 3000 connections
- *            held without the step's secret and 20 clients churning
- *            CURVE handshakes with keys nobody has
+ *            held without the step's secret and C clients (20) churning
+ *            CURVE handshakes with keys nobody has, each every 20 ms
  *
  * It prints rank 0's median and mean step time for each job and the
  * ratio to the quiet job's, then the run's events: bytes of events.jsonl
@@ -24,7 +24,7 @@
  * joins, generation, end: once per run).
  *
  *   bench/observe [--ranks N] [--steps S] [--compute-ms MS] [--every K]
- *                 [--dir DIR]
+ *                 [--flood-churn C] [--dir DIR]
  */
 #define _XOPEN_SOURCE 700 /* nftw */
 #define _DEFAULT_SOURCE
@@ -72,11 +72,11 @@ static const char *const watch_names[] = {"quiet", "status", "metrics", "log",
 #define DPT_FLOODER_BIN "bench/flooder"
 #endif
 #define FLOOD_CONNS "3000"
-#define FLOOD_CHURN "20"
 
 struct config {
 	int ranks, steps, every;
 	double compute_ms;
+	long flood_churn; /* the flooder's handshaking clients */
 	char dir[PATH_MAX - 64];
 };
 
@@ -374,10 +374,14 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 			close(fds[0]);
 			close(wfds[0]);
 			if (w == W_FLOOD) { /* it reports on its stdout */
+				char churn[24];
+
+				snprintf(churn, sizeof(churn), "%ld",
+					 c->flood_churn);
 				dup2(wfds[1], 1);
 				execl(DPT_FLOODER_BIN, DPT_FLOODER_BIN,
 				      "127.0.0.1", colon ? colon + 1 : "0",
-				      FLOOD_CONNS, "86400", FLOOD_CHURN,
+				      FLOOD_CONNS, "86400", churn,
 				      (char *)NULL);
 				_exit(127);
 			}
@@ -494,11 +498,12 @@ static int remove_entry(const char *path, const struct stat *sb, int type,
 static void usage(void)
 {
 	fputs("usage: bench/observe [--ranks N] [--steps S] [--compute-ms MS] "
-	      "[--every K] [--dir DIR]\n"
+	      "[--every K] [--flood-churn C] [--dir DIR]\n"
 	      "ranks: 1 to 64 (default 4); steps: at least 50 (default 500); "
 	      "compute-ms: 0 to 1000 (default 20);\nevery: a save every K "
-	      "steps, 0 for none (default 10); dir: a new directory under it "
-	      "(default /tmp)\n",
+	      "steps, 0 for none (default 10); flood-churn: the flood job's "
+	      "handshaking clients,\n0 to 1000 (default 20); dir: a new "
+	      "directory under it (default /tmp)\n",
 	      stderr);
 	exit(2);
 }
@@ -506,7 +511,11 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	struct config c = {
-		.ranks = 4, .steps = 500, .every = 10, .compute_ms = 20};
+		.ranks = 4,
+		.steps = 500,
+		.every = 10,
+		.compute_ms = 20,
+		.flood_churn = 20};
 	const char *base = "/tmp";
 	struct result r[W_FLOOD + 1];
 	char tmpl[PATH_MAX - 64];
@@ -522,13 +531,17 @@ int main(int argc, char **argv)
 			c.compute_ms = bench_arg("--compute-ms", argv[++i]);
 		else if (!strcmp(argv[i], "--every"))
 			c.every = (int)bench_arg("--every", argv[++i]);
+		else if (!strcmp(argv[i], "--flood-churn"))
+			c.flood_churn =
+				(long)bench_arg("--flood-churn", argv[++i]);
 		else if (!strcmp(argv[i], "--dir"))
 			base = argv[++i];
 		else
 			usage();
 	}
 	if (c.ranks < 1 || c.ranks > 64 || c.steps < 50 || c.compute_ms < 0 ||
-	    c.compute_ms > 1000 || c.every < 0)
+	    c.compute_ms > 1000 || c.every < 0 || c.flood_churn < 0 ||
+	    c.flood_churn > 1000)
 		usage();
 	if (snprintf(tmpl, sizeof(tmpl), "%s/dptrain-observe.XXXXXX", base) >=
 		    (int)sizeof(tmpl) ||
