@@ -510,12 +510,11 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	struct config c = {
-		.ranks = 4,
-		.steps = 500,
-		.every = 10,
-		.compute_ms = 20,
-		.flood_churn = 20};
+	struct config c = {.ranks = 4,
+			   .steps = 500,
+			   .every = 10,
+			   .compute_ms = 20,
+			   .flood_churn = 20};
 	const char *base = "/tmp";
 	struct result r[W_FLOOD + 1];
 	char tmpl[PATH_MAX - 64];

@@ -127,7 +127,7 @@ struct dpt__coord {
 	 * from then on; STOP_SENT once one has. */
 	bool stopping;
 	bool stop_sent;
-	bool gave_up; /* dpt__coord_fail */
+	bool gave_up;	      /* dpt__coord_fail */
 	int64_t last_save;    /* when SAVE was last sent (or the start) */
 	uint32_t barrier_seq; /* barriers completed in this generation */
 	uint32_t barrier_count;
