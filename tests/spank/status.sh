@@ -96,6 +96,10 @@ for ((i = 0; i < 600; i++)); do
 done
 [ -n "$killed" ]
 ok $? "rank 1 was killed in the middle of the save of step 60" || diag "$(cat "$work/crash.out")"
+# The coordinator hears of the death from slurmstepd and writes the
+# eviction; scancel before that would stop it first.
+evicted() { grep -q '"event":"evict"' "$run/events.jsonl" 2>/dev/null; }
+wait_for 30 evicted
 timed scancel "$id"
 wait_job "$id" 60
 commits=$(python3 -c 'import json,sys
