@@ -14,7 +14,7 @@
 # training loop against the unflooded job, in the same run, on a quiet
 # machine (doc/PERFORMANCE.md, "Watching a job").
 #
-# Settings: DPT_FLOOD_CONNS (3000), DPT_FLOOD_CHURN (20 handshaking
+# Settings: DPT_FLOOD_CONNS (3000), DPT_FLOOD_CHURN (5 handshaking
 # clients), DPT_FLOOD_SECONDS (4, each measured phase),
 # DPT_FLOOD_MIN_RATIO (0.33).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -24,7 +24,7 @@
 flooder=$top_builddir/bench/flooder
 [ -x "$flooder" ] || skip_all "build the flooder first (make builds $flooder)"
 conns=${DPT_FLOOD_CONNS:-3000}
-churn=${DPT_FLOOD_CHURN:-20}
+churn=${DPT_FLOOD_CHURN:-5}
 secs=${DPT_FLOOD_SECONDS:-4}
 min_ratio=${DPT_FLOOD_MIN_RATIO:-0.33}
 # The coordinator raises its soft descriptor limit to the hard one.
