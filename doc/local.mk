@@ -6,6 +6,7 @@ dist_doc_DATA += doc/checkpoint-format.md
 dist_doc_DATA += doc/walltime.md
 dist_doc_DATA += doc/python.md
 dist_doc_DATA += doc/sampler.md
+dist_doc_DATA += doc/shrink.md
 dist_doc_DATA += doc/PERFORMANCE.md
 dist_doc_DATA += doc/RELIABILITY.md
 # Pages of their own for what the other pages share: the storage (URIs,

@@ -111,3 +111,4 @@ TESTS += $(MAN_TESTS)
 EXTRA_DIST += $(MAN_TESTS)
 include $(srcdir)/tests/packaging/local.mk
 include $(srcdir)/tests/faults/local.mk
+include $(srcdir)/tests/shrink/local.mk
