@@ -16,7 +16,13 @@
  *            second
  *   flood    bench/flooder at the coordinator's port: 3000 connections
  *            held without the step's secret and C clients (20) churning
- *            CURVE handshakes with keys nobody has, each every 20 ms
+ *            CURVE handshakes with keys nobody has, each every 20 ms;
+ *            with --flood-cycle S, the flooder runs S seconds and rests S
+ *            seconds in turn for the whole job, and the steps of the two
+ *            kinds of window (less the first 2 s of each, while the
+ *            flood builds up or drains) are compared: the same job and
+ *            coordinator flooded and not, interleaved, so that the
+ *            machine's drift falls on both sides alike
  *
  * It prints rank 0's median and mean step time for each job and the
  * ratio to the quiet job's, then the run's events: bytes of events.jsonl
@@ -24,7 +30,11 @@
  * joins, generation, end: once per run).
  *
  *   bench/observe [--ranks N] [--steps S] [--compute-ms MS] [--every K]
- *                 [--flood-churn C] [--dir DIR]
+ *                 [--flood-churn C] [--flood-cycle S] [--jobs J,J...]
+ *                 [--dir DIR]
+ *
+ * --jobs runs only the jobs named (default: all five, in the order
+ * above); the ratios to the quiet job need it.
  */
 #define _XOPEN_SOURCE 700 /* nftw */
 #define _DEFAULT_SOURCE
@@ -72,11 +82,14 @@ static const char *const watch_names[] = {"quiet", "status", "metrics", "log",
 #define DPT_FLOODER_BIN "bench/flooder"
 #endif
 #define FLOOD_CONNS "3000"
+#define SETTLE_S    2.0 /* seconds of a flood window not counted */
 
 struct config {
 	int ranks, steps, every;
 	double compute_ms;
-	long flood_churn; /* the flooder's handshaking clients */
+	long flood_churn;      /* the flooder's handshaking clients */
+	int flood_cycle;       /* seconds on and off; 0: on for the whole job */
+	bool run[W_FLOOD + 1]; /* the jobs to run */
 	char dir[PATH_MAX - 64];
 };
 
@@ -96,7 +109,8 @@ static double now_s(void)
 
 /* ------------------------------------------------------------ a worker */
 
-/* Rank 0 writes each timed step's seconds, one per line, to FD. */
+/* Rank 0 writes each timed step's end (CLOCK_MONOTONIC) and seconds, one
+ * step per line, to FD. */
 static int worker(const struct config *c, const char *run, const char *ep,
 		  const char *secret, int task, int fd)
 {
@@ -152,8 +166,11 @@ static int worker(const struct config *c, const char *run, const char *ep,
 						      .step = (uint64_t)step});
 		}
 		rc = rc ? rc : dpt_should_stop(ctx, &stop);
-		if (!rc && rank == 0 && step > WARMUP)
-			dprintf(fd, "%.9f\n", now_s() - t0);
+		if (!rc && rank == 0 && step > WARMUP) {
+			double t1 = now_s();
+
+			dprintf(fd, "%.9f %.9f\n", t1, t1 - t0);
+		}
 	}
 	rc = rc ? rc : dpt_ckpt_wait(ck);
 	(void)world;
@@ -210,6 +227,19 @@ static bool ask(char *const argv[], const char *needle)
 
 static volatile sig_atomic_t watching = 1;
 
+/* Execs the flooder at the coordinator's endpoint EP. */
+static _Noreturn void exec_flooder(const struct config *c, const char *ep)
+{
+	const char *colon = strrchr(ep, ':');
+	char churn[24];
+
+	snprintf(churn, sizeof(churn), "%ld", c->flood_churn);
+	execl(DPT_FLOODER_BIN, DPT_FLOODER_BIN, "127.0.0.1",
+	      colon ? colon + 1 : "0", FLOOD_CONNS, "86400", churn,
+	      (char *)NULL);
+	_exit(127);
+}
+
 static void stop_watching(int sig)
 {
 	(void)sig;
@@ -233,6 +263,30 @@ static _Noreturn void watcher(char *const argv[], const char *needle, int fd)
 			usleep((useconds_t)(left * 1e6));
 	}
 	dprintf(fd, "%ld %ld\n", right, asked);
+	_exit(0);
+}
+
+/* --flood-cycle: the flooder for C->flood_cycle seconds, then none for as
+ * long, until SIGTERM; writes "on T" and "off T" (CLOCK_MONOTONIC) to FD
+ * as each window starts, and the flooder its counts when it ends. */
+static _Noreturn void cycler(const struct config *c, const char *ep, int fd)
+{
+	signal(SIGTERM, stop_watching);
+	while (watching) {
+		pid_t flood = fork();
+
+		if (flood == 0) {
+			dup2(fd, 1);
+			exec_flooder(c, ep);
+		}
+		dprintf(fd, "on %.9f\n", now_s());
+		sleep((unsigned)c->flood_cycle); /* SIGTERM cuts it short */
+		kill(flood, SIGTERM);
+		waitpid(flood, NULL, 0);
+		dprintf(fd, "off %.9f\n", now_s());
+		if (watching)
+			sleep((unsigned)c->flood_cycle);
+	}
 	_exit(0);
 }
 
@@ -275,7 +329,70 @@ struct result {
 	double median, mean;
 	int n;
 	long asked, right; /* the watcher's questions, and right answers */
+	/* --flood-cycle: the steps in flooded and in quiet windows */
+	double on_median, off_median;
+	int on_n, off_n, cycles;
 };
+
+/* The window (1: flooded, 0: quiet, -1: settling or none) of a step that
+ * ended at T, from the cycler's transitions AT[N] (flooded from the
+ * even ones on). */
+static int window_of(double t, const double *at, int n)
+{
+	int i = n - 1;
+
+	while (i >= 0 && at[i] > t)
+		i--;
+	if (i < 0 || t < at[i] + SETTLE_S)
+		return -1;
+	return i % 2 == 0;
+}
+
+/* Splits the steps (END[i], T[i]) by the cycler's lines in WF into R's
+ * flooded and quiet medians; R->right: the fewest connections a flooder
+ * held at once. */
+static void split_by_window(FILE *wf, const double *end, const double *t, int n,
+			    struct result *r)
+{
+	char line[128];
+	double at[4096], *on = malloc((size_t)n * sizeof(*on)),
+			 *off = malloc((size_t)n * sizeof(*off));
+	int nat = 0;
+
+	if (!on || !off)
+		die("out of memory");
+	r->right = -1;
+	while (wf && nat < 4096 && fgets(line, sizeof(line), wf)) {
+		long held;
+
+		if (!strncmp(line, "on ", 3) && nat % 2 == 0)
+			at[nat++] = strtod(line + 3, NULL);
+		else if (!strncmp(line, "off ", 4) && nat % 2 == 1)
+			at[nat++] = strtod(line + 4, NULL);
+		else if (!strncmp(line, "flood held=", 11)) {
+			held = strtol(line + 11, NULL, 10);
+			if (r->right < 0 || held < r->right)
+				r->right = held;
+		}
+	}
+	r->cycles = nat / 2;
+	r->on_n = r->off_n = 0;
+	for (int i = 0; i < n; i++) {
+		int w = window_of(end[i], at, nat);
+
+		if (w == 1)
+			on[r->on_n++] = t[i];
+		else if (w == 0)
+			off[r->off_n++] = t[i];
+	}
+	if (!r->on_n || !r->off_n)
+		die("--flood-cycle: no step in a flooded or a quiet window: "
+		    "more steps or a shorter cycle");
+	r->on_median = bench_median(on, r->on_n);
+	r->off_median = bench_median(off, r->off_n);
+	free(on);
+	free(off);
+}
 
 /* Runs one job watched as W; its steps' times (rank 0) in *R. */
 static void run_job(const struct config *c, enum watch w, struct result *r)
@@ -286,7 +403,7 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 	unsigned char b[32];
 	pid_t coord, watch = -1, pids[64];
 	int fds[2], wfds[2] = {-1, -1}, failed = 0, port = 0;
-	double *t = NULL;
+	double *t = NULL, *end = NULL;
 	size_t cap = 0;
 	FILE *f;
 
@@ -370,20 +487,13 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 			char *status[] = {DPT_DPTRAIN_BIN, "status", "--json",
 					  JOB_ID, NULL};
 			char *curl[] = {"curl", "-sf", "-m", "2", url, NULL};
-			const char *colon = strrchr(ep, ':');
 			close(fds[0]);
 			close(wfds[0]);
+			if (w == W_FLOOD && c->flood_cycle)
+				cycler(c, ep, wfds[1]);
 			if (w == W_FLOOD) { /* it reports on its stdout */
-				char churn[24];
-
-				snprintf(churn, sizeof(churn), "%ld",
-					 c->flood_churn);
 				dup2(wfds[1], 1);
-				execl(DPT_FLOODER_BIN, DPT_FLOODER_BIN,
-				      "127.0.0.1", colon ? colon + 1 : "0",
-				      FLOOD_CONNS, "86400", churn,
-				      (char *)NULL);
-				_exit(127);
+				exec_flooder(c, ep);
 			}
 			/* The coordinator's answer, not the events'. */
 			if (w == W_STATUS)
@@ -395,13 +505,17 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 	f = fdopen(fds[0], "r");
 	r->n = 0;
 	while (f && fgets(line, sizeof(line), f)) {
+		char *sp;
+
 		if ((size_t)r->n == cap) {
 			cap = cap ? 2 * cap : 1024;
 			t = realloc(t, cap * sizeof(*t));
-			if (!t)
+			end = realloc(end, cap * sizeof(*end));
+			if (!t || !end)
 				die("out of memory");
 		}
-		t[r->n++] = strtod(line, NULL);
+		end[r->n] = strtod(line, &sp);
+		t[r->n++] = strtod(sp, NULL);
 	}
 	if (f)
 		fclose(f);
@@ -416,7 +530,11 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 
 		kill(watch, SIGTERM);
 		wf = fdopen(wfds[0], "r");
-		if (w == W_FLOOD) { /* "established N", then its counts */
+		if (w == W_FLOOD && c->flood_cycle) {
+			r->asked = strtol(FLOOD_CONNS, NULL, 10);
+			split_by_window(wf, end, t, r->n, r);
+		} else if (w ==
+			   W_FLOOD) { /* "established N", then its counts */
 			r->asked = strtol(FLOOD_CONNS, NULL, 10);
 			while (wf && fgets(line, sizeof(line), wf))
 				if (!strncmp(line, "flood held=", 11))
@@ -440,6 +558,7 @@ static void run_job(const struct config *c, enum watch w, struct result *r)
 	qsort(t, (size_t)r->n, sizeof(*t), cmp_double);
 	r->median = bench_median(t, r->n);
 	free(t);
+	free(end);
 }
 
 /* ------------------------------------------------------------ events */
@@ -498,14 +617,41 @@ static int remove_entry(const char *path, const struct stat *sb, int type,
 static void usage(void)
 {
 	fputs("usage: bench/observe [--ranks N] [--steps S] [--compute-ms MS] "
-	      "[--every K] [--flood-churn C] [--dir DIR]\n"
+	      "[--every K] [--flood-churn C] [--flood-cycle S]\n"
+	      "       [--jobs quiet,status,metrics,log,flood] [--dir DIR]\n"
 	      "ranks: 1 to 64 (default 4); steps: at least 50 (default 500); "
 	      "compute-ms: 0 to 1000 (default 20);\nevery: a save every K "
 	      "steps, 0 for none (default 10); flood-churn: the flood job's "
-	      "handshaking clients,\n0 to 1000 (default 20); dir: a new "
-	      "directory under it (default /tmp)\n",
+	      "handshaking clients,\n0 to 1000 (default 20); flood-cycle: "
+	      "the flood job floods S seconds and rests S in turn,\n"
+	      "comparing the two (1 to 600; default 0: floods all along); "
+	      "dir: a new directory under it\n(default /tmp)\n",
 	      stderr);
 	exit(2);
+}
+
+/* --jobs: a comma-separated list of job names. */
+static void parse_jobs(struct config *c, const char *list)
+{
+	char buf[128], *save = NULL;
+
+	if (snprintf(buf, sizeof(buf), "%s", list) >= (int)sizeof(buf))
+		usage();
+	for (int w = W_QUIET; w <= W_FLOOD; w++)
+		c->run[w] = false;
+	for (char *name = strtok_r(buf, ",", &save); name;
+	     name = strtok_r(NULL, ",", &save)) {
+		int w = W_QUIET;
+
+		while (w <= W_FLOOD && strcmp(name, watch_names[w]))
+			w++;
+		if (w > W_FLOOD) {
+			fprintf(stderr, "bench/observe: --jobs: no job '%s'\n",
+				name);
+			usage();
+		}
+		c->run[w] = true;
+	}
 }
 
 int main(int argc, char **argv)
@@ -514,7 +660,8 @@ int main(int argc, char **argv)
 			   .steps = 500,
 			   .every = 10,
 			   .compute_ms = 20,
-			   .flood_churn = 20};
+			   .flood_churn = 20,
+			   .run = {true, true, true, true, true}};
 	const char *base = "/tmp";
 	struct result r[W_FLOOD + 1];
 	char tmpl[PATH_MAX - 64];
@@ -533,6 +680,11 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--flood-churn"))
 			c.flood_churn =
 				(long)bench_arg("--flood-churn", argv[++i]);
+		else if (!strcmp(argv[i], "--flood-cycle"))
+			c.flood_cycle =
+				(int)bench_arg("--flood-cycle", argv[++i]);
+		else if (!strcmp(argv[i], "--jobs"))
+			parse_jobs(&c, argv[++i]);
 		else if (!strcmp(argv[i], "--dir"))
 			base = argv[++i];
 		else
@@ -540,7 +692,7 @@ int main(int argc, char **argv)
 	}
 	if (c.ranks < 1 || c.ranks > 64 || c.steps < 50 || c.compute_ms < 0 ||
 	    c.compute_ms > 1000 || c.every < 0 || c.flood_churn < 0 ||
-	    c.flood_churn > 1000)
+	    c.flood_churn > 1000 || c.flood_cycle < 0 || c.flood_cycle > 600)
 		usage();
 	if (snprintf(tmpl, sizeof(tmpl), "%s/dptrain-observe.XXXXXX", base) >=
 		    (int)sizeof(tmpl) ||
@@ -558,25 +710,40 @@ int main(int argc, char **argv)
 	       STATE_BYTES >> 20, c.every, c.dir);
 	fflush(stdout);
 	for (int w = W_QUIET; w <= W_FLOOD; w++) {
+		if (!c.run[w])
+			continue;
 		run_job(&c, (enum watch)w, &r[w]);
 		printf("%-8s step median %.3f ms, mean %.3f ms (%d steps)",
 		       watch_names[w], r[w].median * 1e3, r[w].mean * 1e3,
 		       r[w].n);
-		if (w != W_QUIET)
+		if (w != W_QUIET && c.run[W_QUIET])
 			printf("; vs quiet: median x%.4f, mean x%.4f",
 			       r[w].median / r[W_QUIET].median,
 			       r[w].mean / r[W_QUIET].mean);
 		if (w == W_STATUS || w == W_METRICS)
 			printf("; %ld of %ld asked answered", r[w].right,
 			       r[w].asked);
-		if (w == W_FLOOD)
+		if (w == W_FLOOD && c.flood_cycle)
+			printf("\nflood-cycle %d s: %d cycles; flooded windows "
+			       "%d steps, median %.3f ms; quiet windows %d "
+			       "steps, median %.3f ms; flooded / quiet x%.4f; "
+			       "each flooder held at least %ld of %ld "
+			       "connections at once",
+			       c.flood_cycle, r[w].cycles, r[w].on_n,
+			       r[w].on_median * 1e3, r[w].off_n,
+			       r[w].off_median * 1e3,
+			       r[w].on_median / r[w].off_median, r[w].right,
+			       r[w].asked);
+		else if (w == W_FLOOD)
 			printf("; %ld of %ld connections held at once",
 			       r[w].right, r[w].asked);
 		printf("\n");
 		fflush(stdout);
 	}
-	events_size(&c, "quiet");
-	events_size(&c, "log");
+	if (c.run[W_QUIET])
+		events_size(&c, "quiet");
+	if (c.run[W_LOG])
+		events_size(&c, "log");
 	if (nftw(c.dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
 		fprintf(stderr, "bench/observe: cannot remove %s\n", c.dir);
 	return 0;
