@@ -26,27 +26,54 @@ PACKAGES=(
 	dpkg-dev debhelper dh-python fakeroot lintian
 )
 
+# s3rver (below) runs on Node.js: Debian's nodejs and npm unless the
+# machine already has a node and an npm of its own.
+command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+
 missing=()
 for p in "${PACKAGES[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-	echo "install-deps: all ${#PACKAGES[@]} packages present"
-	exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
 # Installing slurmctld, slurmd and munge must not start system services: the
 # tests run their own daemons with their own configuration. A policy-rc.d
 # that exits 101 tells invoke-rc.d to start nothing.
 made_policy=0
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-	printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-	chmod 755 /usr/sbin/policy-rc.d
-	made_policy=1
-fi
 trap '[ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d' EXIT
-export DEBIAN_FRONTEND=noninteractive
-apt-get -o DPkg::Lock::Timeout=600 update -qq
-apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#PACKAGES[@]} packages present"
+else
+	echo "install-deps: installing ${missing[*]}"
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		made_policy=1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get -o DPkg::Lock::Timeout=600 update -qq
+	apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# An S3 server that keeps its objects on disk across a restart, for the
+# fault campaign's restart_s3 trials (tests/s3/up SERVER=s3rver): moto
+# loses everything when it restarts. @20minutes/s3rver, the maintained
+# fork of s3rver, because it verifies SigV4 signatures (s3rver 3.7.1
+# accepts any); 4.0.4 is the last release that runs on Node.js 20 (5.x
+# wants 24). Installed with npm into its own directory, where
+# tests/s3/up looks for it (DPTRAIN_S3RVER_DIR to look elsewhere).
+S3RVER_PKG=@20minutes/s3rver S3RVER_VERSION=4.0.4
+S3RVER_DIR=${DPTRAIN_S3RVER_DIR:-/opt/dptrain-s3rver}
+have=$(node -p "require('$S3RVER_DIR/node_modules/$S3RVER_PKG/package.json').version" 2>/dev/null || true)
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$have" = "$S3RVER_VERSION" ]; then
+	echo "install-deps: $S3RVER_PKG $have present in $S3RVER_DIR"
+elif [ "$node_major" -lt 20 ]; then
+	# Not fatal: the restart_s3 trials then skip, saying why.
+	echo "install-deps: not installing $S3RVER_PKG: it needs Node.js >= 20, this is $(node --version 2>/dev/null || echo none)" >&2
+else
+	echo "install-deps: installing $S3RVER_PKG@$S3RVER_VERSION in $S3RVER_DIR"
+	mkdir -p "$S3RVER_DIR"
+	npm install --prefix "$S3RVER_DIR" --no-audit --no-fund --omit=dev --save-exact --loglevel=error \
+		"$S3RVER_PKG@$S3RVER_VERSION"
+fi
 echo "install-deps: done"
