@@ -112,6 +112,9 @@ timed() { # COMMAND...
 	timeout -k 5 "${DPT_TIMEOUT:-60}" "$@"
 }
 srun_t() { timed srun "$@"; }
+# srun_tasks ARGS...: srun_t's stdout and stderr without srun's own "job N
+# queued and waiting" lines, for a test that compares the tasks' output.
+srun_tasks() { srun_t "$@" 2>&1 | grep -v '^srun: job [0-9]* '; }
 sbatch_t() { timed sbatch "$@"; }
 scontrol_t() { timed scontrol "$@"; }
 squeue_t() { timed squeue "$@"; }

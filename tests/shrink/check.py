@@ -142,7 +142,7 @@ def check_batch(live, ref, rtol):
         ranks = sorted(r["rank"] for r in lines)
         idx = [i for r in lines for i in r["idx"]]
         want = sorted(i for r in ref.trained if r["step"] == s for i in r["idx"])
-        if len(world) != 1 or ranks != list(range(world.copy().pop())):
+        if len(world) != 1 or ranks != list(range(next(iter(world)))):
             problems.append("step %d of generation %d: lines from ranks %s of world %s"
                             % (s, gen, ranks, sorted(world)))
         elif len(idx) != len(set(idx)):

@@ -77,6 +77,27 @@ task_pid() {
 	return 1
 }
 
+# reference_against RTOL SRUN_OPTIONS... -- PROGRAM...: the uninterrupted
+# run (run "reference", its output in $work/reference.out), then the four
+# checks of compare between it and the live run's $out.
+reference_against() {
+	local rtol=$1 opts=()
+	shift
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	DPT_TIMEOUT=240 srun_t "${opts[@]}" --dp-train=reference --dp-ckpt="file://$work/ckpt" \
+		"$@" >"$work/reference.out" 2>"$work/reference.err" ||
+		bail_out "the reference run failed: $(cat "$work/reference.err")"
+	compare "$out" "$work/reference.out" "$rtol"
+}
+
+# verifies RUN: every committed step of the run verifies.
+verifies() {
+	local out_v
+	out_v=$(dptrain ckpt verify "file://$work/ckpt/$1" 2>&1)
+	ok $? "every committed step verifies" || diag "$out_v"
+}
+
 # compare LIVE REFERENCE RTOL: the four checks of tests/shrink/check.py.
 compare() {
 	local check out

@@ -41,15 +41,11 @@ ok $? "the coordinator evicted n2's 2 ranks when their connections closed" ||
 from_memory
 
 # 5-8. The same run as an uninterrupted one of 2 ranks (on n1: n2 is down).
-DPT_TIMEOUT=120 srun_t -w n1 -N 1 -n 2 --dp-train=reference --dp-ckpt="file://$work/ckpt" \
-	"$shrink" --steps $steps >"$work/reference.out" 2>"$work/reference.err" ||
-	bail_out "the reference run failed: $(cat "$work/reference.err")"
-compare "$out" "$work/reference.out" 1e-9
+reference_against 1e-9 -w n1 -N 1 -n 2 -- "$shrink" --steps $steps
 
 # 9-11. The checkpoints.
 is "$(newest_world live)" 2 "step $steps was written by 2 ranks"
-out_v=$(dptrain ckpt verify "file://$work/ckpt/live" 2>&1)
-ok $? "every committed step verifies" || diag "$out_v"
+verifies live
 want=$(final_params "$out")
 DPT_TIMEOUT=60 srun_t -w n1 -N 1 -n 1 --dp-train=live --dp-ckpt="file://$work/ckpt" \
 	"$shrink" --steps $steps >"$work/load.out" 2>"$work/load.err"

@@ -30,15 +30,11 @@ survivors_finished 3 $steps
 from_memory
 
 # 3-6. The same run as an uninterrupted one of 3 ranks.
-DPT_TIMEOUT=240 srun_t -N 2 -n 3 --dp-train=reference --dp-ckpt="file://$work/ckpt" \
-	$py "$fmnist" --steps $steps >"$work/reference.out" 2>"$work/reference.err" ||
-	bail_out "the reference run failed: $(cat "$work/reference.err")"
-compare "$out" "$work/reference.out" 1e-5
+reference_against 1e-5 -N 2 -n 3 -- $py "$fmnist" --steps $steps
 
 # 7-9. The checkpoints.
 is "$(newest_world fmnist)" 3 "step $steps was written by 3 ranks"
-out_v=$(dptrain ckpt verify "file://$work/ckpt/fmnist" 2>&1)
-ok $? "every committed step verifies" || diag "$out_v"
+verifies fmnist
 want=$(final_params "$out" | sed 's/.* sha256=//')
 DPT_TIMEOUT=120 srun_t -N 1 -n 2 --dp-train=fmnist --dp-ckpt="file://$work/ckpt" \
 	$py "$fmnist" --steps $steps >"$work/load.out" 2>"$work/load.err"

@@ -28,10 +28,7 @@ ok $? "the coordinator evicted task 0 and ended generation 1" || diag "$(grep -v
 from_memory
 
 # 4-7. The same run as an uninterrupted one of 3 ranks.
-DPT_TIMEOUT=120 srun_t -N 2 -n 3 --dp-train=reference --dp-ckpt="file://$work/ckpt" \
-	"$shrink" --steps $steps >"$work/reference.out" 2>"$work/reference.err" ||
-	bail_out "the reference run failed: $(cat "$work/reference.err")"
-compare "$out" "$work/reference.out" 1e-9
+reference_against 1e-9 -N 2 -n 3 -- "$shrink" --steps $steps
 
 # 8-10. The checkpoints: the save in flight at the failure was not
 # committed by anyone; those after it are of 3 ranks; all verify.
@@ -42,8 +39,7 @@ first=$(grep -o "committed step [0-9]* of 3 ranks" "$err" | head -n 1 | cut -d' 
 ok $? "no step past the adopted $adopted was committed by 4 ranks; the first by 3 is $first" ||
 	diag "$(grep -v retention "$err" | grep -C 5 "step $adopted ")"
 is "$(newest_world live)" 3 "step $steps was written by 3 ranks"
-out_v=$(dptrain ckpt verify "file://$work/ckpt/live" 2>&1)
-ok $? "every committed step verifies" || diag "$out_v"
+verifies live
 
 # 11-12. It loads anywhere, exactly.
 want=$(final_params "$out")

@@ -88,12 +88,11 @@ rc=$?
 ok $? "srun --dp-train with a broken dptrain.conf fails" || diag "exit $rc: $out"
 grep -qF "$conf:2: grace='whenever'" <<<"$out"
 ok $? "the message names the file, the line and the key" || diag "$out"
-# srun's own "job N queued and waiting" lines are not the task's output.
-is "$(srun_t -n 1 echo RAN 2>&1 | grep -v '^srun: job [0-9]* ')" "RAN" "a job without --dp-train still runs"
+is "$(srun_tasks -n 1 echo RAN)" "RAN" "a job without --dp-train still runs"
 is "$(sinfo -h -N -o '%t' | sort -u | tr '\n' ' ')" "idle " "no node is drained or down"
 # The same through slurmstepd: the step is submitted with a good config and
 # the config breaks before the tasks start reading it on the node.
 printf 'max_keep = 5\n' >"$conf"
-out=$(srun_t -n 1 --dp-train sh -c 'echo RAN' 2>&1 | grep -v '^srun: job [0-9]* ')
+out=$(srun_tasks -n 1 --dp-train sh -c 'echo RAN')
 is "$out" "RAN" "with the config fixed, --dp-train runs again"
 rm -f "$conf"
