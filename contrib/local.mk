@@ -5,6 +5,8 @@ EXTRA_DIST += \
 	contrib/setup/demo.sh \
 	contrib/setup/check.sh \
 	contrib/setup/style.sh \
+	contrib/setup/requirements-torch2.txt \
+	contrib/setup/requirements-s3.txt \
 	contrib/plugstack.conf.d/dptrain.conf.in \
 	contrib/dptrain.spec \
 	contrib/examples/train_ddp.py \

@@ -76,4 +76,27 @@ else
 	npm install --prefix "$S3RVER_DIR" --no-audit --no-fund --omit=dev --save-exact --loglevel=error \
 		"$S3RVER_PKG@$S3RVER_VERSION"
 fi
+# Two Python environments of Debian's python3, each installed from a
+# requirements file of the repository in which every package is pinned, with
+# one pip command: torch 2 and Lightning for the tests on torch 2, the demo
+# and the benchmarks (the Debian packages' own tests stay on Debian's
+# python3-torch); the S3 peer (moto_server) and the AWS CLI for the S3
+# tests. Each is rebuilt only when its requirements file changed (a copy
+# of the file that installed it lies in the environment).
+pyenv_install() { # DIR REQUIREMENTS
+	local dir=$1 req=$top/contrib/setup/$2
+	if cmp -s "$req" "$dir/dptrain-requirements.txt" && [ -x "$dir/bin/python" ]; then
+		echo "install-deps: $dir is as $2 says"
+		return
+	fi
+	echo "install-deps: installing $2 into $dir"
+	rm -rf "$dir"
+	/usr/bin/python3 -m venv "$dir"
+	"$dir/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$req" ||
+		{ echo "install-deps: pip install -r $req into $dir failed" >&2; exit 1; }
+	cp "$req" "$dir/dptrain-requirements.txt"
+}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+pyenv_install "${DPTRAIN_TORCH2:-/opt/dptrain-torch2}" requirements-torch2.txt
+pyenv_install "${DPTRAIN_S3_PY:-/opt/dptrain-s3}" requirements-s3.txt
 echo "install-deps: done"

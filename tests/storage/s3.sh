@@ -23,9 +23,11 @@ mkdir -p "$work" || bail_out "cannot create $work"
 uri=s3://$DPTRAIN_S3_BUCKET/run
 st() { timed "$tool" "$@"; }
 
-# The standard client that reads objects back: the AWS CLI when installed,
-# else curl's own signer (one GET of the whole object).
-aws_cli=$(command -v aws || true)
+# The standard client that reads objects back: the AWS CLI when installed
+# (contrib/setup/install-deps.sh puts it in /opt/dptrain-s3), else curl's
+# own signer (one GET of the whole object).
+aws_cli=${DPTRAIN_S3_PY:-/opt/dptrain-s3}/bin/aws
+[ -x "$aws_cli" ] || aws_cli=$(command -v aws || true)
 [ -n "$aws_cli" ] || { [ -x /root/.pyenv/shims/aws ] && aws_cli=/root/.pyenv/shims/aws; }
 if [ -n "$aws_cli" ] && ! "$aws_cli" --version >/dev/null 2>&1; then aws_cli=; fi
 std_get() { # FULL_KEY FILE: the object as a standard S3 client reads it
