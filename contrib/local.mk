@@ -12,6 +12,7 @@ EXTRA_DIST += \
 	contrib/examples/train_ddp.py \
 	contrib/examples/fmnist_ddp.py \
 	contrib/examples/fmnist_dptrain.py \
+	contrib/examples/fmnist_lightning.py \
 	contrib/examples/train_walltime.py \
 	contrib/demo/elastic.sh \
 	contrib/demo/report.py \

@@ -130,7 +130,20 @@ wait_for() { # SECONDS COMMAND...
 	done
 }
 
+# torch2_lightning: $py, the Python of the torch 2 + Lightning environment
+# that contrib/setup/install-deps.sh makes (DPT_TORCH2_PYTHON: another); a
+# SKIP saying why where it is missing.
+torch2_lightning() {
+	py=${DPT_TORCH2_PYTHON:-${DPTRAIN_TORCH2:-/opt/dptrain-torch2}/bin/python}
+	[ -x "$py" ] || skip_all "no torch 2 environment at $py (contrib/setup/install-deps.sh makes it)"
+	"$py" -c 'import lightning' 2>/dev/null || skip_all "Lightning is not importable by $py"
+}
+
 # ---------------------------------------------------------------- batch jobs
+# Until a line of FILE matches PATTERN (0) or SECONDS have passed (1).
+wait_output() { # FILE PATTERN SECONDS
+	wait_for "$3" grep -q "$2" "$1" 2>/dev/null
+}
 job_state() { # ID: the job's state, restart count and exit code
 	scontrol_t show job "$1" 2>/dev/null |
 		grep -o 'JobState=[A-Z_]*\|Restarts=[0-9]*\|ExitCode=[0-9:]*' | tr '\n' ' '

@@ -22,7 +22,7 @@ Cases:
   ddp         torch.distributed with nccl, env://, DDP on cuda:LOCAL_RANK,
               beside a dptrain context on the NCCL backend in the same
               process
-  lightning   tests/python/lightning_fit.py (a tiny Trainer with
+  lightning   tests/python/lightning_fit.py (a tiny Trainer, 16-mixed, with
               dptrain.lightning.DptrainCallback) fitted on the GPU to step 6
 
 Exit status 0: passed; 77: cannot run here (the last line says why); any
@@ -272,14 +272,16 @@ def case_lightning():
     # it, under Slurm).
     fit = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                        "python", "lightning_fit.py")
-    p = subprocess.run([sys.executable, fit, "6", "gpu"], stdout=subprocess.PIPE,
+    p = subprocess.run([sys.executable, fit, "6", "gpu", "16-mixed"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     last = (p.stdout.strip().splitlines() or [""])[-1]
     if p.returncode != 0:
-        fail("lightning_fit.py 6 gpu: exit status %d\n%s"
+        fail("lightning_fit.py 6 gpu 16-mixed: exit status %d\n%s"
              % (p.returncode, p.stdout[-4000:]))
-    if not last.startswith("start=0 end=6 stopped=False "):
-        fail("lightning_fit.py 6 gpu printed %r, want start=0 end=6" % last)
+    if not last.startswith("start=0 end=6 stopped=False global_step=6 ") or \
+            last.endswith(" scale=none"):
+        fail("lightning_fit.py 6 gpu 16-mixed printed %r, want start=0 end=6 "
+             "global_step=6 and a GradScaler's scale" % last)
     print("lightning ok " + last)
 
 

@@ -1,29 +1,38 @@
-"""A tiny Lightning fit with dptrain.lightning.DptrainCallback, for
-tests/python/lightning.sh: trains to TOTAL global steps, resuming from the
-run's checkpoint; prints "start=S end=E stopped=B params_sum=X".
+"""A tiny Lightning fit with dptrain.lightning's environment and callback,
+for tests/python/lightning_modes.sh (under srun --dp-train) and tests/gpu
+(one rank on the GPU, 16-mixed: the GradScaler's state is saved): trains
+to TOTAL steps, resuming from the run's checkpoint, and prints
+"start=S end=E stopped=B global_step=G params_sum=X scale=F params_sha256=H"
+(F: the GradScaler's scale, or none).
 
-    lightning_fit.py TOTAL [ACCELERATOR]    (default cpu; tests/gpu: gpu)"""
-import sys
+    lightning_fit.py TOTAL [ACCELERATOR [PRECISION]] [--accumulate K]
+        [--manual] [--raise-at STEP] [--devices N] [--num-nodes N]
+"""
+import argparse
+import hashlib
 
 import torch
 
 try:
     import lightning.pytorch as pl
-    from lightning.pytorch.plugins.environments import SLURMEnvironment
 except ImportError:
     import pytorch_lightning as pl
-    from pytorch_lightning.plugins.environments import SLURMEnvironment
 
 import dptrain.torch as dpt
-from dptrain.lightning import DptrainCallback
+from dptrain.lightning import DptrainCallback, DptrainEnvironment
 
 
 class Fit(pl.LightningModule):
-    def __init__(self):
+    """y = 3x - 2 by a linear layer; --raise-at fails training_step there."""
+
+    def __init__(self, raise_at=None):
         super().__init__()
         self.lin = torch.nn.Linear(1, 1)
+        self.raise_at = raise_at
 
     def training_step(self, batch, batch_idx):
+        if self.raise_at is not None and self.trainer.global_step + 1 == self.raise_at:
+            raise RuntimeError("lightning_fit: failing at step %d as asked" % self.raise_at)
         x, y = batch
         return torch.nn.functional.mse_loss(self.lin(x), y)
 
@@ -31,25 +40,64 @@ class Fit(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=0.05)
 
 
+class ManualFit(pl.LightningModule):
+    """Manual optimization with two optimizers, each for its own layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+        self.a = torch.nn.Linear(1, 1)
+        self.b = torch.nn.Linear(1, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        for opt, layer in zip(self.optimizers(), (self.a, self.b)):
+            loss = torch.nn.functional.mse_loss(layer(x), y)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+
+    def configure_optimizers(self):
+        return [torch.optim.Adam(self.a.parameters(), lr=0.05),
+                torch.optim.SGD(self.b.parameters(), lr=0.1, momentum=0.9)]
+
+
 def main():
-    total = int(sys.argv[1])
-    accelerator = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+    ap = argparse.ArgumentParser()
+    ap.add_argument("total", type=int)
+    ap.add_argument("accelerator", nargs="?", default="cpu")
+    ap.add_argument("precision", nargs="?", default="32-true")
+    ap.add_argument("--accumulate", type=int, default=1)
+    ap.add_argument("--manual", action="store_true")
+    ap.add_argument("--raise-at", type=int)
+    ap.add_argument("--devices", type=int)
+    ap.add_argument("--num-nodes", type=int)
+    args = ap.parse_args()
     torch.manual_seed(0)
     x = torch.linspace(-1, 1, 960).unsqueeze(1)
     data = torch.utils.data.TensorDataset(x, 3 * x - 2)
     sampler = dpt.ElasticSampler(data, global_batch_size=32, seed=1)
     loader = torch.utils.data.DataLoader(data, batch_sampler=sampler)
-    cb = DptrainCallback(sampler=sampler, total_steps=total)
-    trainer = pl.Trainer(max_steps=total, accelerator=accelerator, devices=1, callbacks=[cb],
-                         plugins=[SLURMEnvironment(auto_requeue=False)],
-                         use_distributed_sampler=False, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)
-    model = Fit()
+    cb = DptrainCallback(sampler=sampler)
+    counts = {k: v for k, v in (("devices", args.devices), ("num_nodes", args.num_nodes))
+              if v is not None}
+    trainer = pl.Trainer(max_steps=args.total * (2 if args.manual else 1),
+                         accelerator=args.accelerator, precision=args.precision,
+                         accumulate_grad_batches=args.accumulate, callbacks=[cb],
+                         plugins=[DptrainEnvironment()], use_distributed_sampler=False,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, **counts)
+    model = ManualFit() if args.manual else Fit(args.raise_at)
     trainer.fit(model, loader)
-    print("start=%d end=%d stopped=%s params_sum=%.6f" % (
-        cb.start, cb.step(trainer), cb.stopped, sum(p.sum().item() for p in model.parameters())),
-        flush=True)
+    scaler = getattr(trainer.precision_plugin, "scaler", None)
+    digest = hashlib.sha256()
+    for p in model.parameters():
+        digest.update(p.detach().cpu().float().numpy().tobytes())
+    print("start=%d end=%d stopped=%s global_step=%d params_sum=%.6f scale=%s "
+          "params_sha256=%s" % (
+              cb.start, cb.step, cb.stopped, trainer.global_step,
+              sum(p.sum().item() for p in model.parameters()),
+              "none" if scaler is None else scaler.get_scale(), digest.hexdigest()), flush=True)
 
 
 if __name__ == "__main__":

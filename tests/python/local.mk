@@ -1,4 +1,5 @@
-# The Python binding with Debian's python3-torch on the real test cluster.
+# The Python binding with Debian's python3-torch on the real test cluster
+# (lightning.sh: with the torch 2 venv).
 TESTS += tests/python/binding.sh tests/python/torch.sh tests/python/fmnist.sh \
 	tests/python/lightning.sh tests/python/preempt.sh tests/python/errors.sh \
 	tests/python/log.sh
@@ -8,6 +9,12 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/lightning.sh tests/python/lightning_fit.py tests/python/preempt.sh \
 	tests/python/errors.sh tests/python/errors.py \
 	tests/python/log.sh tests/python/log.py
+# dptrain.lightning with torch 2 and Lightning 2.6 (the venv of
+# contrib/setup/install-deps.sh) on the real test cluster: a Lightning
+# user's script across world sizes, its stops (walltime, signals), and the
+# Trainer's other modes.
+TESTS += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
+EXTRA_DIST += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
 # The package installed by pip into a fresh venv of the python3 first on
 # PATH (not Debian's), with no package index.
 TESTS += tests/python/venv.sh

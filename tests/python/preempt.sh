@@ -27,14 +27,6 @@ chmod 755 "$work"
 dptrain=$top_builddir/dptrain
 plan 26
 
-wait_output() { # FILE PATTERN SECONDS
-	local i
-	for ((i = 0; i < $3 * 5; i++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.2
-	done
-	return 1
-}
 # submit NAME STEPS SBATCH_OPTIONS FORWARD: a job of 4 tasks on 2 nodes
 # training to STEPS; FORWARD=1 runs srun in the background and forwards
 # the batch shell's TERM and USR1 to the tasks (dptrain(8), "Signals").

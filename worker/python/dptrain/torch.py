@@ -616,6 +616,11 @@ class ElasticSampler:
         self.shuffle = bool(shuffle)
         self._rank, self._world = rank, world_size
         self._total = 0  # global samples consumed since epoch 0
+        # Global batches a checkpoint step takes (gradient accumulation);
+        # __len__ of the whole epoch rather than of what is left of it
+        # (Lightning counts the batches of the epoch it resumes).
+        self.batches_per_step = 1
+        self.full_epoch_len = False
         self._anchor = (0, 0)  # (step, _total): the position at that step
         self._perm = (None, None)
 
@@ -666,17 +671,29 @@ class ElasticSampler:
         return self._perm[1]
 
     def __len__(self):
+        if self.full_epoch_len:
+            return self.steps_per_epoch
         return self.steps_per_epoch - (self._total % self._per_epoch()) // self.global_batch_size
 
     def __iter__(self):
+        # Each iterator keeps its own position: seek_step() places the next
+        # one without moving an iterator still in use.
         rank, world = self._place()
         share = self.global_batch_size // world
-        epoch = self.epoch
+        pos, per = self._total, self._per_epoch()
+        epoch = pos // per
         perm = self.permutation(epoch)
-        while self._total // self._per_epoch() == epoch:
-            lo = self._total % self._per_epoch() + rank * share
-            self._total += self.global_batch_size
+        while pos // per == epoch:
+            lo = pos % per + rank * share
+            pos += self.global_batch_size
+            self._total = pos
             yield perm[lo:lo + share].tolist()
+
+    def seek_step(self, step):
+        """The next iteration starts after global step STEP, counted from
+        the step loaded (a DataLoader remade after batches were fetched
+        ahead, and thrown away, must not skip them)."""
+        self._total = self.state_at(step)["sample_cursor"]
 
     def _state(self, total):
         return {"seed": self.seed, "epoch": total // self._per_epoch(),
@@ -693,7 +710,8 @@ class ElasticSampler:
         loaded at (one global batch a step): what Checkpoint saves, right
         also when a DataLoader asked for batches ahead."""
         a_step, a_total = self._anchor
-        return dict(self._state(a_total + (step - a_step) * self.global_batch_size), step=step)
+        taken = (step - a_step) * self.global_batch_size * self.batches_per_step
+        return dict(self._state(a_total + taken), step=step)
 
     def load_state_dict(self, sd):
         for key, mine in (("global_batch_size", self.global_batch_size),

@@ -1,0 +1,164 @@
+"""Fashion-MNIST with PyTorch Lightning's DDP, made elastic by dptrain: a
+LightningModule as Lightning users write it, plus the lines that add
+dptrain (the ones marked "dptrain"; doc/python.md, "Lightning").
+
+    srun --dp-train=fmnist --dp-ckpt=file:///scratch/$USER/ckpt \\
+        python3 fmnist_lightning.py --steps 2000
+
+The job may have any size whose world size divides the global batch (48:
+1, 2, 3, 4, 6, 8, ...): the Trainer names neither devices nor num_nodes.
+It saves every --dp-ckpt-every, stops in time for the walltime or a
+preemption with a committed checkpoint, and a requeued job resumes there,
+on however many ranks it gets: trainer.global_step, the epoch, the
+optimizer and the samples of every global step go on as if it had not
+stopped.
+
+Data: the IDX files of Debian's dataset-fashion-mnist
+(/usr/share/datasets/fashion-mnist), or --data DIR.
+"""
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import lightning.pytorch as pl
+except ImportError:
+    import pytorch_lightning as pl
+
+import dptrain.torch as dpt  # dptrain
+from dptrain.lightning import DptrainCallback, DptrainEnvironment  # dptrain
+
+
+def read_idx(path):
+    """An IDX file (gzip): uint8 images [N, 28, 28] or labels [N]."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return torch.frombuffer(bytearray(raw[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
+
+
+def fashion_mnist(root, split):
+    prefix = "train" if split == "train" else "t10k"
+    x = read_idx(os.path.join(root, prefix + "-images-idx3-ubyte.gz"))
+    y = read_idx(os.path.join(root, prefix + "-labels-idx1-ubyte.gz"))
+    x = (x.float().div(255) - 0.2860) / 0.3530  # the training set's mean and std
+    # The sample's index comes with it, for --trace.
+    return torch.utils.data.TensorDataset(x.unsqueeze(1), y.long(), torch.arange(len(y)))
+
+
+class FashionNet(pl.LightningModule):
+    def __init__(self, lr):
+        super().__init__()
+        self.lr = lr
+        self.conv = torch.nn.Conv2d(1, 16, 5, stride=2)  # 16 x 12 x 12
+        self.fc1 = torch.nn.Linear(16 * 12 * 12, 128)
+        self.fc2 = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv(x)).flatten(1)
+        return self.fc2(F.relu(self.fc1(x)))
+
+    def training_step(self, batch, batch_idx):
+        x, y, _ = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("loss", loss, sync_dist=True, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
+class Trace(pl.Callback):
+    """--trace: one JSON line per global step and rank (the step, the world
+    size, the rank's sample indices, the global mean loss, the job's
+    restart count), as contrib/examples/fmnist_dptrain.py writes them."""
+
+    def __init__(self, path):
+        self.file = open(path, "a", buffering=1)  # one whole line an append
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        loss = outputs["loss"].detach().clone()
+        torch.distributed.all_reduce(loss)
+        self.file.write(json.dumps({
+            "step": trainer.global_step, "rank": trainer.global_rank,
+            "world": trainer.world_size, "loss": loss.item() / trainer.world_size,
+            "indices": batch[2].tolist(),
+            "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+            "time": round(time.time(), 3)}) + "\n")
+
+
+def test_accuracy(model, root, rank, world):
+    """Each rank tests its share of the 10000 test images."""
+    x, y, _ = fashion_mnist(root, "test")[rank::world]
+    with torch.no_grad():
+        correct = (model(x.to(model.device)).argmax(1) == y.to(model.device)).sum()
+    torch.distributed.all_reduce(correct)
+    return correct.item() / 10000
+
+
+def params_sha256(model):
+    digest = hashlib.sha256()
+    for p in model.parameters():
+        digest.update(p.detach().cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=1000, help="global steps to train to")
+    ap.add_argument("--batch", type=int, default=48, help="global batch size")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--train-size", type=int, help="train on the first N images only "
+                    "(short epochs)")
+    ap.add_argument("--precision", default="32-true", help="Trainer(precision=...)")
+    ap.add_argument("--trace", help="append one JSON line per step and rank")
+    ap.add_argument("--step-delay", type=float, default=0.0,
+                    help="seconds to sleep after each step: a stand-in for a larger model")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    pl.seed_everything(args.seed, verbose=False)
+    train = fashion_mnist(args.data, "train")
+    if args.train_size:
+        train = torch.utils.data.TensorDataset(*(t[:args.train_size] for t in train.tensors))
+    sampler = dpt.ElasticSampler(train, global_batch_size=args.batch, seed=args.seed)  # dptrain
+    loader = torch.utils.data.DataLoader(train, batch_sampler=sampler,  # dptrain: batch_sampler
+                                         num_workers=args.workers)
+    dptrain_cb = DptrainCallback(sampler=sampler)  # dptrain
+    callbacks = [dptrain_cb] + ([Trace(args.trace)] if args.trace else [])
+    if args.step_delay:
+        callbacks.append(pl.callbacks.LambdaCallback(
+            on_train_batch_end=lambda *_: time.sleep(args.step_delay)))
+    trainer = pl.Trainer(strategy="ddp", max_steps=args.steps, precision=args.precision,
+                         use_distributed_sampler=False,  # dptrain
+                         plugins=[DptrainEnvironment()],  # dptrain
+                         callbacks=callbacks, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    model = FashionNet(args.lr)
+    trainer.fit(model, loader)
+
+    rank, world = trainer.global_rank, trainer.world_size
+    if dptrain_cb.stopped:
+        if rank == 0:
+            print("fmnist: stopped at step %d: checkpoint committed, the job is requeued"
+                  % trainer.global_step, flush=True)
+        return
+    accuracy = test_accuracy(model, args.data, rank, world)
+    if rank == 0:
+        print("fmnist: done at step %d (from %d) on %d ranks test_accuracy=%.4f "
+              "params_sha256=%s" % (trainer.global_step, dptrain_cb.start, world, accuracy,
+                                    params_sha256(model)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+#!/bin/bash
+# A Lightning job (contrib/examples/fmnist_lightning.py, 4 ranks on 2
+# nodes, torch 2 and Lightning 2.6) stopped on the real test cluster by its
+# walltime, by scancel --signal=TERM and by scancel --signal=USR1: each is
+# one agreed stop beside Lightning's own SIGTERM handling (every rank stops
+# at one step, the checkpoint commits, the coordinator requeues the job),
+# and the requeued job resumes there and finishes, every step trained once.
+# The three jobs run side by side.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+
+require_root
+torch2_lightning
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+	skip_all "Debian's dataset-fashion-mnist is not installed"
+lib=$top_builddir/worker/.libs/libdptrain.so
+[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+check=$top_srcdir/tests/python/fmnist_check.py
+cluster_up NODES=2 CPUS=6 GPUS=0
+work=$(mktemp -d /tmp/dptrain-lstop.XXXXXX) || bail_out "mktemp failed"
+dpt_scratch+=("$work")
+chmod 755 "$work"
+plan 15
+
+# submit NAME STEPS SBATCH_OPTIONS: a job of 4 tasks on 2 nodes training
+# to STEPS at about 10 steps a second.
+submit() {
+	cat >"$work/$1.sh" <<EOS
+#!/bin/bash
+#SBATCH -N 2 -n 4 --ntasks-per-node=2 --requeue --open-mode=append $3
+#SBATCH -o $work/$1.out -J $1
+export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+srun --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=40s \\
+	$py $top_srcdir/contrib/examples/fmnist_lightning.py --steps $2 --train-size 960 \\
+	--workers 1 --step-delay 0.1 --trace $work/$1.trace
+EOS
+	sbatch_t --parsable "$work/$1.sh" | cut -d';' -f1
+}
+# check_stop NAME ID STEPS: stopped, requeued, resumed where it stopped,
+# finished, every step trained once by every rank.
+check_stop() {
+	local out state step
+	wait_output "$work/$1.out" "fmnist: done at step $3 " 400
+	ok $? "$1: the requeued job trains to step $3" || diag "$(job_state "$2")" "$(cat "$work/$1.out")"
+	wait_job "$2" 60 || { diag "job $2 still runs: $(job_state "$2")"; timed scancel "$2"; }
+	out=$(cat "$work/$1.out")
+	state=$(job_state "$2")
+	step=$(grep -o 'fmnist: stopped at step [0-9]*' <<<"$out" | tail -n 1 | awk '{ print $5 }')
+	[[ "$state" =~ JobState=COMPLETED.*Restarts=([1-9]) ]] && [ -n "$step" ] &&
+		grep -q "requeueing job $2 after step $step (committed)" <<<"$out"
+	ok $? "$1: stopped at step ${step:-?} with a committed checkpoint, requeued by the coordinator ($state)" ||
+		diag "$out"
+	grep -q "fmnist: done at step $3 (from $step) on 4 ranks" <<<"$out"
+	ok $? "$1: the requeued job resumed at step $step and finished" || diag "$out"
+	res=$("$py" "$check" samples "$work/$1.trace" "$work/$1.trace" 2>&1)
+	ok $? "$1: every step 1..$3 trained once by each rank: $res" || diag "$res"
+}
+
+wall=$(submit wall 600 --time=2)
+term=$(submit term 400 --time=10)
+usr1=$(submit usr1 400 --time=10)
+[ -n "$wall" ] && [ -n "$term" ] && [ -n "$usr1" ]
+ok $? "three jobs: wall ($wall, sbatch --time=2 --requeue), term ($term), usr1 ($usr1)" ||
+	bail_out "sbatch failed"
+
+for sig in term usr1; do
+	id=${!sig}
+	wait_output "$work/$sig.trace" '"step": 30,' 300
+	ok $? "$sig: job $id trains" || diag "$(job_state "$id")" "$(cat "$work/$sig.out")"
+	out=$(timed scancel --signal="${sig^^}" "$id" 2>&1)
+	ok $? "scancel --signal=${sig^^} $id" || diag "$out"
+done
+check_stop term "$term" 400
+check_stop usr1 "$usr1" 400
+check_stop wall "$wall" 600
