@@ -101,6 +101,13 @@ check-sanitized:
 	$(MAKE) $(AM_MAKEFLAGS) check \
 		TESTS="$(UNIT_TESTS) $(COORD_TESTS) $(CKPT_TESTS)"
 .PHONY: check-unit check-sanitized
+# What make distcheck runs in the tree built from the tarball
+# (contrib/setup/check.sh passes TESTS='$(DIST_TESTS)'): the unit tests and
+# the tests of what the tarball carries for users (the man pages, the
+# Python package's pip install and its struct layouts). The integration
+# tests run once, in make check of the source tree; distcheck-hook checks
+# that the tarball holds every tracked file they use.
+DIST_TESTS = $(UNIT_TESTS) tests/man/man.sh tests/python/venv.sh tests/python/layout.sh
 include $(srcdir)/tests/spank/local.mk
 include $(srcdir)/tests/python/local.mk
 include $(srcdir)/tests/gpu/local.mk

@@ -3,7 +3,7 @@
 # the code's style (contrib/setup/style.sh), build with warnings as
 # errors, run the whole test suite (unit tests and integration tests on a
 # real local Slurm cluster and a real S3 server),
-# check the distribution, and run the unit tests and the C integration
+# check the distribution (its unit tests), and run the unit tests and the C integration
 # tests (coordinator, checkpoints) again under AddressSanitizer and
 # UndefinedBehaviorSanitizer.
 set -euo pipefail
@@ -35,8 +35,11 @@ if ! make -j"$jobs" check; then
 	exit 1
 fi
 
+# The tarball, built and checked in a tree of its own: every tracked file in
+# it, the unit tests and the tests of what it installs for users
+# (DIST_TESTS, tests/local.mk); the integration tests ran above.
 step "make distcheck"
-if ! make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror; then
+if ! make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror TESTS='$(DIST_TESTS)'; then
 	show_failures "$(ls -d dptrain-*/ 2>/dev/null | head -1)"
 	exit 1
 fi
