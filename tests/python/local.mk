@@ -8,6 +8,15 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/lightning.sh tests/python/lightning_fit.py tests/python/preempt.sh \
 	tests/python/errors.sh tests/python/errors.py \
 	tests/python/log.sh tests/python/log.py
+# The same tests again on torch 2, the Python of the venv that
+# contrib/setup/install-deps.sh makes (tests/python/torch2/run.sh; each
+# says SKIP without it). Not demo.sh: contrib/demo runs Debian's python3.
+TORCH2_TESTS = tests/python/torch2/binding.sh tests/python/torch2/torch.sh \
+	tests/python/torch2/fmnist.sh tests/python/torch2/preempt.sh \
+	tests/python/torch2/errors.sh tests/python/torch2/log.sh \
+	tests/python/torch2/layout.sh
+TESTS += $(TORCH2_TESTS)
+EXTRA_DIST += $(TORCH2_TESTS) tests/python/torch2/run.sh
 # The package installed by pip into a fresh venv of the python3 first on
 # PATH (not Debian's), with no package index.
 TESTS += tests/python/venv.sh

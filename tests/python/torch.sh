@@ -1,5 +1,6 @@
 #!/bin/bash
 # dptrain.torch (worker/python/dptrain/torch.py) with Debian's python3-torch
+# (or DPT_PYTHON's torch: tests/python/torch2/)
 # under srun --dp-train on the real test cluster: a state of every dtype,
 # nested, saved by 4 ranks and loaded by 3; a model, Adam (whose state
 # does not exist before its first step) and an LR scheduler restored
@@ -10,8 +11,7 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 require_root
-py=/usr/bin/python3
-$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+require_python torch
 lib=$top_builddir/worker/.libs/libdptrain.so
 [ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
 ckpt_worker=$top_builddir/tests/ckpt/ckpt_worker
