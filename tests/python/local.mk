@@ -7,7 +7,8 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/fmnist.sh tests/python/fmnist_check.py \
 	tests/python/lightning.sh tests/python/lightning_fit.py tests/python/preempt.sh \
 	tests/python/errors.sh tests/python/errors.py \
-	tests/python/log.sh tests/python/log.py
+	tests/python/log.sh tests/python/log.py \
+	tests/python/torch_features.py
 # The same tests again on torch 2, the Python of the venv that
 # contrib/setup/install-deps.sh makes (tests/python/torch2/run.sh; each
 # says SKIP without it). Not demo.sh: contrib/demo runs Debian's python3.

@@ -31,6 +31,7 @@ and a repeat of the step can continue the job.
 
 import ctypes
 import os
+import sys
 
 __all__ = ["Checkpoint", "Contents", "Context", "DptrainError", "LoadInfo", "init",
            "permutation"]
@@ -308,6 +309,15 @@ def _buffer(obj, what, writable=True):
     torch tensor or numpy array."""
     mod = type(obj).__module__.split(".")[0]
     if mod == "torch":
+        # Only host and CUDA memory can be handed to the library: a meta,
+        # XLA or MPS tensor's address, or a DTensor's, is not host memory.
+        if obj.device.type not in ("cpu", "cuda"):
+            raise TypeError("%s: the tensor is on device %r: only CPU and CUDA tensors "
+                            "(move it with .to(\"cpu\"))" % (what, str(obj.device)))
+        if type(obj).__torch_dispatch__ is not sys.modules["torch"].Tensor.__torch_dispatch__:
+            raise TypeError("%s: a %s is not a tensor in this process's memory%s" % (
+                what, type(obj).__name__, ": register its to_local() shard, with its global "
+                "shape and offset" if type(obj).__name__ == "DTensor" else ""))
         if not obj.is_contiguous():
             raise ValueError("%s: the tensor is not contiguous (use .contiguous())" % what)
         name = str(obj.dtype).replace("torch.", "")
