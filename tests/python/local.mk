@@ -9,13 +9,16 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/errors.sh tests/python/errors.py \
 	tests/python/log.sh tests/python/log.py \
 	tests/python/torch_features.py
+# import dptrain before import torch: one libnccl, torch's.
+TESTS += tests/python/nccl.sh
+EXTRA_DIST += tests/python/nccl.sh
 # The same tests again on torch 2, the Python of the venv that
 # contrib/setup/install-deps.sh makes (tests/python/torch2/run.sh; each
 # says SKIP without it). Not demo.sh: contrib/demo runs Debian's python3.
 TORCH2_TESTS = tests/python/torch2/binding.sh tests/python/torch2/torch.sh \
 	tests/python/torch2/fmnist.sh tests/python/torch2/preempt.sh \
 	tests/python/torch2/errors.sh tests/python/torch2/log.sh \
-	tests/python/torch2/layout.sh
+	tests/python/torch2/layout.sh tests/python/torch2/nccl.sh
 TESTS += $(TORCH2_TESTS)
 EXTRA_DIST += $(TORCH2_TESTS) tests/python/torch2/run.sh
 # The package installed by pip into a fresh venv of the python3 first on

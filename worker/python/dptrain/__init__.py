@@ -176,8 +176,32 @@ class _CkptStats(ctypes.Structure):
 _SONAME = "libdptrain.so.0"
 
 
+def _torch_nccl():
+    """The NCCL of torch's nvidia-nccl wheel (site-packages/nvidia/nccl/lib),
+    loaded globally when no NCCL is loaded yet, so that libdptrain's
+    libnccl.so.2 is that one. Loaded first by its soname, the system's
+    NCCL would be followed by torch's own, opened by its path: two NCCLs in
+    one process, with two sets of globals. Returns the path, or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            if "/libnccl" in f.read():
+                return None  # torch or the program loaded one: that one it is
+    except OSError:
+        pass
+    for d in sys.path:
+        lib = os.path.join(d or ".", "nvidia", "nccl", "lib", "libnccl.so.2")
+        if os.path.isfile(lib):
+            try:
+                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                return None  # the dynamic loader then finds what it finds
+            return lib
+    return None
+
+
 def _load_library():
     path = os.environ.get("DPTRAIN_LIBRARY")
+    _torch_nccl()
     try:
         lib = ctypes.CDLL(path or _SONAME)
     except OSError as e:
