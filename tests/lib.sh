@@ -36,7 +36,9 @@ export top_srcdir top_builddir
 tap_count=0
 tap_failed=0
 tap_planned=
-tap_name=$(basename "$0" .sh)
+# DPT_TAP_NAME: a wrapper that runs this test again in another setting
+# (tests/python/torch2/) names its state directories and files apart.
+tap_name=${DPT_TAP_NAME:-$(basename "$0" .sh)}
 
 plan() { # N
 	tap_planned=$1
@@ -101,6 +103,18 @@ require_prog() { # PROGRAM...
 	local p
 	for p; do
 		command -v "$p" >/dev/null 2>&1 || skip_all "'$p' not found on PATH"
+	done
+}
+
+# The Python of the PyTorch tests: Debian's /usr/bin/python3 (python3-torch
+# 1.13, the baseline), or DPT_PYTHON (tests/python/torch2/ sets the torch 2
+# venv's). Never the python3 first on PATH: pyenv's has no torch.
+require_python() { # MODULE...: sets $py; SKIP unless it imports each MODULE
+	py=${DPT_PYTHON:-/usr/bin/python3}
+	"$py" -c '' 2>/dev/null || skip_all "$py does not run"
+	local m
+	for m; do
+		"$py" -c "import $m" 2>/dev/null || skip_all "$py cannot import $m (Debian: python3-$m)"
 	done
 }
 

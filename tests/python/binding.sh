@@ -1,5 +1,6 @@
 #!/bin/bash
 # The Python binding (worker/python/dptrain/) with Debian's python3-torch
+# (or DPT_PYTHON's torch: tests/python/torch2/)
 # on the real test cluster: collectives of torch tensors and numpy arrays
 # under srun -N 2 -n 4 --dp-train, a checkpoint saved by 4 ranks and
 # loaded resharded by 3, a run without a checkpoint, and a clear error when
@@ -8,9 +9,7 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 require_root
-# Debian's torch, not the python3 first on PATH.
-py=/usr/bin/python3
-$py -c 'import torch, numpy' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+require_python torch numpy
 lib=$top_builddir/worker/.libs/libdptrain.so
 [ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
 export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib

@@ -10,8 +10,7 @@
 
 require_root
 require_prog setpriv
-py=/usr/bin/python3
-$py -c 'import numpy' 2>/dev/null || skip_all "Debian's python3-numpy is not installed"
+require_python numpy
 lib=$top_builddir/worker/.libs/libdptrain.so
 [ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
 export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib

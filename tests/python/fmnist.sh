@@ -11,8 +11,7 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 require_root
-py=/usr/bin/python3
-$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+require_python torch
 data=/usr/share/datasets/fashion-mnist
 [ -f $data/train-images-idx3-ubyte.gz ] || skip_all "Debian's dataset-fashion-mnist is not installed"
 lib=$top_builddir/worker/.libs/libdptrain.so

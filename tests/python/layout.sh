@@ -7,8 +7,7 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
-py=/usr/bin/python3 # any python3 does; the binding needs neither torch nor numpy
-[ -x "$py" ] || skip_all "$py not found"
+require_python # any python3 does; the binding needs neither torch nor numpy
 layout=$top_builddir/tests/python/layout
 lib=$top_builddir/worker/.libs/libdptrain.so.0
 [ -x "$layout" ] && [ -f "$lib" ] || skip_all "build the library and tests/python/layout first"

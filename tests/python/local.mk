@@ -8,13 +8,27 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/fmnist.sh tests/python/fmnist_check.py \
 	tests/python/lightning.sh tests/python/lightning_fit.py tests/python/preempt.sh \
 	tests/python/errors.sh tests/python/errors.py \
-	tests/python/log.sh tests/python/log.py
+	tests/python/log.sh tests/python/log.py \
+	tests/python/torch_features.py
 # dptrain.lightning with torch 2 and Lightning 2.6 (the venv of
 # contrib/setup/install-deps.sh) on the real test cluster: a Lightning
 # user's script across world sizes, its stops (walltime, signals), and the
 # Trainer's other modes.
 TESTS += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
 EXTRA_DIST += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
+# import dptrain before import torch: one libnccl, torch's.
+TESTS += tests/python/nccl.sh
+EXTRA_DIST += tests/python/nccl.sh
+# The same tests again on torch 2, the Python of the venv that
+# contrib/setup/install-deps.sh makes (tests/python/torch2/run.sh; each
+# says SKIP without it). The demo and the Lightning tests run on torch 2
+# only.
+TORCH2_TESTS = tests/python/torch2/binding.sh tests/python/torch2/torch.sh \
+	tests/python/torch2/fmnist.sh tests/python/torch2/preempt.sh \
+	tests/python/torch2/errors.sh tests/python/torch2/log.sh \
+	tests/python/torch2/layout.sh tests/python/torch2/nccl.sh
+TESTS += $(TORCH2_TESTS)
+EXTRA_DIST += $(TORCH2_TESTS) tests/python/torch2/run.sh
 # The package installed by pip into a fresh venv of the python3 first on
 # PATH (not Debian's), with no package index.
 TESTS += tests/python/venv.sh

@@ -8,8 +8,7 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
-py=/usr/bin/python3
-$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+require_python torch
 lib=$top_builddir/worker/.libs/libdptrain.so
 coord=$top_builddir/coordinator/dptrain-coordinator
 [ -f "$lib" ] && [ -x "$coord" ] || skip_all "build libdptrain and the coordinator first"

@@ -1,17 +1,18 @@
 #!/bin/bash
 # dptrain.torch (worker/python/dptrain/torch.py) with Debian's python3-torch
+# (or DPT_PYTHON's torch: tests/python/torch2/)
 # under srun --dp-train on the real test cluster: a state of every dtype,
 # nested, saved by 4 ranks and loaded by 3; a model, Adam (whose state
 # does not exist before its first step) and an LR scheduler restored
 # exactly; bad calls raise clear exceptions; a checkpoint written by a C
 # program loads in Python, and what Python saves loads in C; the elastic
-# sampler is the C sampler, bit for bit.
+# sampler is the C sampler, bit for bit; what torch 2 adds works or is
+# refused clearly (tests/python/torch_features.py).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 require_root
-py=/usr/bin/python3
-$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+require_python torch
 lib=$top_builddir/worker/.libs/libdptrain.so
 [ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
 ckpt_worker=$top_builddir/tests/ckpt/ckpt_worker
@@ -19,7 +20,7 @@ ckpt_worker=$top_builddir/tests/ckpt/ckpt_worker
 export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
 worker=$top_srcdir/tests/python/torch_worker.py
 
-plan 15
+plan 21
 
 out=$($py "$worker" sampler 2>&1)
 ok $? "ElasticSampler yields dpt_sampler_next's indices for 1 to 8 ranks over 3 epochs" || diag "$out"
@@ -94,3 +95,24 @@ is "$(grep -c '^loaded step=5 written_by=3 .* ok' <<<"$out")" 2 \
 want=$($py -c 'import torch; print(" ".join(n for n, d in (("x.u16", "uint16"), ("x.u32", "uint32"), ("x.u64", "uint64")) if not hasattr(torch, d)))')
 is "$(grep -o '^skipped [a-z0-9.]*' <<<"$out" | sort -u | cut -d' ' -f2 | tr '\n' ' ' | sed 's/ $//')" "$want" \
 	"the C side checked every tensor but those torch $($py -c 'import torch; print(torch.__version__)') lacks${want:+: $want}" || diag "$out"
+
+# What torch 2 adds, on 2 ranks: each works, or is refused with a
+# TypeError naming the tensor; SKIP with the reason where this torch lacks
+# the feature.
+run 2 $py "$top_srcdir/tests/python/torch_features.py" "$ckpt" features
+features=$out
+declare -A what=(
+	[uint]="uint16/32/64 saved and loaded exactly, uint64 above 2**63 too"
+	[float8]="float8 and float4 tensors saved as bytes and loaded bit for bit, with their dtype"
+	[sched]="OneCycleLR and CyclicLR with momentum restored: the same lr and momentum 9 steps on"
+	[compile]="a torch.compile'd model saves plain names; it and a plain one load each other's steps"
+	[device]="a meta tensor and a DTensor: TypeError naming the tensor, in dptrain.torch and the binding"
+	[rng]="another torch's CPU and CUDA RNG states in a checkpoint: a warning each, the load goes on")
+for f in uint float8 sched compile device rng; do
+	why=$(grep -m1 "^rank=0 $f skip: " <<<"$features" | sed "s/^rank=0 $f skip: //")
+	if [ -n "$why" ]; then
+		skip "${what[$f]}" "$why"
+	else
+		out=$features ranks_ok 2 "$f" "${what[$f]}"
+	fi
+done

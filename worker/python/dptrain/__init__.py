@@ -31,6 +31,7 @@ and a repeat of the step can continue the job.
 
 import ctypes
 import os
+import sys
 
 __all__ = ["Checkpoint", "Contents", "Context", "DptrainError", "LoadInfo", "init",
            "permutation"]
@@ -175,8 +176,32 @@ class _CkptStats(ctypes.Structure):
 _SONAME = "libdptrain.so.0"
 
 
+def _torch_nccl():
+    """The NCCL of torch's nvidia-nccl wheel (site-packages/nvidia/nccl/lib),
+    loaded globally when no NCCL is loaded yet, so that libdptrain's
+    libnccl.so.2 is that one. Loaded first by its soname, the system's
+    NCCL would be followed by torch's own, opened by its path: two NCCLs in
+    one process, with two sets of globals. Returns the path, or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            if "/libnccl" in f.read():
+                return None  # torch or the program loaded one: that one it is
+    except OSError:
+        pass
+    for d in sys.path:
+        lib = os.path.join(d or ".", "nvidia", "nccl", "lib", "libnccl.so.2")
+        if os.path.isfile(lib):
+            try:
+                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                return None  # the dynamic loader then finds what it finds
+            return lib
+    return None
+
+
 def _load_library():
     path = os.environ.get("DPTRAIN_LIBRARY")
+    _torch_nccl()
     try:
         lib = ctypes.CDLL(path or _SONAME)
     except OSError as e:
@@ -308,6 +333,15 @@ def _buffer(obj, what, writable=True):
     torch tensor or numpy array."""
     mod = type(obj).__module__.split(".")[0]
     if mod == "torch":
+        # Only host and CUDA memory can be handed to the library: a meta,
+        # XLA or MPS tensor's address, or a DTensor's, is not host memory.
+        if obj.device.type not in ("cpu", "cuda"):
+            raise TypeError("%s: the tensor is on device %r: only CPU and CUDA tensors "
+                            "(move it with .to(\"cpu\"))" % (what, str(obj.device)))
+        if type(obj).__torch_dispatch__ is not sys.modules["torch"].Tensor.__torch_dispatch__:
+            raise TypeError("%s: a %s is not a tensor in this process's memory%s" % (
+                what, type(obj).__name__, ": register its to_local() shard, with its global "
+                "shape and offset" if type(obj).__name__ == "DTensor" else ""))
         if not obj.is_contiguous():
             raise ValueError("%s: the tensor is not contiguous (use .contiguous())" % what)
         name = str(obj.dtype).replace("torch.", "")

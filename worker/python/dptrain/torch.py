@@ -28,6 +28,9 @@ import signal
 import struct
 import sys
 import threading
+import types
+import warnings
+import weakref
 
 try:
     import torch
@@ -54,8 +57,16 @@ for _name in ("uint16", "uint32", "uint64"):  # torch >= 2.3
     if hasattr(torch, _name):
         _DTYPE_NAMES[getattr(torch, _name)] = _name
 _TORCH_DTYPES = {v: k for k, v in _DTYPE_NAMES.items()}
+# One-byte dtypes that libdptrain has no code for (torch >= 2.1): saved
+# bit for bit as uint8, their name in the skeleton ({"r": [name, dtype]}).
+_RAW_DTYPES = {getattr(torch, n): n for n in (
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "float4_e2m1fn_x2") if hasattr(torch, n)}
 _FORMAT = "dptrain.torch"
-_FORMAT_VERSION = 1
+# Version 2 adds the skeleton's "r" entries; a step without them is
+# written as version 1, which every dptrain.torch reads.
+_FORMAT_VERSION = 2
+_OMIT = object()  # a value of a state_dict that is rebuilt, not saved
 
 
 class CheckpointMismatch(ValueError):
@@ -71,6 +82,52 @@ def _where(path):
     return "state" + "".join("[%r]" % p for p in path)
 
 
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def _tensor_refusal(t):
+    """Why T cannot be checkpointed, or None. Only memory on the host or a
+    CUDA device can be handed to libdptrain: anything else (the meta
+    device, XLA, MPS, a DTensor's shards) would be read as host memory."""
+    if type(t).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+        if type(t).__name__ == "DTensor":
+            return ("a DTensor cannot be checkpointed by dptrain.torch: save its "
+                    "full_tensor(), or its to_local() shard under a name of its own")
+        return "a %s (a tensor subclass of its own dispatch) cannot be checkpointed" % (
+            type(t).__name__)
+    if t.device.type not in ("cpu", "cuda"):
+        return ("a tensor on device %r cannot be checkpointed: only CPU and CUDA "
+                "tensors (move it with .to(\"cpu\"))" % str(t.device))
+    if t.layout != torch.strided:
+        return "a %s tensor cannot be checkpointed (save .to_dense())" % (
+            str(t.layout).replace("torch.", ""))
+    if t.dtype not in _DTYPE_NAMES and t.dtype not in _RAW_DTYPES:
+        return "dtype %s cannot be checkpointed" % _dtype_name(t.dtype)
+    return None
+
+
+def _uncompiled(obj):
+    """The module that torch.compile wrapped in OBJ, else OBJ: its
+    state_dict's names lack "_orig_mod.", so that a compiled and an
+    uncompiled model save the same names and load each other's steps."""
+    orig = getattr(obj, "_orig_mod", None)
+    if isinstance(obj, torch.nn.Module) and isinstance(orig, torch.nn.Module) \
+            and type(obj).__name__ == "OptimizedModule":
+        return orig
+    return obj
+
+
+def _rebuilt(obj):
+    """Whether OBJ, a value in an object's state_dict(), is code that the
+    object rebuilds from its constructor's arguments, not state: the
+    bound methods and weak references of torch 1.x's OneCycleLR and
+    CyclicLR, a custom scale_fn. Left out of the checkpoint, the object's
+    own stays when it loads."""
+    return isinstance(obj, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                            weakref.ref)) or (callable(obj) and type(obj).__module__ == "functools")
+
+
 def _stateful(obj):
     return (not isinstance(obj, (dict, type)) and callable(getattr(obj, "state_dict", None))
             and callable(getattr(obj, "load_state_dict", None)))
@@ -84,6 +141,7 @@ class _Flat:
         if not isinstance(state, dict):
             raise TypeError("the state must be a dict, not %s" % type(state).__name__)
         self.tensors = {}
+        self.raw = {}  # name -> the _RAW_DTYPES name of a tensor saved as uint8
         self.paths = {}
         self.modules = []  # dotted paths of nn.Module objects
         self.samplers = []
@@ -91,23 +149,32 @@ class _Flat:
         self.step = step
         self.skeleton = self._walk(state, [])
 
-    def _walk(self, obj, path):
+    def _tensor(self, obj, path):
+        name = ".".join(str(p) for p in path)
+        if name in self.tensors:
+            raise ValueError("%s and %s have the same checkpoint name %r: "
+                             "rename one of the keys" % (
+                                 _where(self.paths[name]), _where(path), name))
+        why = _tensor_refusal(obj)
+        if why:
+            raise TypeError("%s: %s" % (_where(path), why))
+        if not obj.is_contiguous():
+            raise ValueError("%s: the tensor is not contiguous (save "
+                             ".contiguous() in its place)" % _where(path))
+        self.paths[name] = list(path)
+        if obj.dtype in _RAW_DTYPES:
+            self.raw[name] = _RAW_DTYPES[obj.dtype]
+            self.tensors[name] = obj.view(torch.uint8)
+            return {"r": [name, self.raw[name]]}
+        self.tensors[name] = obj
+        return {"t": name}
+
+    def _walk(self, obj, path, owned=False):
+        """OBJ's skeleton; OWNED: OBJ is in an object's state_dict()."""
         if isinstance(obj, torch.Tensor):
-            name = ".".join(str(p) for p in path)
-            if name in self.tensors:
-                raise ValueError("%s and %s have the same checkpoint name %r: "
-                                 "rename one of the keys" % (
-                                     _where(self.paths[name]), _where(path), name))
-            if obj.dtype not in _DTYPE_NAMES:
-                raise TypeError("%s: dtype %s cannot be checkpointed" % (
-                    _where(path), str(obj.dtype).replace("torch.", "")))
-            if not obj.is_contiguous():
-                raise ValueError("%s: the tensor is not contiguous (save "
-                                 ".contiguous() in its place)" % _where(path))
-            self.tensors[name] = obj
-            self.paths[name] = list(path)
-            return {"t": name}
+            return self._tensor(obj, path)
         if _stateful(obj):
+            obj = _uncompiled(obj)
             if isinstance(obj, torch.nn.Module):
                 self.modules.append(".".join(str(p) for p in path))
             if isinstance(obj, ElasticSampler):
@@ -115,14 +182,18 @@ class _Flat:
                 sd = obj.state_at(self.step) if self.step is not None else obj.state_dict()
             else:
                 sd = obj.state_dict()
-            return {"s": self._walk(sd, path)}
+            return {"s": self._walk(sd, path, True)}
+        if owned and _rebuilt(obj):
+            return _OMIT
         if isinstance(obj, dict):
             items = []
             for k, v in obj.items():
                 if isinstance(k, bool) or not isinstance(k, (str, int)):
                     raise TypeError("%s: key %r: only str and int keys can be "
                                     "checkpointed" % (_where(path), k))
-                items.append([k, self._walk(v, path + [k])])
+                v = self._walk(v, path + [k], owned)
+                if v is not _OMIT:
+                    items.append([k, v])
             return {"d": items}
         if isinstance(obj, (list, tuple)):
             tag = "l" if isinstance(obj, list) else "u"
@@ -150,6 +221,8 @@ def _build(sk, tensors):
     (tag, val), = sk.items()
     if tag == "t":
         return tensors[val]
+    if tag == "r":
+        return tensors[val[0]].view(getattr(torch, val[1]))
     if tag == "s":
         return _build(val, tensors)
     if tag == "d":
@@ -176,8 +249,8 @@ def _prune(sk, tensors):
     are not in TENSORS (a load that is not strict), or None if nothing is
     left of it."""
     (tag, val), = sk.items()
-    if tag == "t":
-        return sk if val in tensors else None
+    if tag in ("t", "r"):
+        return sk if (val if tag == "t" else val[0]) in tensors else None
     if tag == "s":
         inner = _prune(val, tensors)
         return None if inner is None else {"s": inner}
@@ -199,7 +272,7 @@ def _restore(live, sk, tensors, path):
         if not _stateful(live):
             raise TypeError("%s: the checkpoint holds an object's state_dict, the "
                             "state a %s" % (_where(path), type(live).__name__))
-        live.load_state_dict(_build(val, tensors))
+        _uncompiled(live).load_state_dict(_build(val, tensors))
         return live
     if tag == "d" and isinstance(live, dict):
         for k, v in val:
@@ -209,16 +282,38 @@ def _restore(live, sk, tensors, path):
         for i, v in enumerate(val):
             live[i] = _restore(live[i], v, tensors, path + [i])
         return live
-    if tag == "t" and isinstance(live, torch.Tensor):
-        loaded = tensors[val]
-        if loaded is not live:
+    if tag in ("t", "r") and isinstance(live, torch.Tensor):
+        loaded = _build(sk, tensors)  # loaded in place: the same memory
+        if loaded.data_ptr() != live.data_ptr() or loaded.device != live.device:
             live.copy_(loaded)
         return live
     return _build(sk, tensors)
 
 
+def _raw_names(doc):
+    """{tensor name: dtype} of the "r" entries of DOC's skeleton."""
+    found = {}
+
+    def walk(sk):
+        (tag, val), = sk.items()
+        if tag == "r":
+            found[val[0]] = val[1]
+        elif tag == "s":
+            walk(val)
+        elif tag == "d":
+            for _, v in val:
+                walk(v)
+        elif tag in ("l", "u"):
+            for v in val:
+                walk(v)
+    if doc:
+        walk(doc["state"])
+    return found
+
+
 def _rng_states():
-    states = {"python": _pyrandom_state(), "torch": torch.get_rng_state().numpy().tobytes()}
+    states = {"python": _pyrandom_state(), "torch": torch.get_rng_state().numpy().tobytes(),
+              "torch_version": torch.__version__}
     np = sys.modules.get("numpy")
     if np is not None:
         name, keys, pos, has_gauss, gauss = np.random.get_state()
@@ -233,11 +328,32 @@ def _pyrandom_state():
     return [version, struct.pack("<%dQ" % len(internal), *internal), gauss]
 
 
+def _set_generators(what, setter, states, saved_by):
+    """SETTER(STATES), torch's generators' byte states. A state that this
+    torch refuses (another version's layout: the CUDA generators' changed
+    across releases) is a warning, not an error: the training goes on from
+    the checkpoint with fresh random numbers there, which is what a resume
+    without the RNG in the checkpoint would do."""
+    try:
+        setter(states)
+    except (RuntimeError, ValueError, TypeError) as e:
+        warnings.warn("dptrain: the checkpoint's %s random state (torch %s) cannot be "
+                      "restored by torch %s (%s): that generator goes on from "
+                      "its present state" % (what, saved_by, torch.__version__,
+                                             str(e).splitlines()[0] if str(e) else type(e).__name__),
+                      RuntimeWarning, stacklevel=4)
+
+
+def _byte_tensor(b):
+    return torch.frombuffer(bytearray(b), dtype=torch.uint8) if b else torch.empty(0, dtype=torch.uint8)
+
+
 def _set_rng_states(sk):
     states = _build(sk, {})["rng"]
     version, internal, gauss = states["python"]
     random.setstate((version, struct.unpack("<%dQ" % (len(internal) // 8), internal), gauss))
-    torch.set_rng_state(torch.frombuffer(bytearray(states["torch"]), dtype=torch.uint8))
+    saved_by = states.get("torch_version", "version not recorded")
+    _set_generators("CPU", torch.set_rng_state, _byte_tensor(states["torch"]), saved_by)
     np = sys.modules.get("numpy")
     if np is not None and "numpy" in states:
         name, keys, itemsize, pos, has_gauss, gauss = states["numpy"]
@@ -245,8 +361,18 @@ def _set_rng_states(sk):
     if "cuda" in states and torch.cuda.is_available():
         saved = states["cuda"]
         if len(saved) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(
-                [torch.frombuffer(bytearray(s), dtype=torch.uint8) for s in saved])
+            _set_generators("CUDA", _set_cuda_rng, [_byte_tensor(s) for s in saved], saved_by)
+
+
+def _set_cuda_rng(states):
+    # Checked here: torch defers set_rng_state until CUDA is initialised,
+    # where a state of another layout would fail in the user's code.
+    for i, s in enumerate(states):
+        have = torch.cuda.get_rng_state(i).numel()
+        if s.numel() != have:
+            raise ValueError("device %d: a state of %d bytes, this torch's has %d" % (
+                i, s.numel(), have))
+    torch.cuda.set_rng_state_all(states)
 
 
 def _shape_text(shape):
@@ -392,7 +518,7 @@ class Checkpoint:
             cursor = flat.samplers[0].state_at(flat.step)["sample_cursor"]
         if self.rank != 0:  # only rank 0's blob is kept
             return cursor, b""
-        doc = {"format": _FORMAT, "version": _FORMAT_VERSION, "state": flat.skeleton}
+        doc = {"format": _FORMAT, "version": 2 if flat.raw else 1, "state": flat.skeleton}
         if self._rng:
             doc["rng"] = _rng_states()
         return cursor, json.dumps(doc, separators=(",", ":")).encode()
@@ -455,9 +581,10 @@ class Checkpoint:
         their dtype and shape), or None when the run has none."""
         return self._ck.inspect(step)
 
-    def _differences(self, contents, live, strict):
+    def _differences(self, contents, live, strict, raw):
         """The lines of what differs, and the stored tensors left out (not
-        strict: those the state neither holds nor can create)."""
+        strict: those the state neither holds nor can create). RAW: the
+        stored dtypes of the tensors saved as uint8 (_RAW_DTYPES)."""
         diffs, skipped = [], set()
         for name, t in live.tensors.items():
             if name not in contents.tensors:
@@ -465,7 +592,8 @@ class Checkpoint:
                     diffs.append("  %s: in the state, not in the checkpoint" % name)
                 continue
             dt, shape = contents.tensors[name]
-            want_dt, want = _DTYPE_NAMES[t.dtype], list(t.shape)
+            dt = raw.get(name, dt)
+            want_dt, want = live.raw.get(name) or _DTYPE_NAMES[t.dtype], list(t.shape)
             if dt != want_dt:
                 diffs.append("  %s: stored dtype %s, expected %s" % (name, dt, want_dt))
             if shape != want:
@@ -477,8 +605,8 @@ class Checkpoint:
             # Only objects that build their state lazily (an optimizer's
             # per-parameter state) may lack what the checkpoint holds; a
             # module's tensors are fixed by its structure.
-            dt = contents.tensors[name][0]
-            if dt not in _TORCH_DTYPES:
+            dt = raw.get(name, contents.tensors[name][0])
+            if dt not in _TORCH_DTYPES and not hasattr(torch, dt):
                 why = "stored as %s, which torch %s lacks" % (dt, torch.__version__)
             elif name.split(".")[0] not in live.roots or any(
                     name.startswith(m + ".") for m in live.modules):
@@ -502,8 +630,8 @@ class Checkpoint:
         if contents is None:
             return None
         live = _Flat(state)
-        self._document(contents.user, contents.step)  # refuses a newer format
-        diffs, skipped = self._differences(contents, live, strict)
+        doc = self._document(contents.user, contents.step)  # refuses a newer format
+        diffs, skipped = self._differences(contents, live, strict, _raw_names(doc))
         if diffs:
             raise CheckpointMismatch(
                 "dptrain: step %d of %s does not match the state (%d difference%s; "
@@ -526,7 +654,7 @@ class Checkpoint:
                 t = host
             dest[name] = t
         if not self._register_all(dest.items()):
-            return self.load(state, step)
+            return self.load(state, step, strict)
         info = self._ck.load(contents.step)
         for t, host in copy_back:
             t.copy_(host)
