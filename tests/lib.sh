@@ -144,11 +144,11 @@ wait_for() { # SECONDS COMMAND...
 	done
 }
 
-# torch2_lightning: $py, the Python of the torch 2 + Lightning environment
-# that contrib/setup/install-deps.sh makes (DPT_TORCH2_PYTHON: another); a
-# SKIP saying why where it is missing.
+# torch2_lightning: $py, the Python of the torch 2 + Lightning venv that
+# contrib/setup/install-deps.sh makes ($DPTRAIN_TORCH2, by default
+# /opt/dptrain-torch2); a SKIP saying why where it is missing.
 torch2_lightning() {
-	py=${DPT_TORCH2_PYTHON:-${DPTRAIN_TORCH2:-/opt/dptrain-torch2}/bin/python}
+	py=${DPTRAIN_TORCH2:-/opt/dptrain-torch2}/bin/python
 	[ -x "$py" ] || skip_all "no torch 2 environment at $py (contrib/setup/install-deps.sh makes it)"
 	"$py" -c 'import lightning' 2>/dev/null || skip_all "Lightning is not importable by $py"
 }

@@ -58,7 +58,7 @@ run badacc 20 --accumulate 4
 ok $? "accumulate_grad_batches=4 with 30 batches an epoch is refused, saying why" || diag "$out"
 
 # An exception at step 7 on every rank, after a save at step 5.
-out=$(DPT_TIMEOUT=240 srun_t -n 2 --dp-train=boom --dp-ckpt="file://$dir/ckpt" --dp-ckpt-every=5 \
+out=$(DPT_TIMEOUT=240 srun_t -n 2 --dp-train=boom --dp-ckpt="file://$dir/ckpt" --dp-ckpt-every=5steps \
 	"$py" "$fit" 20 --raise-at 7 2>&1)
 rc=$?
 [ $rc != 0 ] && grep -q 'RuntimeError: lightning_fit: failing at step 7 as asked' <<<"$out"

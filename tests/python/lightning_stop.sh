@@ -20,7 +20,7 @@ cluster_up NODES=2 CPUS=6 GPUS=0
 work=$(mktemp -d /tmp/dptrain-lstop.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")
 chmod 755 "$work"
-plan 15
+plan 17
 
 # submit NAME STEPS SBATCH_OPTIONS: a job of 4 tasks on 2 nodes training
 # to STEPS at about 10 steps a second.

@@ -173,8 +173,8 @@ class _Adapter:
 
 
 def _callbacks_state(trainer, me):
-    return {cb.state_key: cb.state_dict() for cb in trainer.callbacks
-            if cb is not me and cb.state_dict()}
+    states = ((cb.state_key, cb.state_dict()) for cb in trainer.callbacks if cb is not me)
+    return {key: sd for key, sd in states if sd}
 
 
 def _load_callbacks_state(trainer, me, sd):
@@ -207,6 +207,7 @@ class DptrainCallback(pl.Callback):
         self._signals = tuple(ckpt_opts.pop("signals", (signal.SIGUSR1, signal.SIGTERM)))
         self._opts = ckpt_opts
         self._state = None
+        self._mask = None  # the main thread's signal mask before the fit
         self.start = 0  # the step loaded (0: a new run)
         self.step = 0  # the last step trained
         self.stopped = False  # stopped at an agreed stop (walltime, preemption)
@@ -257,10 +258,20 @@ class DptrainCallback(pl.Callback):
     # ---------------------------------------------------------------- hooks
 
     def setup(self, trainer, pl_module, stage):
-        if stage == "fit" and self.ck is None:
+        if stage != "fit":
+            return
+        if self.ck is None:
             # No signal handler of its own: on_train_start installs them
             # over Lightning's, which puts the previous ones back.
             self.ck = dpt.Checkpoint(signals=(), **self._opts)
+        # Slurm signals every process of the step, DataLoader workers too,
+        # and torch's workers die of SIGTERM, which ends the training with
+        # them. Blocked in this (the main) thread, the stop signals are
+        # blocked in every worker forked from it; the process still takes
+        # them through its other threads (the coordinator's, gloo's), and
+        # its handler runs in the main thread as ever.
+        if self._mask is None:
+            self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, self._signals)
 
     def on_fit_start(self, trainer, pl_module):
         # Before Lightning makes the data iterator (its workers fetch ahead
@@ -357,7 +368,12 @@ class DptrainCallback(pl.Callback):
         self._close()
 
     def _close(self):
-        if self._own and self.ck is not None:
-            self.ck.close()
-            self.ck = None
-        self._state = None
+        try:
+            if self._own and self.ck is not None:
+                self.ck.close()
+                self.ck = None
+        finally:
+            self._state = None
+            if self._mask is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+                self._mask = None
