@@ -1,6 +1,7 @@
 #!/bin/bash
-# dptrain's demo: a PyTorch DDP job (contrib/examples/fmnist_dptrain.py:
-# Fashion-MNIST, a small CNN, Adam, gloo) trained past its walltime and
+# dptrain's demo: a PyTorch Lightning job as users write it
+# (contrib/examples/fmnist_lightning.py: Fashion-MNIST, a small CNN, Adam,
+# Lightning's DDP over gloo, a DataLoader with 2 workers) trained past its walltime and
 # across world sizes, as one batch job of 1-2 nodes, 2 tasks each, with a
 # two-minute time limit and --requeue:
 #
@@ -31,8 +32,10 @@
 # finishes (world_sizes=4,2,4,4).
 #
 # Needs: root (to drain and resume a node), a Slurm cluster of two nodes
-# with dptrain's plugin (SLURM_CONF; tests/cluster/up makes one), Debian's
-# python3-torch and dataset-fashion-mnist, gnuplot. The last line:
+# with dptrain's plugin (SLURM_CONF; tests/cluster/up makes one), torch 2
+# and Lightning (the venv /opt/dptrain-torch2 of contrib/setup/install-deps.sh;
+# DPTRAIN_TORCH2 to use another), Debian's dataset-fashion-mnist, gnuplot.
+# The last line:
 #   dptrain demo: restarts=R world_sizes=A,B,C final_step=S test_accuracy=X plot=PATH
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,7 +50,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [[ $last_steps =~ ^[1-9][0-9]*$ ]] || { echo "elastic.sh: --last-steps: expected a number of steps" >&2; exit 2; }
-py=/usr/bin/python3
+py=${DPTRAIN_TORCH2:-/opt/dptrain-torch2}/bin/python
+"$py" -c 'import lightning' 2>/dev/null ||
+	{ echo "elastic.sh: no Lightning in $py: run contrib/setup/install-deps.sh" >&2; exit 1; }
 # The Python package of this tree and the library of its build tree
 # ($top_builddir where the build is elsewhere, as make distcheck's), where
 # there is one (installed packages are found without these).
@@ -82,7 +87,7 @@ cat >"$dir/job.sh" <<EOF
 echo "job start \$(date +%s.%N) restart=\${SLURM_RESTART_COUNT:-0} nodes=\$SLURM_JOB_NODELIST"
 srun --dp-train=fmnist-demo --dp-ckpt=file://$dir/ckpt --dp-grace=80s \\
 	--dp-nodes=1-2 --dp-ckpt-every=10s \\
-	$py $top/contrib/examples/fmnist_dptrain.py --steps \$(cat $dir/target) \\
+	$py $top/contrib/examples/fmnist_lightning.py --steps \$(cat $dir/target) \\
 	--log-every 50 --trace $dir/trace.jsonl
 EOF
 say "sbatch --nodes=1-2 --ntasks-per-node=2 --time=2 --requeue $dir/job.sh"

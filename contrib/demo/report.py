@@ -1,5 +1,6 @@
 """The demo's account of an elastic training run, from the --trace file of
-contrib/examples/fmnist_dptrain.py (one JSON line per step and rank).
+contrib/examples/fmnist_lightning.py or fmnist_dptrain.py (one JSON line
+per step and rank).
 
     report.py TRACE --png FILE [--batch 48] [--seed 7] [--samples 60000]
 

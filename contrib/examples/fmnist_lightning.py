@@ -75,6 +75,25 @@ class FashionNet(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=self.lr)
 
 
+class Report(pl.Callback):
+    """Rank 0 says where the run starts and, every LOG_EVERY steps, the
+    global loss (as contrib/examples/fmnist_dptrain.py does)."""
+
+    def __init__(self, log_every):
+        self.log_every = log_every
+
+    def on_train_start(self, trainer, pl_module):
+        if trainer.global_rank == 0:
+            print("fmnist: %s at step %d on %d ranks (restart %s)" % (
+                "resumed" if trainer.global_step else "starting", trainer.global_step,
+                trainer.world_size, os.environ.get("SLURM_RESTART_COUNT") or 0), flush=True)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        if trainer.global_rank == 0 and self.log_every and step % self.log_every == 0:
+            print("step %d loss %.4f" % (step, trainer.callback_metrics["loss"]), flush=True)
+
+
 class Trace(pl.Callback):
     """--trace: one JSON line per global step and rank (the step, the world
     size, the rank's sample indices, the global mean loss, the job's
@@ -121,6 +140,7 @@ def main():
     ap.add_argument("--train-size", type=int, help="train on the first N images only "
                     "(short epochs)")
     ap.add_argument("--precision", default="32-true", help="Trainer(precision=...)")
+    ap.add_argument("--log-every", type=int, default=20, help="print the loss every N steps")
     ap.add_argument("--trace", help="append one JSON line per step and rank")
     ap.add_argument("--step-delay", type=float, default=0.0,
                     help="seconds to sleep after each step: a stand-in for a larger model")
@@ -135,7 +155,7 @@ def main():
     loader = torch.utils.data.DataLoader(train, batch_sampler=sampler,  # dptrain: batch_sampler
                                          num_workers=args.workers)
     dptrain_cb = DptrainCallback(sampler=sampler)  # dptrain
-    callbacks = [dptrain_cb] + ([Trace(args.trace)] if args.trace else [])
+    callbacks = [dptrain_cb, Report(args.log_every)] + ([Trace(args.trace)] if args.trace else [])
     if args.step_delay:
         callbacks.append(pl.callbacks.LambdaCallback(
             on_train_batch_end=lambda *_: time.sleep(args.step_delay)))

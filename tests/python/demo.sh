@@ -1,7 +1,7 @@
 #!/bin/bash
 # The README's demo, contrib/demo/elastic.sh, on the real test cluster and
 # shorter (the steps after run 2's stop: 40): one batch job of --nodes=1-2
-# trains Fashion-MNIST with PyTorch DDP through dptrain.torch on 4 ranks,
+# trains Fashion-MNIST with PyTorch Lightning through dptrain.lightning on 4 ranks,
 # is stopped before its walltime and requeued, runs on 2 ranks while the
 # demo drains a node, then on 4 again, and finishes. Checked here: the world
 # sizes and restarts the demo reports and the job's own output shows, that
@@ -13,8 +13,7 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 require_root
-py=/usr/bin/python3
-$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+torch2_lightning
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
 	skip_all "Debian's dataset-fashion-mnist is not installed"
 command -v gnuplot >/dev/null || skip_all "gnuplot is not installed (apt-get install gnuplot-nox)"
