@@ -6,6 +6,7 @@ EXTRA_DIST += \
 	contrib/setup/check.sh \
 	contrib/setup/style.sh \
 	contrib/setup/requirements-torch2.txt \
+	contrib/setup/requirements-nccl.txt \
 	contrib/setup/requirements-s3.txt \
 	contrib/plugstack.conf.d/dptrain.conf.in \
 	contrib/dptrain.spec \

@@ -76,13 +76,14 @@ else
 	npm install --prefix "$S3RVER_DIR" --no-audit --no-fund --omit=dev --save-exact --loglevel=error \
 		"$S3RVER_PKG@$S3RVER_VERSION"
 fi
-# Two Python environments of Debian's python3, each installed from a
+# Python environments of Debian's python3, each installed from a
 # requirements file of the repository in which every package is pinned, with
 # one pip command: torch 2 and Lightning for the tests on torch 2, the demo
 # and the benchmarks (the Debian packages' own tests stay on Debian's
 # python3-torch); the S3 peer (moto_server) and the AWS CLI for the S3
-# tests. Each is rebuilt only when its requirements file changed (a copy
-# of the file that installed it lies in the environment).
+# tests; NCCL's wheel where the CUDA toolkit has no NCCL (below). Each is
+# rebuilt only when its requirements file changed (a copy of the file that
+# installed it lies in the environment).
 pyenv_install() { # DIR REQUIREMENTS
 	local dir=$1 req=$top/contrib/setup/$2
 	if cmp -s "$req" "$dir/dptrain-requirements.txt" && [ -x "$dir/bin/python" ]; then
@@ -99,4 +100,30 @@ pyenv_install() { # DIR REQUIREMENTS
 top=$(cd "$(dirname "$0")/../.." && pwd)
 pyenv_install "${DPTRAIN_TORCH2:-/opt/dptrain-torch2}" requirements-torch2.txt
 pyenv_install "${DPTRAIN_S3_PY:-/opt/dptrain-s3}" requirements-s3.txt
+
+# The GPU bundle (tests/gpu/bundle) is the --with-cuda --with-nccl build.
+# The CUDA toolkit is no Debian package: it is looked for, not installed.
+# Where it comes without NCCL, NVIDIA's NCCL wheel is the source of nccl.h
+# and libnccl.so.2, laid out in DPTRAIN_NCCL as configure's --with-nccl=DIR
+# wants: DIR/include and DIR/lib/libnccl.so (-lnccl needs that name, and the
+# wheel has only libnccl.so.2). tests/gpu/bundle looks there.
+cuda=/usr/local/cuda
+nccl=${DPTRAIN_NCCL:-/opt/dptrain-nccl}
+if [ ! -f "$cuda/include/cuda_runtime_api.h" ]; then
+	echo "install-deps: no CUDA toolkit in $cuda: the GPU bundle (tests/gpu/bundle) cannot be built here;" \
+		"install NVIDIA's CUDA toolkit there to build it" >&2
+elif [ -f "$cuda/include/nccl.h" ] && [ -e "$cuda/lib64/libnccl.so" ]; then
+	echo "install-deps: NCCL present in $cuda"
+else
+	pyenv_install "$nccl/venv" requirements-nccl.txt
+	wheel=$(compgen -G "$nccl/venv/lib/python3*/site-packages/nvidia/nccl" | head -n 1) || true
+	[ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ] && [ -f "$wheel/lib/libnccl.so.2" ] ||
+		{ echo "install-deps: no include/nccl.h and lib/libnccl.so.2 in $nccl/venv's nvidia/nccl: remove $nccl and run again" >&2; exit 1; }
+	wheel=${wheel#"$nccl/"}
+	mkdir -p "$nccl/lib"
+	ln -sfn "$wheel/include" "$nccl/include"
+	ln -sfn "../$wheel/lib/libnccl.so.2" "$nccl/lib/libnccl.so.2"
+	ln -sfn libnccl.so.2 "$nccl/lib/libnccl.so"
+	echo "install-deps: NCCL of requirements-nccl.txt in $nccl (include/, lib/)"
+fi
 echo "install-deps: done"

@@ -10,8 +10,6 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
-[ -f /usr/local/cuda/include/cuda_runtime_api.h ] || skip_all "no CUDA toolkit in /usr/local/cuda"
-[ -f /usr/local/cuda/include/nccl.h ] || skip_all "no NCCL in /usr/local/cuda"
 require_prog make gcc dpkg objdump timeout od
 
 # Never run anything but the builder (a clobbered copy of this script
@@ -22,7 +20,12 @@ grep -q '^# tests/gpu/bundle \[BUNDLE\]: build the GPU test bundle' "$top_srcdir
 build=$top_builddir/tests/gpu/no_gpu.build
 bundle=$top_builddir/tests/gpu/no_gpu.bundle
 out=$top_builddir/tests/gpu/no_gpu.out
-if ! DPT_GPU_BUILD_DIR=$build bash "$top_srcdir/tests/gpu/bundle" "$bundle" >"$out" 2>&1; then
+rc=0
+DPT_GPU_BUILD_DIR=$build bash "$top_srcdir/tests/gpu/bundle" "$bundle" >"$out" 2>&1 || rc=$?
+# 77: no CUDA toolkit or no NCCL here; the builder's last line says where
+# it looked and what installs them.
+[ "$rc" != 77 ] || skip_all "$(sed -n '$s/^bundle: //p' "$out")"
+if [ "$rc" != 0 ]; then
 	echo "1..1"
 	echo "not ok 1 - tests/gpu/bundle builds the bundle"
 	sed 's/^/# /' "$out"
