@@ -18,6 +18,17 @@
 #include "log.h"
 #include "wire.h"
 
+int dpt__client_limit(void *sock, int64_t max_msg, int connect_ms)
+{
+	if (!sock || max_msg < 0 || connect_ms <= 0)
+		return DPT_EINVAL;
+	if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_msg, sizeof(max_msg)) ||
+	    zmq_setsockopt(sock, ZMQ_CONNECT_TIMEOUT, &connect_ms,
+			   sizeof(connect_ms)))
+		return DPT_ESYS;
+	return 0;
+}
+
 /*
  * Send REQ to the coordinator at ENDPOINT and wait up to TIMEOUT_MS for the
  * reply that echoes its seq: an ACK or KV_VALUE (returned in REPLY, 0) or
@@ -43,6 +54,12 @@ static int request_keys(const char *endpoint, const char *server_public,
 		rc = DPT_ESYS;
 		goto out;
 	}
+	/* The endpoint may be one a job's environment chose, and the caller
+	 * root's slurmstepd: a peer may announce any frame size. */
+	rc = dpt__client_limit(sock, DPT_CLIENT_MSG_MAX,
+			       timeout_ms > 0 ? timeout_ms : 1);
+	if (rc)
+		goto out;
 	if (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero)) ||
 	    zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server_public,
 			   DPT_Z85_KEY_LEN) ||
@@ -75,7 +92,7 @@ static int request_keys(const char *endpoint, const char *server_public,
 	for (;;) {
 		zmq_pollitem_t item = {.socket = sock, .events = ZMQ_POLLIN};
 		long left = deadline - dpt__now_ms();
-		uint8_t in[DPT_WIRE_IN_MAX];
+		uint8_t in[DPT_CLIENT_MSG_MAX];
 		int n;
 
 		if (left <= 0)

@@ -11,6 +11,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire.h"
+
+/* The largest reply a request of this client takes: STATUS_REPLY, the
+ * largest, is at most 16 + 87 + 3 x 255 = 868 bytes (doc/protocol.md). */
+#define DPT_CLIENT_MSG_MAX DPT_WIRE_IN_MAX
+
+/*
+ * Bound what a peer can make a client socket SOCK (a DEALER that connects)
+ * do: a frame announcing more than MAX_MSG bytes drops the connection
+ * before anything is allocated for it (ZMQ_MAXMSGSIZE; without it libzmq
+ * allocates whatever size the header announces, gigabytes included), and a
+ * TCP connect gives up after CONNECT_MS (ZMQ_CONNECT_TIMEOUT, > 0; ZeroMQ
+ * then retries as its reconnect interval says). Every socket that connects
+ * to a coordinator sets both, before zmq_connect. Returns 0, or DPT_EINVAL
+ * (bad argument) or DPT_ESYS (errno set).
+ */
+int dpt__client_limit(void *sock, int64_t max_msg, int connect_ms);
+
 /*
  * Report to the coordinator at ENDPOINT that task TASK_ID exited with
  * STATUS (a wait(2) status), authenticated with SECRET_HEX. Blocks at most

@@ -22,6 +22,7 @@ UNIT_TESTS = \
 	tests/unit/test_scalars \
 	tests/unit/test_spank_config \
 	tests/unit/test_wire \
+	tests/unit/test_client \
 	tests/unit/test_coord \
 	tests/unit/test_kv \
 	tests/unit/test_requeue \
@@ -52,6 +53,10 @@ tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
 tests_unit_test_wire_SOURCES = tests/unit/test_wire.c
 tests_unit_test_wire_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_wire_LDADD = $(UNIT_LDADD)
+# The client against a hostile fake coordinator (a thread on loopback).
+tests_unit_test_client_SOURCES = tests/unit/test_client.c
+tests_unit_test_client_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
+tests_unit_test_client_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS) -lpthread
 # The coordinator's state machine and key-value store, with no socket: the
 # test injects the sender (libzmq only for its message buffers).
 tests_unit_test_coord_SOURCES = tests/unit/test_coord.c coordinator/coord.c coordinator/coord_gen.c \
