@@ -37,6 +37,7 @@
 
 #include <zmq.h>
 
+#include "client.h"
 #include "parse.h"
 
 static volatile sig_atomic_t flooding = 1;
@@ -93,6 +94,7 @@ static void *churn_socket(void *ctx, const char *endpoint)
 	zmq_curve_keypair(server, unused);
 	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
+	dpt__client_limit(s, DPT_WIRE_MSG_MAX, 10000);
 	zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server, 40);
 	zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
 	zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);

@@ -53,6 +53,7 @@
 #include <dptrain/dptrain.h>
 
 #include "bench/join.h"
+#include "client.h"
 #include "parse.h"
 #include "wire.h"
 
@@ -366,6 +367,7 @@ static int swarm_run(struct swarm *sw, const char *endpoint,
 			return -1;
 		}
 		zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof(zero));
+		dpt__client_limit(s->sock, DPT_WIRE_MSG_MAX, 10000);
 		zmq_setsockopt(s->sock, ZMQ_CURVE_SERVERKEY, k->coord_public,
 			       DPT_Z85_KEY_LEN);
 		zmq_setsockopt(s->sock, ZMQ_CURVE_PUBLICKEY, k->worker_public,

@@ -18,11 +18,15 @@
 
 #include "clock.h"
 #include "agent.h"
+#include "client.h"
 #include "log.h"
 
 #define STOP_BYTE                                                              \
 	'S' /* a one-byte pipe message: no wire message is that short */
 #define AUTH_FAILURES 3
+/* One TCP connect to the coordinator: ZeroMQ retries after it, until the
+ * caller's own connect timeout (DPTRAIN_CONNECT_TIMEOUT_MS) runs out. */
+#define CONNECT_MS 10000
 
 struct dpt__agent {
 	void *ctx;
@@ -108,7 +112,6 @@ static int setup_dealer(struct link *l)
 	struct dpt__agent *a = l->a;
 	uint8_t id[16];
 	int zero = 0, ivl = 100, ivl_max = 1000, hwm = 10000;
-	int64_t maxmsg = DPT_WIRE_MSG_MAX;
 
 	/* A routing id of our own: after a reconnect the coordinator sees
 	 * the same peer (ZMQ_ROUTER_HANDOVER), not a stranger. Ids starting
@@ -126,8 +129,7 @@ static int setup_dealer(struct link *l)
 			   a->keys.worker_public, DPT_Z85_KEY_LEN) ||
 	    zmq_setsockopt(l->dealer, ZMQ_CURVE_SECRETKEY,
 			   a->keys.worker_secret, DPT_Z85_KEY_LEN) ||
-	    zmq_setsockopt(l->dealer, ZMQ_MAXMSGSIZE, &maxmsg,
-			   sizeof(maxmsg)) ||
+	    dpt__client_limit(l->dealer, DPT_WIRE_MSG_MAX, CONNECT_MS) ||
 	    zmq_setsockopt(l->dealer, ZMQ_LINGER, &zero, sizeof(zero)) ||
 	    zmq_setsockopt(l->dealer, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl)) ||
 	    zmq_setsockopt(l->dealer, ZMQ_RECONNECT_IVL_MAX, &ivl_max,

@@ -397,6 +397,7 @@ static int client_open(struct client *c, const char *endpoint,
 	c->ctx = zmq_ctx_new();
 	c->sock = zmq_socket(c->ctx, ZMQ_DEALER);
 	zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+	dpt__client_limit(c->sock, DPT_WIRE_MSG_MAX, 10000);
 	zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, k->coord_public, 40);
 	zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, k->worker_public, 40);
 	zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, k->worker_secret, 40);
