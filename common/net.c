@@ -1,7 +1,11 @@
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -44,4 +48,37 @@ int dpt__route_address(const char *host, const char *port, char *out,
 	freeaddrinfo(ai);
 	errno = saved;
 	return rc;
+}
+
+int dpt__tcp_endpoint(const char *host, const char *port, char *out,
+		      size_t size)
+{
+	char buf[INET6_ADDRSTRLEN + 16];
+	struct in6_addr a6;
+	struct in_addr a4;
+	long value = 0;
+	size_t i;
+	bool v6;
+	int n;
+
+	if (!host || !port || !out)
+		return DPT_EINVAL;
+	/* Digits only: strtol would also take a sign and leading spaces. */
+	for (i = 0; port[i]; i++) {
+		if (port[i] < '0' || port[i] > '9' || i >= 5)
+			return DPT_EINVAL;
+		value = value * 10 + (port[i] - '0');
+	}
+	if (i == 0 || value < 1 || value > 65535)
+		return DPT_EINVAL;
+	v6 = inet_pton(AF_INET6, host, &a6) == 1;
+	if (!v6 && inet_pton(AF_INET, host, &a4) != 1)
+		return DPT_EINVAL;
+	/* An accepted address is at most INET6_ADDRSTRLEN - 1 characters. */
+	n = snprintf(buf, sizeof(buf), v6 ? "tcp://[%s]:%ld" : "tcp://%s:%ld",
+		     host, value);
+	if (n < 0 || (size_t)n >= sizeof(buf) || (size_t)n >= size)
+		return DPT_EINVAL;
+	memcpy(out, buf, (size_t)n + 1);
+	return 0;
 }

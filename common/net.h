@@ -16,4 +16,18 @@
 int dpt__route_address(const char *host, const char *port, char *out,
 		       size_t size);
 
+/*
+ * The ZeroMQ endpoint "tcp://HOST:PORT" ("tcp://[HOST]:PORT" for IPv6) of
+ * a coordinator, into OUT (SIZE bytes), from a HOST that is a numeric IPv4
+ * or IPv6 address and a PORT of only digits, 1..65535: what Slurm puts in
+ * SLURM_LAUNCH_NODE_IPADDR and srun's plugin in DPTRAIN_COORDINATOR_PORT.
+ * Both come from a job's environment, which its user may change, and
+ * libzmq reads more than an address into an endpoint: a host name is
+ * resolved, and "1023;10.0.0.9:2049" binds source port 1023 first.
+ * Returns 0, or DPT_EINVAL (HOST or PORT is anything else, or OUT is too
+ * small); OUT is then unchanged.
+ */
+int dpt__tcp_endpoint(const char *host, const char *port, char *out,
+		      size_t size);
+
 #endif

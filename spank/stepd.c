@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -210,6 +211,16 @@ struct coord_ref {
 	char secret[DPT_SECRET_HEX_LEN + 1];
 };
 
+/* S itself when every byte of it prints, so that a value from the job's
+ * environment cannot write lines of its own into slurmd's log. */
+static const char *printable(const char *s)
+{
+	for (const char *p = s; *p; p++)
+		if (!isprint((unsigned char)*p))
+			return "(not printable)";
+	return s;
+}
+
 /* srun's address (SLURM_LAUNCH_NODE_IPADDR) is in the task's environment in
  * slurm_spank_task_init and slurm_spank_task_exit, not yet in
  * slurm_spank_user_init. */
@@ -226,9 +237,21 @@ static int coord_ref(spank_t sp, struct coord_ref *c)
 			    "DPTRAIN_COORDINATOR_PORT, DPTRAIN_SECRET)");
 		return -1;
 	}
-	snprintf(c->endpoint, sizeof(c->endpoint),
-		 strchr(c->host, ':') ? "tcp://[%s]:%s" : "tcp://%s:%s",
-		 c->host, c->port);
+	/* These are the job's to change, and slurm_spank_task_exit
+	 * connects as root: a name, or a port that libzmq reads as more
+	 * than a port ("1023;10.0.0.9:2049" binds source port 1023 and
+	 * connects elsewhere), gets no connection. */
+	if (dpt__tcp_endpoint(c->host, c->port, c->endpoint,
+			      sizeof(c->endpoint))) {
+		slurm_error("dptrain: refusing the coordinator at "
+			    "SLURM_LAUNCH_NODE_IPADDR='%s' "
+			    "DPTRAIN_COORDINATOR_PORT='%s': they must be a "
+			    "numeric IP address and a port 1-65535, as srun "
+			    "sets them: do not change them",
+			    printable(c->host), printable(c->port));
+		explicit_bzero(c, sizeof(*c));
+		return -1;
+	}
 	return 0;
 }
 

@@ -23,6 +23,8 @@ UNIT_TESTS = \
 	tests/unit/test_spank_config \
 	tests/unit/test_wire \
 	tests/unit/test_client \
+	tests/unit/test_net \
+	tests/unit/test_stepd \
 	tests/unit/test_coord \
 	tests/unit/test_kv \
 	tests/unit/test_requeue \
@@ -57,6 +59,15 @@ tests_unit_test_wire_LDADD = $(UNIT_LDADD)
 tests_unit_test_client_SOURCES = tests/unit/test_client.c
 tests_unit_test_client_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_client_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS) -lpthread
+tests_unit_test_net_SOURCES = tests/unit/test_net.c
+tests_unit_test_net_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_net_LDADD = $(UNIT_LDADD)
+# slurmstepd's side of the plugin with a fake Slurm and a fake client.
+tests_unit_test_stepd_SOURCES = tests/unit/test_stepd.c spank/stepd.c \
+	spank/settings.c
+tests_unit_test_stepd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/spank
+tests_unit_test_stepd_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
+tests_unit_test_stepd_LDADD = $(UNIT_LDADD)
 # The coordinator's state machine and key-value store, with no socket: the
 # test injects the sender (libzmq only for its message buffers).
 tests_unit_test_coord_SOURCES = tests/unit/test_coord.c coordinator/coord.c coordinator/coord_gen.c \
