@@ -14,6 +14,7 @@ EXTRA_DIST += \
 	contrib/examples/fmnist_ddp.py \
 	contrib/examples/fmnist_dptrain.py \
 	contrib/examples/fmnist_lightning.py \
+	contrib/examples/fabric_dptrain.py \
 	contrib/examples/train_walltime.py \
 	contrib/demo/elastic.sh \
 	contrib/demo/report.py \

@@ -132,6 +132,7 @@ def params_sha256(model):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1000, help="global steps to train to")
+    ap.add_argument("--min-steps", type=int, help="Trainer(min_steps=...)")
     ap.add_argument("--batch", type=int, default=48, help="global batch size")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=7)
@@ -159,7 +160,8 @@ def main():
     if args.step_delay:
         callbacks.append(pl.callbacks.LambdaCallback(
             on_train_batch_end=lambda *_: time.sleep(args.step_delay)))
-    trainer = pl.Trainer(strategy="ddp", max_steps=args.steps, precision=args.precision,
+    trainer = pl.Trainer(strategy="ddp", max_steps=args.steps, min_steps=args.min_steps,
+                         precision=args.precision,
                          use_distributed_sampler=False,  # dptrain
                          plugins=[DptrainEnvironment()],  # dptrain
                          callbacks=callbacks, logger=False, enable_checkpointing=False,

@@ -6,17 +6,24 @@ to TOTAL steps, resuming from the run's checkpoint, and prints
 (F: the GradScaler's scale, or none).
 
     lightning_fit.py TOTAL [ACCELERATOR [PRECISION]] [--accumulate K]
-        [--manual] [--raise-at STEP] [--devices N] [--num-nodes N]
+        [--manual] [--raise-at STEP] [--devices N] [--num-nodes N] [--pl]
+
+--pl: the script is written against pytorch_lightning, not lightning.pytorch.
+A stateful callback counts the batches ("batches=N"), restored on resume.
 """
 import argparse
 import hashlib
+import sys
 
 import torch
 
-try:
-    import lightning.pytorch as pl
-except ImportError:
+if "--pl" in sys.argv:
     import pytorch_lightning as pl
+else:
+    try:
+        import lightning.pytorch as pl
+    except ImportError:
+        import pytorch_lightning as pl
 
 import dptrain.torch as dpt
 from dptrain.lightning import DptrainCallback, DptrainEnvironment
@@ -41,7 +48,8 @@ class Fit(pl.LightningModule):
 
 
 class ManualFit(pl.LightningModule):
-    """Manual optimization with two optimizers, each for its own layer."""
+    """Manual optimization with two optimizers, each for its own layer; one
+    backward a step (what DDP reduces)."""
 
     def __init__(self):
         super().__init__()
@@ -51,15 +59,33 @@ class ManualFit(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, y = batch
-        for opt, layer in zip(self.optimizers(), (self.a, self.b)):
-            loss = torch.nn.functional.mse_loss(layer(x), y)
+        opts = self.optimizers()
+        loss = sum(torch.nn.functional.mse_loss(layer(x), y) for layer in (self.a, self.b))
+        for opt in opts:
             opt.zero_grad()
-            self.manual_backward(loss)
+        self.manual_backward(loss)
+        for opt in opts:
             opt.step()
 
     def configure_optimizers(self):
         return [torch.optim.Adam(self.a.parameters(), lr=0.05),
                 torch.optim.SGD(self.b.parameters(), lr=0.1, momentum=0.9)]
+
+
+class Counter(pl.Callback):
+    """The batches trained, in the callback's state_dict()."""
+
+    def __init__(self):
+        self.batches = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.batches += 1
+
+    def state_dict(self):
+        return {"batches": self.batches}
+
+    def load_state_dict(self, state_dict):
+        self.batches = state_dict["batches"]
 
 
 def main():
@@ -72,18 +98,19 @@ def main():
     ap.add_argument("--raise-at", type=int)
     ap.add_argument("--devices", type=int)
     ap.add_argument("--num-nodes", type=int)
+    ap.add_argument("--pl", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
     x = torch.linspace(-1, 1, 960).unsqueeze(1)
     data = torch.utils.data.TensorDataset(x, 3 * x - 2)
     sampler = dpt.ElasticSampler(data, global_batch_size=32, seed=1)
     loader = torch.utils.data.DataLoader(data, batch_sampler=sampler)
-    cb = DptrainCallback(sampler=sampler)
+    cb, counter = DptrainCallback(sampler=sampler), Counter()
     counts = {k: v for k, v in (("devices", args.devices), ("num_nodes", args.num_nodes))
               if v is not None}
     trainer = pl.Trainer(max_steps=args.total * (2 if args.manual else 1),
                          accelerator=args.accelerator, precision=args.precision,
-                         accumulate_grad_batches=args.accumulate, callbacks=[cb],
+                         accumulate_grad_batches=args.accumulate, callbacks=[cb, counter],
                          plugins=[DptrainEnvironment()], use_distributed_sampler=False,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, **counts)
@@ -93,11 +120,12 @@ def main():
     digest = hashlib.sha256()
     for p in model.parameters():
         digest.update(p.detach().cpu().float().numpy().tobytes())
-    print("start=%d end=%d stopped=%s global_step=%d params_sum=%.6f scale=%s "
+    print("start=%d end=%d stopped=%s global_step=%d params_sum=%.6f scale=%s batches=%d "
           "params_sha256=%s" % (
               cb.start, cb.step, cb.stopped, trainer.global_step,
               sum(p.sum().item() for p in model.parameters()),
-              "none" if scaler is None else scaler.get_scale(), digest.hexdigest()), flush=True)
+              "none" if scaler is None else scaler.get_scale(), counter.batches,
+              digest.hexdigest()), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 # dptrain.lightning in the Trainer's other modes, under srun --dp-train on
 # the real test cluster with torch 2 and Lightning 2.6
 # (tests/python/lightning_fit.py): gradient accumulation, manual
-# optimization with two optimizers and bf16-mixed on the CPU, each stopped
+# optimization with two optimizers, bf16-mixed on the CPU and a script of
+# pytorch_lightning (not lightning.pytorch), each stopped
 # and resumed at the same world size and ending bitwise equal to an
-# uninterrupted run; an exception in training_step (a clean exit, no step
+# uninterrupted run; Fabric with the environment and dptrain.torch; an
+# exception in training_step (a clean exit, no step
 # claimed, no process left); Trainer counts that contradict the job; the
 # environment outside srun --dp-train.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -21,7 +23,7 @@ dptrain=$top_builddir/dptrain
 cluster_up NODES=1 CPUS=4 GPUS=0
 dir=$(dpt_state_dir lightning-modes) || exit 1
 dpt_scratch+=("$dir")
-plan 17
+plan 22
 
 run() { # RUN TOTAL ARGS...: 2 ranks fit to TOTAL steps; output in $out
 	local name=$1 total=$2
@@ -29,10 +31,11 @@ run() { # RUN TOTAL ARGS...: 2 ranks fit to TOTAL steps; output in $out
 	out=$(DPT_TIMEOUT=240 srun_t -n 2 --dp-train="$name" --dp-ckpt="file://$dir/ckpt" \
 		"$py" "$fit" "$total" "$@" 2>&1)
 }
-sha() { grep -o 'params_sha256=[0-9a-f]*' <<<"$out" | head -n 1; }
+sha() { grep -o 'batches=[0-9]* params_sha256=[0-9a-f]*' <<<"$out" | head -n 1; }
 
 # resumes MODE ARGS...: MODE to 20 in one run, and to 10 then 20 in two:
-# the same final bits, the second run starting at step 10.
+# the same final bits and the same count of a stateful callback, the
+# second run starting at step 10.
 resumes() {
 	local mode=$1 ref
 	shift
@@ -43,7 +46,7 @@ resumes() {
 	grep -q "^start=10 end=20 stopped=False global_step=$want_gs " <<<"$out"
 	ok $? "$mode: stopped at step 10, resumed there, trainer.global_step=$want_gs at step 20" ||
 		diag "$out"
-	is "$(sha)" "${ref:-none}" "$mode: the resumed fit ends bitwise equal to the uninterrupted one"
+	is "$(sha)" "${ref:-none}" "$mode: the resumed fit ends bitwise equal to the uninterrupted one, a callback's state restored"
 }
 want_gs=20
 resumes accumulate --accumulate 2
@@ -51,6 +54,20 @@ want_gs=40 # Lightning counts every optimizer's step under manual optimization
 resumes manual --manual
 want_gs=20
 resumes bf16 cpu bf16-mixed
+resumes pytorch_lightning --pl
+
+# Fabric (contrib/examples/fabric_dptrain.py): the environment and
+# dptrain.torch, stopped at 10 and resumed, against one run to 20.
+fabric() { # RUN STEPS
+	out=$(DPT_TIMEOUT=240 srun_t -n 2 --dp-train="$1" --dp-ckpt="file://$dir/ckpt" \
+		"$py" "$top_srcdir/contrib/examples/fabric_dptrain.py" --steps "$2" 2>&1)
+}
+fabric fabric-ref 20
+ok $? "Fabric with DptrainEnvironment on 2 ranks trains to step 20" || diag "$out"
+ref=$(grep -o 'params_sha256=.*' <<<"$out")
+fabric fabric 10 && fabric fabric 20
+grep -q "fabric: done at step 20 (from 10) on 2 ranks $ref" <<<"$out"
+ok $? "Fabric: stopped at 10, resumed there, ends bitwise equal to the run to 20" || diag "$out"
 
 # accumulate_grad_batches that does not divide the epoch (30 batches).
 run badacc 20 --accumulate 4

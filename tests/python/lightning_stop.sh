@@ -4,7 +4,8 @@
 # walltime, by scancel --signal=TERM and by scancel --signal=USR1: each is
 # one agreed stop beside Lightning's own SIGTERM handling (every rank stops
 # at one step, the checkpoint commits, the coordinator requeues the job),
-# and the requeued job resumes there and finishes, every step trained once.
+# and the requeued job resumes there and finishes, every step trained once;
+# the USR1 job's Trainer has min_steps at its end, which the stop overrides.
 # The three jobs run side by side.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
@@ -22,8 +23,8 @@ dpt_scratch+=("$work")
 chmod 755 "$work"
 plan 17
 
-# submit NAME STEPS SBATCH_OPTIONS: a job of 4 tasks on 2 nodes training
-# to STEPS at about 10 steps a second.
+# submit NAME STEPS SBATCH_OPTIONS [EXAMPLE_OPTIONS]: a job of 4 tasks on 2
+# nodes training to STEPS at about 10 steps a second.
 submit() {
 	cat >"$work/$1.sh" <<EOS
 #!/bin/bash
@@ -32,7 +33,7 @@ submit() {
 export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
 srun --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=40s \\
 	$py $top_srcdir/contrib/examples/fmnist_lightning.py --steps $2 --train-size 960 \\
-	--workers 1 --step-delay 0.1 --trace $work/$1.trace
+	--workers 1 --step-delay 0.1 --trace $work/$1.trace ${4:-}
 EOS
 	sbatch_t --parsable "$work/$1.sh" | cut -d';' -f1
 }
@@ -58,7 +59,7 @@ check_stop() {
 
 wall=$(submit wall 600 --time=2)
 term=$(submit term 400 --time=10)
-usr1=$(submit usr1 400 --time=10)
+usr1=$(submit usr1 400 --time=10 "--min-steps 400") # the stop also stops it
 [ -n "$wall" ] && [ -n "$term" ] && [ -n "$usr1" ]
 ok $? "three jobs: wall ($wall, sbatch --time=2 --requeue), term ($term), usr1 ($usr1)" ||
 	bail_out "sbatch failed"

@@ -15,26 +15,39 @@ of ``srun --dp-train``, whatever the job's size, and keeps Lightning's own
 SLURM requeue out. DptrainCallback saves and restores what Lightning's
 ``ckpt_path=`` resume does, stops every rank at the agreed step (walltime,
 preemption, ``scancel --signal``) and resumes on any number of ranks.
-Works under ``lightning.pytorch`` and ``pytorch_lightning``.
+Works under ``lightning.pytorch`` and ``pytorch_lightning``: import the one
+the script uses before this module.
 """
 
+import importlib
 import os
 import signal
 import sys
 import warnings
 
-try:
-    import lightning.pytorch as pl
-    from lightning.fabric.plugins.environments import ClusterEnvironment
-    from lightning.pytorch.loops.loop import _Loop
-except ImportError:
-    try:
-        import pytorch_lightning as pl
-        from lightning_fabric.plugins.environments import ClusterEnvironment
-        from pytorch_lightning.loops.loop import _Loop
-    except ImportError as e:
-        raise ImportError("dptrain.lightning needs Lightning (import lightning.pytorch and "
-                          "pytorch_lightning failed: %s)" % e) from None
+
+def _lightning():
+    """(Callback, ClusterEnvironment) of the Lightning the script uses: its
+    two packages, lightning.pytorch and pytorch_lightning, have classes of
+    their own, and a Trainer takes only its own package's. The one already
+    imported wins (lightning.pytorch when both are), else the one that
+    imports."""
+    names = [("lightning.pytorch", "lightning.fabric.plugins.environments"),
+             ("pytorch_lightning", "lightning_fabric.plugins.environments")]
+    if "pytorch_lightning" in sys.modules and "lightning" not in sys.modules:
+        names.reverse()
+    errors = []
+    for trainer, fabric in names:
+        try:
+            return (importlib.import_module(trainer).Callback,
+                    importlib.import_module(fabric).ClusterEnvironment)
+        except ImportError as e:
+            errors.append(str(e))
+    raise ImportError("dptrain.lightning needs Lightning (pip install lightning): "
+                      "%s" % "; ".join(errors))
+
+
+_Callback, _ClusterEnvironment = _lightning()
 
 import torch
 
@@ -55,7 +68,7 @@ def _job_var(name):
     return value
 
 
-class DptrainEnvironment(ClusterEnvironment):
+class DptrainEnvironment(_ClusterEnvironment):
     """The job step of ``srun --dp-train`` as Lightning's cluster: ranks,
     nodes and the rendezvous address come from the job, so that one script
     runs at whatever size the job has. A Trainer that names neither
@@ -183,7 +196,7 @@ def _load_callbacks_state(trainer, me, sd):
             cb.load_state_dict(sd[cb.state_key])
 
 
-class DptrainCallback(pl.Callback):
+class DptrainCallback(_Callback):
     """Saves, stops and resumes a Trainer's fit with dptrain.torch.
 
     SAMPLER: the ElasticSampler of the training DataLoader (its
@@ -316,8 +329,10 @@ class DptrainCallback(pl.Callback):
         batches.reset_on_run()
         epoch_loop.scheduler_progress.reset_on_run()
         epoch_loop.automatic_optimization.optim_progress.reset_on_run()
-        # FitLoop's own setter keeps max_steps runs restarting.
-        _Loop.restarting.fset(loop, False)
+        # The loop base class's setter: FitLoop's keeps max_steps runs
+        # restarting.
+        base = next(k for k in type(loop).__mro__[1:] if "restarting" in vars(k))
+        vars(base)["restarting"].fset(loop, False)
 
     def on_train_start(self, trainer, pl_module):
         # Lightning's SIGTERM handler broadcasts from within the handler and
