@@ -27,11 +27,13 @@ dptrain=$top_builddir/dptrain
 plan 26
 
 # submit NAME STEPS SBATCH_OPTIONS FORWARD: a job of 4 tasks on 2 nodes
-# training to STEPS; FORWARD=1 runs srun in the background and forwards
-# the batch shell's TERM and USR1 to the tasks (dptrain(8), "Signals").
+# training to STEPS (read from $work/NAME.target at each start);
+# FORWARD=1 runs srun in the background and forwards the batch shell's
+# TERM and USR1 to the tasks (dptrain(8), "Signals").
 submit() {
+	echo "$2" >"$work/$1.target"
 	local run="srun --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=50s \\
-	$py $top_srcdir/contrib/examples/fmnist_dptrain.py --steps $2 --log-every 10"
+	$py $top_srcdir/contrib/examples/fmnist_dptrain.py --steps \$(cat $work/$1.target) --log-every 10"
 	if [ "$4" = 1 ]; then
 		run="trap 'scancel --signal=USR1 \"\$SLURM_JOB_ID\"' TERM USR1
 $run &
@@ -117,11 +119,18 @@ grep -q "rank [0-3]: SIGTERM: stopping at the next step" "$work/pre.out"
 ok $? "pre: Slurm's preemption SIGTERM reached the ranks" || diag "$(cat "$work/pre.out")"
 is "$(job_state "$high" | grep -o 'JobState=[A-Z]*')" JobState=COMPLETED "the job of high ran in between"
 
-# 21-26. The walltime: a one-minute job with a 50 s grace trains 10 s a run.
-id=$(submit wall 150 --time=1 0)
+# 21-26. The walltime: a two-minute job with a 50 s grace trains 70 s a
+# run, less the time Python takes to start (over 30 s on a loaded machine
+# with torch 2). Once the first run has stopped, the target becomes 30
+# steps past its stop, which the requeued run reaches.
+id=$(submit wall 100000000 --time=2 0)
 [ -n "$id" ]
-ok $? "wall: sbatch --time=1 --requeue: job $id" || bail_out "sbatch failed"
-check_stop wall "$id" 150
+ok $? "wall: sbatch --time=2 --requeue: job $id" || bail_out "sbatch failed"
+wait_output "$work/wall.out" "requeueing job $id after step" 300 ||
+	diag "wall: no stop within 300 s: $(job_state "$id")" "$(cat "$work/wall.out")"
+stop=$(grep -o "requeueing job $id after step [0-9]*" "$work/wall.out" | head -n 1 | awk '{ print $NF }')
+echo $((${stop:-0} + 30)) >"$work/wall.target"
+check_stop wall "$id" $((${stop:-0} + 30))
 "$dptrain" ckpt verify "file://$work/ckpt/wall" >/dev/null 2>&1
 ok $? "wall: every committed step of the run verifies" ||
 	diag "$("$dptrain" ckpt verify "file://$work/ckpt/wall" 2>&1)"
