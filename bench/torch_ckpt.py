@@ -450,10 +450,18 @@ def step_cost(args, ck, state, res):
             per[mode].append((time.perf_counter() - t0) / args.block_steps)
     if ck.last_saved != saved:
         raise RuntimeError("a save fell into the timed steps (DPTRAIN_CKPT_EVERY?)")
+    # Each call waits for the last rank to vote: its time on the rank
+    # that arrives last is the round trip alone, the rest is the ranks'
+    # skew, which the next all-reduce would wait for without the call.
+    mine = torch.tensor(calls, dtype=torch.float64)
+    every = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine)
+    last = sorted(torch.stack(every).min(dim=0).values.tolist())
     calls.sort()
     plain, dpt, flagged, call50, call90 = slowest(
         [statistics.median(per[m]) for m in modes] +
         [calls[len(calls) // 2], calls[len(calls) * 9 // 10]])
+    res["loop_call_last_p50_us"] = last[len(last) // 2] * 1e6
     res["step_ms"] = args.step_ms
     res["loop_step_ms"] = plain * 1e3
     res["loop_step_dpt_ms"] = dpt * 1e3
