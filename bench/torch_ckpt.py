@@ -60,7 +60,9 @@ TARGETS = [
     ("stall_ratio", 0.1, "dptrain's stall / torch.save's"),
     ("dcp_stall_ratio", 1.0, "dptrain's stall / DCP async_save's"),
     ("dcp_durable_ratio", 1.0, "dptrain's commit / DCP's durable save"),
-    ("dcp_reload_ratio", 1.0, "dptrain's load / DCP's, at --load-ranks"),
+    ("dcp_reload_ratio", 1.0, "dptrain's load / DCP's, at --load-ranks, page cache warm"),
+    ("dcp_reload_cold_ratio", 1.0, "dptrain's load / DCP's, at --load-ranks, "
+     "page cache dropped"),
     ("step_cost_pct", 1.0, "Checkpoint.step's share of a 20 ms step, %"),
 ]
 
@@ -117,6 +119,7 @@ def launch(args):
     ratio(res, "dcp_stall_ratio", "dpt_stall_s", "dcp_stall_s")
     ratio(res, "dcp_durable_ratio", "dpt_commit_s", "dcp_durable_s")
     ratio(res, "dcp_reload_ratio", "dpt_reload_s", "dcp_reload_s")
+    ratio(res, "dcp_reload_cold_ratio", "dpt_reload_cold_s", "dcp_reload_cold_s")
     ratio(res, "lightning_stall_ratio", "dpt_stall_s", "lightning_stall_s")
     ratio(res, "lightning_durable_ratio", "dpt_commit_s", "lightning_durable_s")
     skipped = {k: res.pop(k) for k in list(res) if k.endswith("_skipped")}
@@ -535,25 +538,43 @@ def load_phase(args):
         dcp.load(sd, checkpoint_id=dcp_dir)
         set_state_dict(model, opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
 
-    loaders = {"dpt_reload_s": lambda: ck.load(state)}
+    def timed(key, mode, load):
+        with torch.no_grad():
+            for t in state_tensors(model, opt).values():
+                t.zero_()
+        dist.barrier()
+        if mode == "cold" and rank == 0:
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+        dist.barrier()
+        t0 = time.perf_counter()
+        load()
+        dist.barrier()
+        best[key] = min(best.get(key, 1e9), time.perf_counter() - t0)
+        got = sums(model, opt)
+        if got != want:
+            bad = [k for k in want if got.get(k) != want[k]]
+            raise RuntimeError("%s: %d tensors differ from the saved state, %s first"
+                               % (key, len(bad), bad[:1]))
+
+    loaders = {"dpt": lambda: ck.load(state)}
     if have_dcp:
-        loaders["dcp_reload_s"] = dcp_load
-    best = {k: 1e9 for k in loaders}
-    for _ in range(args.loads):
-        for name, load in loaders.items():
-            with torch.no_grad():
-                for t in state_tensors(model, opt).values():
-                    t.zero_()
-            dist.barrier()
-            t0 = time.perf_counter()
-            load()
-            dist.barrier()
-            best[name] = min(best[name], time.perf_counter() - t0)
-            got = sums(model, opt)
-            if got != want:
-                bad = [k for k in want if got.get(k) != want[k]]
-                raise RuntimeError("%s: %d tensors differ from the saved state, %s first"
-                                   % (name, len(bad), bad[:1]))
+        loaders["dcp"] = dcp_load
+    # Warm: what the page cache holds of the files (DCP writes through
+    # it, dptrain with O_DIRECT); cold: the cache dropped first, as on a
+    # node that did not write them (a requeue elsewhere), root only.
+    modes = ["warm"]
+    if os.access("/proc/sys/vm/drop_caches", os.W_OK):
+        modes.append("cold")
+    else:
+        res["cold_load_skipped"] = "only root can drop the page cache"
+    best = {}
+    for mode in modes:  # the warm ones while DCP's files are cached
+        for _ in range(args.loads):
+            for name, load in loaders.items():
+                key = "%s_reload%s_s" % (name, "_cold" if mode == "cold" else "")
+                timed(key, mode, load)
     names = list(best)
     for name, v in zip(names, slowest([best[k] for k in names])):
         res[name] = v
