@@ -288,61 +288,63 @@ class DcpSaver:
 
 
 def dcp_and_dpt_saves(args, model, opt, state, ck, res):
-    """DCP's async_save and dptrain's save, alternately: the stall, and
-    the time until the step is durable, best of --saves after a first
+    """DCP's async_save and dptrain's save, alternately, for each of
+    DCP's two stagings in turn (one stager's memory at a time: two would
+    add the whole state again in shared memory on every rank): the stall,
+    and the time until the step is durable, best of --saves after a first
     save that sets up (DCP's process and staging memory, dptrain's
     snapshot buffers)."""
     import torch.distributed as dist
 
     rank = dist.get_rank()
     why = dcp_missing()
+    variants = {None: None}
     if why:
         res["dcp_skipped"] = why
-    savers = {}
-    if not why:
-        savers = {"dcp_sync_staging": DcpSaver(use_async_staging=False),
-                  "dcp_thread_staging": DcpSaver(use_async_staging=True)}
-    times = {k: ([], []) for k in list(savers) + ["dpt"]}
-    last = None
-    for i in range(args.saves + 1):
-        for name, saver in savers.items():
-            path = os.path.join(args.work, "%s.%d" % (name, i))
+    else:
+        variants = {"dcp_sync_staging": False, "dcp_thread_staging": True}
+    times = {k: ([], []) for k in variants if k}
+    times["dpt"] = ([], [])
+    step, last = 0, None
+    for name, use_async_staging in variants.items():
+        saver = DcpSaver(use_async_staging) if name else None
+        for i in range(args.saves + 1):
+            if saver:
+                path = os.path.join(args.work, "%s.%d" % (name, i))
+                dist.barrier()
+                t0 = time.perf_counter()
+                stall, fut = saver.save(model, opt, path)
+                fut.result()
+                dist.barrier()
+                if i:
+                    times[name][0].append(stall)
+                    times[name][1].append(time.perf_counter() - t0)
+                if rank == 0 and last:
+                    shutil.rmtree(last, ignore_errors=True)
+                last = path
+            # dptrain.torch: the stall is the time in save(); durable,
+            # save() and wait(): the step is committed.
+            step += 1
             dist.barrier()
             t0 = time.perf_counter()
-            stall, fut = saver.save(model, opt, path)
-            fut.result()
+            ck.save(step, state)
+            t1 = time.perf_counter()
+            ck.wait()
             dist.barrier()
             if i:
-                times[name][0].append(stall)
-                times[name][1].append(time.perf_counter() - t0)
-            if rank == 0 and i and name == "dcp_sync_staging":
-                shutil.rmtree(last, ignore_errors=True)
-            if name == "dcp_sync_staging":
-                last = path
-            elif rank == 0:
-                shutil.rmtree(path, ignore_errors=True)
-        # dptrain.torch: the stall is the time in save(); durable, save()
-        # and wait(): the step is committed.
-        dist.barrier()
-        t0 = time.perf_counter()
-        ck.save(i + 1, state)
-        t1 = time.perf_counter()
-        ck.wait()
-        dist.barrier()
-        if i:
-            times["dpt"][0].append(t1 - t0)
-            times["dpt"][1].append(time.perf_counter() - t0)
+                times["dpt"][0].append(t1 - t0)
+                times["dpt"][1].append(time.perf_counter() - t0)
+        if saver:
+            saver.close()
     for name, (stall, durable) in times.items():
         s, d = slowest([min(stall), min(durable)])
         if name == "dpt":
             res["dpt_stall_s"], res["dpt_commit_s"] = s, d
         else:
             res[name + "_stall_s"], res[name + "_durable_s"] = s, d
-    if savers:  # the peer: the better staging of the two, for each figure
-        res["dcp_stall_s"] = min(res[k + "_stall_s"] for k in savers)
-        res["dcp_durable_s"] = min(res[k + "_durable_s"] for k in savers)
-    for saver in savers.values():
-        saver.close()
+    if not why:  # the peer: the better staging of the two, for each figure
+        res["dcp_stall_s"] = min(res[k + "_stall_s"] for k in variants)
+        res["dcp_durable_s"] = min(res[k + "_durable_s"] for k in variants)
     if last and rank == 0:
         os.rename(last, os.path.join(args.work, "dcp"))
 
