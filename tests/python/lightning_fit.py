@@ -9,10 +9,13 @@ to TOTAL steps, resuming from the run's checkpoint, and prints
         [--manual] [--raise-at STEP] [--devices N] [--num-nodes N] [--pl]
 
 --pl: the script is written against pytorch_lightning, not lightning.pytorch.
-A stateful callback counts the batches ("batches=N"), restored on resume.
+A stateful callback counts the batches ("batches=N"), restored on resume;
+"handlers=kept" when SIGTERM's and SIGUSR1's handlers after fit() are those
+before it.
 """
 import argparse
 import hashlib
+import signal
 import sys
 
 import torch
@@ -115,17 +118,21 @@ def main():
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, **counts)
     model = ManualFit() if args.manual else Fit(args.raise_at)
+    signals = (signal.SIGTERM, signal.SIGUSR1)
+    signal.signal(signal.SIGUSR1, lambda *_: None)  # a handler of the script's own
+    before = [signal.getsignal(s) for s in signals]
     trainer.fit(model, loader)
+    kept = [signal.getsignal(s) for s in signals] == before
     scaler = getattr(trainer.precision_plugin, "scaler", None)
     digest = hashlib.sha256()
     for p in model.parameters():
         digest.update(p.detach().cpu().float().numpy().tobytes())
-    print("start=%d end=%d stopped=%s global_step=%d params_sum=%.6f scale=%s batches=%d "
-          "params_sha256=%s" % (
+    print("start=%d end=%d stopped=%s global_step=%d params_sum=%.6f scale=%s handlers=%s "
+          "batches=%d params_sha256=%s" % (
               cb.start, cb.step, cb.stopped, trainer.global_step,
               sum(p.sum().item() for p in model.parameters()),
-              "none" if scaler is None else scaler.get_scale(), counter.batches,
-              digest.hexdigest()), flush=True)
+              "none" if scaler is None else scaler.get_scale(), "kept" if kept else "changed",
+              counter.batches, digest.hexdigest()), flush=True)
 
 
 if __name__ == "__main__":

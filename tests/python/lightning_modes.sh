@@ -43,8 +43,8 @@ resumes() {
 	ok $? "$mode: 2 ranks fit to step 20" || diag "$out"
 	ref=$(sha)
 	run "$mode" 10 "$@" && run "$mode" 20 "$@"
-	grep -q "^start=10 end=20 stopped=False global_step=$want_gs " <<<"$out"
-	ok $? "$mode: stopped at step 10, resumed there, trainer.global_step=$want_gs at step 20" ||
+	grep -q "^start=10 end=20 stopped=False global_step=$want_gs .* handlers=kept " <<<"$out"
+	ok $? "$mode: stopped at step 10, resumed there, trainer.global_step=$want_gs at step 20, the signal handlers after fit() those before it" ||
 		diag "$out"
 	is "$(sha)" "${ref:-none}" "$mode: the resumed fit ends bitwise equal to the uninterrupted one, a callback's state restored"
 }
