@@ -122,8 +122,7 @@ static void *load_main(void *arg)
 	bool pinned = false;
 #endif
 
-	/* Page-aligned: O_DIRECT reads of a page-aligned chunk land in it
-	 * without the storage's bounce copy. */
+	/* Page-aligned, as cudaHostRegister pins whole pages. */
 	if (posix_memalign((void **)&staging, 4096, per_read * bs)) {
 		atomic_store(&l->error, DPT_ENOMEM);
 		return NULL;

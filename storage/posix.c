@@ -494,54 +494,14 @@ out:
 	return rc;
 }
 
-/* Reads an aligned range through the O_DIRECT descriptor FD, into BUF
- * or, when BUF is not aligned, through the worker's bounce buffer. */
-static int read_direct(int fd, struct dpt__posix_io_worker *wk,
-		       const struct dpt__storage_opts *conf, char *buf,
-		       size_t len, uint64_t off)
-{
-	if (((uintptr_t)buf & (DPT__DIO_ALIGN - 1)) == 0)
-		return pread_all(fd, buf, len, off);
-	if (!dpt__posix_bounce(wk, conf))
-		return ENOMEM;
-	while (len > 0) {
-		size_t n = len < wk->bounce_len ? len : wk->bounce_len;
-		int err = pread_all(fd, wk->bounce, n, off);
-		if (err)
-			return err;
-		memcpy(buf, wk->bounce, n);
-		buf += n;
-		len -= n;
-		off += n;
-	}
-	return 0;
-}
-
-/* Reads one piece: whole aligned blocks through the O_DIRECT descriptor
- * when there is one (no page-cache copy, no readahead competing with the
- * other pieces), the unaligned head and tail through the page cache.
- * Returns 0, an errno, or ERANGE at an early end of file. */
+/* Reads one piece through the page cache. Returns 0, an errno, or ERANGE
+ * at an early end of file. */
 static int read_job(struct dpt__posix_io_job *job,
 		    struct dpt__posix_io_worker *wk)
 {
-	uint64_t a0 = (job->off + DPT__DIO_ALIGN - 1) & ~(DPT__DIO_ALIGN - 1);
-	uint64_t a1 = (job->off + job->len) & ~(DPT__DIO_ALIGN - 1);
-	size_t head = (size_t)(a0 - job->off), mid = (size_t)(a1 - a0);
-	int err;
+	int err = pread_all(job->fd, job->buf, job->len, job->off);
 
-	if (job->fd_direct < 0 || a1 <= a0) {
-		err = pread_all(job->fd, job->buf, job->len, job->off);
-		return err < 0 ? ERANGE : err;
-	}
-	err = pread_all(job->fd, job->buf, head, job->off);
-	if (!err)
-		err = read_direct(job->fd_direct, wk, &job->b->conf,
-				  job->buf + head, mid, a0);
-	if (err == EINVAL) /* refused after all: the page cache then */
-		err = pread_all(job->fd, job->buf + head, mid, a0);
-	if (!err)
-		err = pread_all(job->fd, job->buf + head + mid,
-				job->len - head - mid, a1);
+	(void)wk;
 	return err < 0 ? ERANGE : err;
 }
 
@@ -553,7 +513,7 @@ static int posix_read(struct dpt__storage_backend *base, const char *key,
 	struct dpt__posix_io_job one, *jobs = &one;
 	struct dpt__posix_io_worker wk = {0};
 	struct stat st;
-	int fd, fd_direct = -1, err = 0, rc = 0;
+	int fd, err = 0, rc = 0;
 
 	fd = openat(b->rootfd, key, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -581,25 +541,17 @@ static int posix_read(struct dpt__storage_backend *base, const char *key,
 		rc = DPT_ENOMEM;
 		goto out;
 	}
-	/* A file system that refuses O_DIRECT (tmpfs, some FUSE mounts)
-	 * is read through the page cache. */
-	if (b->conf.direct_io && len >= DPT__DIO_ALIGN)
-		fd_direct =
-			openat(b->rootfd, key, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	for (size_t i = 0; i < n; i++) {
 		size_t o = i * chunk;
 		memset(&jobs[i], 0, sizeof(jobs[i]));
 		jobs[i].fn = read_job;
 		jobs[i].fd = fd;
-		jobs[i].fd_direct = fd_direct;
-		jobs[i].b = b;
 		jobs[i].buf = (char *)buf + o;
 		jobs[i].len = len - o < chunk ? len - o : chunk;
 		jobs[i].off = offset + o;
 	}
 	err = n == 1 ? read_job(&jobs[0], &wk)
 		     : dpt__posix_pool_run(&b->pool, jobs, n);
-	free(wk.bounce);
 	if (jobs != &one)
 		free(jobs);
 	if (err == ERANGE) {
@@ -613,8 +565,6 @@ static int posix_read(struct dpt__storage_backend *base, const char *key,
 		rc = dpt__storage_errno(err);
 	}
 out:
-	if (fd_direct >= 0)
-		close(fd_direct);
 	close(fd);
 	return rc;
 }

@@ -48,8 +48,6 @@ struct dpt__posix_io_job {
 	struct dpt__posix_io_job *next;
 	struct dpt__posix_writer *w; /* writes */
 	int fd;			     /* reads */
-	int fd_direct;		     /* reads: the O_DIRECT descriptor, or -1 */
-	struct dpt__posix *b;	     /* reads */
 	char *buf;
 	size_t len;
 	uint64_t off;

@@ -313,9 +313,10 @@ static void direct_io(void **state)
 	free(dst);
 }
 
-/* Ranged reads with O_DIRECT: aligned and unaligned offsets, lengths and
- * memory, pieces spread over the pool, and the file's unaligned end. */
-static void direct_reads(void **state)
+/* Ranged reads of a file written with O_DIRECT: aligned and unaligned
+ * offsets, lengths and memory, pieces spread over the pool, and the file's
+ * unaligned end. */
+static void ranged_reads(void **state)
 {
 	static const struct {
 		uint64_t off;
@@ -743,7 +744,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(concurrent_positional_writes,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(direct_io, setup, teardown),
-		cmocka_unit_test_setup_teardown(direct_reads, setup, teardown),
+		cmocka_unit_test_setup_teardown(ranged_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(put_if_absent_commits_once,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
