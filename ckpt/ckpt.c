@@ -189,6 +189,14 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	return 0;
 }
 
+int dpt_ckpt_set_cuda_stream(struct dpt_ckpt *ck, void *stream)
+{
+	if (!ck)
+		return DPT_EINVAL;
+	ck->cuda_stream = stream;
+	return 0;
+}
+
 void dpt_ckpt_destroy(struct dpt_ckpt **ckp)
 {
 	struct dpt_ckpt *ck = ckp ? *ckp : NULL;

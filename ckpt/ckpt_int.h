@@ -366,7 +366,9 @@ struct dpt__cuda_copy {
 	int device;
 	bool to_device; /* host to device (load), else device to host */
 	void *stream;	/* cudaStream_t: the caller's, or created */
+	void *after;	/* with OWN_STREAM: the caller's, waited for */
 	bool own_stream, started, queued;
+	int pending;	 /* cudaPeekAtLastError at the first copy */
 	int prev_device; /* the caller's current device, restored at the end */
 	char *dst;	 /* the buffers of the runs */
 	const char *src;
@@ -376,9 +378,12 @@ struct dpt__cuda_copy {
 
 /*
  * dpt__cuda_copy_begin - prepares C for copies to (TO_DEVICE) or from
- * DEVICE on STREAM (a cudaStream_t; NULL: the device's legacy default
- * stream), or on a non-blocking stream of its own with OWN_STREAM. No
- * CUDA call until the first run.
+ * DEVICE on STREAM, the caller's (a cudaStream_t; NULL: the device's
+ * legacy default stream), or, with OWN_STREAM, on a non-blocking stream
+ * of its own that starts after the work queued on STREAM by then (an
+ * event recorded there at the first copy and waited for: a loader thread
+ * that copies into a tensor must come after the caller's kernels that
+ * still write it). No CUDA call until the first run.
  */
 void dpt__cuda_copy_begin(struct dpt__cuda_copy *c, int device, bool to_device,
 			  void *stream, bool own_stream);

@@ -8,11 +8,10 @@
 
 #include <stdint.h>
 
-#include <cuda_runtime_api.h>
-
 #include <dptrain/error.h>
 
 #include "ckpt_int.h"
+#include "cuda_rt.h"
 #include "log.h"
 
 /* The largest pitch of a 2-D copy: cudaDeviceProp.memPitch, 2^31 - 1 on
@@ -22,7 +21,7 @@
 int dpt__cuda_device_of(const char *name, const void *ptr, int *device)
 {
 	struct cudaPointerAttributes a;
-	cudaError_t e;
+	cudaError_t e, pending = dpt__cuda_pending();
 	int n = 0;
 
 	e = cudaGetDeviceCount(&n);
@@ -54,7 +53,7 @@ int dpt__cuda_device_of(const char *name, const void *ptr, int *device)
 		dpt__error("checkpoint tensor '%s': cannot find its cuda "
 			   "device: %s",
 			   name, cudaGetErrorString(e));
-		(void)cudaGetLastError();
+		dpt__cuda_forget(pending);
 		return DPT_ECUDA;
 	}
 	return 0;
@@ -62,11 +61,12 @@ int dpt__cuda_device_of(const char *name, const void *ptr, int *device)
 
 int dpt__cuda_pin(void *buf, size_t len, const char *what)
 {
+	cudaError_t pending = dpt__cuda_pending();
 	cudaError_t e = cudaHostRegister(buf, len, cudaHostRegisterPortable);
 
 	if (e == cudaSuccess)
 		return 0;
-	(void)cudaGetLastError();
+	dpt__cuda_forget(pending);
 	dpt__warn("cannot pin the %s (%zu bytes) for copies with the GPU: %s; "
 		  "they go through pageable memory, slower",
 		  what, len, cudaGetErrorString(e));
@@ -75,13 +75,15 @@ int dpt__cuda_pin(void *buf, size_t len, const char *what)
 
 void dpt__cuda_unpin(void *buf)
 {
+	cudaError_t pending = dpt__cuda_pending();
+
 	if (cudaHostUnregister(buf) != cudaSuccess)
-		(void)cudaGetLastError();
+		dpt__cuda_forget(pending);
 }
 
 static int fail(struct dpt__cuda_copy *c, const char *what, cudaError_t e)
 {
-	(void)cudaGetLastError();
+	dpt__cuda_forget((cudaError_t)c->pending);
 	if (!c->rc)
 		dpt__error("checkpoint copies %s cuda device %d: %s failed: %s",
 			   c->to_device ? "to" : "from", c->device, what,
@@ -95,18 +97,23 @@ void dpt__cuda_copy_begin(struct dpt__cuda_copy *c, int device, bool to_device,
 {
 	*c = (struct dpt__cuda_copy){.device = device,
 				     .to_device = to_device,
-				     .stream = stream,
+				     .stream = own_stream ? NULL : stream,
+				     .after = own_stream ? stream : NULL,
 				     .own_stream = own_stream};
 }
 
 /* The first copy: the device becomes current (the legacy default stream
- * and a new stream are the current device's), the stream is created. */
+ * and a new stream are the current device's), the stream is created and
+ * ordered after the caller's. */
 static int start(struct dpt__cuda_copy *c)
 {
+	const char *what;
 	cudaStream_t s;
+	cudaEvent_t ev;
 	cudaError_t e;
 
 	c->started = true;
+	c->pending = (int)dpt__cuda_pending();
 	e = cudaGetDevice(&c->prev_device);
 	if (e != cudaSuccess) {
 		c->prev_device = -1;
@@ -124,6 +131,14 @@ static int start(struct dpt__cuda_copy *c)
 			return fail(c, "cudaStreamCreateWithFlags", e);
 		}
 		c->stream = s;
+		e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+		if (e != cudaSuccess)
+			return fail(c, "cudaEventCreateWithFlags", e);
+		e = dpt__cuda_order_after(s, c->after, ev, &what);
+		/* Released once the wait is satisfied; recorded or not. */
+		(void)cudaEventDestroy(ev);
+		if (e != cudaSuccess)
+			return fail(c, what, e);
 	} else if (!c->stream) {
 		c->stream = cudaStreamLegacy;
 	}

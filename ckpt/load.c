@@ -129,8 +129,11 @@ static void *load_main(void *arg)
 	}
 #ifdef HAVE_CUDA
 	/* Copies into device tensors: from pinned staging (cheap next to a
-	 * read of 32 MiB), on a stream of this thread. */
-	dpt__cuda_copy_begin(&cc, l->ck->device, true, NULL, true);
+	 * read of 32 MiB), on a stream of this thread that waits for the
+	 * work queued on the caller's stream (which may still write the
+	 * tensors) when the load began. */
+	dpt__cuda_copy_begin(&cc, l->ck->device, true, l->ck->cuda_stream,
+			     true);
 	if (l->ck->device >= 0)
 		pinned = dpt__cuda_pin(staging, per_read * bs,
 				       "checkpoint staging buffer") == 0;

@@ -4,7 +4,8 @@
 noinst_LTLIBRARIES += common/libdptcommon.la
 common_libdptcommon_la_SOURCES = \
 	common/error.c \
-	common/assertion.h common/clock.h common/hash.h common/ratelimit.h \
+	common/assertion.h common/clock.h common/cuda_rt.h common/hash.h \
+	common/ratelimit.h \
 	common/log.c common/log.h \
 	common/parse.c common/parse.h \
 	common/buf.c common/buf.h \

@@ -29,6 +29,7 @@ UNIT_TESTS = \
 	tests/unit/test_kv \
 	tests/unit/test_requeue \
 	tests/unit/test_sampler \
+	tests/unit/test_gpu_probe \
 	tests/unit/test_metrics
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
@@ -59,6 +60,9 @@ tests_unit_test_wire_LDADD = $(UNIT_LDADD)
 tests_unit_test_client_SOURCES = tests/unit/test_client.c
 tests_unit_test_client_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_client_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS) -lpthread
+tests_unit_test_gpu_probe_SOURCES = tests/unit/test_gpu_probe.c worker/gpu_probe.c
+tests_unit_test_gpu_probe_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_gpu_probe_LDADD = $(UNIT_LDADD)
 tests_unit_test_net_SOURCES = tests/unit/test_net.c
 tests_unit_test_net_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_net_LDADD = $(UNIT_LDADD)

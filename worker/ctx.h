@@ -43,6 +43,7 @@ struct dpt_ctx {
 	uint32_t local_hint; /* the node-local task number: picks the GPU */
 	uint32_t task_id;
 	int comm_timeout_ms;
+	void *cuda_stream; /* dpt_set_cuda_stream; NULL: the legacy stream */
 
 	enum worker_state state;
 	int error; /* W_BROKEN, W_LOST: what calls return */

@@ -244,6 +244,7 @@ static int setup_nccl(struct dpt_ctx *ctx, bool create_id)
 				&ctx->nccl_abort);
 	if (rc)
 		return rc;
+	dpt__nccl_comm_set_stream(comm, ctx->cuda_stream);
 	return install_comm(ctx, NULL, comm);
 }
 
@@ -660,6 +661,16 @@ int dpt_allgather(struct dpt_ctx *ctx, const void *send, void *recv,
 	else
 		rc = dpt__cpu_allgather(ctx->cpu, send, recv, count, dtype);
 	return after(ctx, rc);
+}
+
+int dpt_set_cuda_stream(struct dpt_ctx *ctx, void *stream)
+{
+	if (!ctx)
+		return DPT_EINVAL;
+	ctx->cuda_stream = stream;
+	if (ctx->nccl)
+		dpt__nccl_comm_set_stream(ctx->nccl, stream);
+	return 0;
 }
 
 int dpt_rejoin(struct dpt_ctx *ctx)

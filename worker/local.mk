@@ -13,7 +13,7 @@ worker_libdptrain_la_SOURCES = \
 	worker/dptrain.c worker/init.c worker/ctx.h worker/internal.h \
 	worker/logger.c \
 	worker/agent.c worker/agent.h \
-	worker/nccl.c worker/nccl.h
+	worker/nccl.c worker/nccl.h worker/gpu_probe.c worker/gpu_probe.h
 worker_libdptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 worker_libdptrain_la_LIBADD = worker/libdptcpu.la common/libdptcommon.la \
 	$(ZMQ_LIBS) -lm

@@ -9,12 +9,13 @@
 #include <dptrain/error.h>
 
 #include "clock.h"
+#include "gpu_probe.h"
 #include "log.h"
 #include "nccl.h"
 
 #ifdef HAVE_NCCL
 
-#include <cuda_runtime_api.h>
+#include "cuda_rt.h"
 /* nccl.h declares ncclGroupStart() and a few others without (void); our
  * -Wstrict-prototypes must not fail the build on a header we do not own. */
 #pragma GCC diagnostic push
@@ -25,6 +26,10 @@
 struct dpt__nccl_comm {
 	ncclComm_t comm;
 	cudaStream_t stream;
+	/* The caller's stream (NULL: the legacy default stream), whose
+	 * queued work every collective waits for through READY. */
+	void *after;
+	cudaEvent_t ready;
 	int device;
 	int rank, world;
 	atomic_int *abort;
@@ -55,8 +60,19 @@ static void pause_briefly(void)
 
 int dpt__nccl_available(void)
 {
+	cudaError_t pending;
 	int n = 0;
-	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+
+	/* Asking CUDA initialises its driver (a few hundred ms, and memory)
+	 * in every process of a CPU-only job on a node without GPUs: the
+	 * device files answer that first. */
+	if (!dpt__gpu_device_files("/dev", getenv("CUDA_VISIBLE_DEVICES")))
+		return 0;
+	pending = dpt__cuda_pending();
+	if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+		return 1;
+	dpt__cuda_forget(pending);
+	return 0;
 }
 
 int dpt__nccl_unique_id(uint8_t id[DPT_NCCL_ID_SIZE])
@@ -234,6 +250,9 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 	if (e == cudaSuccess)
 		e = cudaStreamCreateWithFlags(&c->stream,
 					      cudaStreamNonBlocking);
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&c->ready,
+					     cudaEventDisableTiming);
 	if (e != cudaSuccess) {
 		dpt__error("cannot use cuda device %d: %s", device,
 			   cudaGetErrorString(e));
@@ -251,6 +270,12 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 		dpt__error("ncclCommInitRankConfig failed: %s",
 			   ncclGetErrorString(r));
 		rc = DPT_ENCCL;
+		/* A communicator NCCL returned with the failure is aborted
+		 * (freed), not leaked. */
+		if (c->comm) {
+			c->dead = 0;
+			comm_abort(c);
+		}
 		goto out;
 	}
 	c->dead = 0;
@@ -340,6 +365,35 @@ void dpt__nccl_comm_set_timeout(struct dpt__nccl_comm *c, int timeout_ms)
 	c->timeout_ms = timeout_ms;
 }
 
+void dpt__nccl_comm_set_stream(struct dpt__nccl_comm *c, void *stream)
+{
+	c->after = stream;
+}
+
+/* Orders the communicator's stream after the work queued on the caller's
+ * stream so far. The legacy default stream is the current device's:
+ * recorded on the communicator's device, whichever device is current. */
+static int order_after_caller(struct dpt__nccl_comm *c, cudaError_t pending)
+{
+	const char *what = "cudaGetDevice";
+	int current = -1;
+	cudaError_t e = c->after ? cudaSuccess : cudaGetDevice(&current);
+
+	if (e == cudaSuccess && current != c->device && !c->after)
+		e = cudaSetDevice(c->device);
+	if (e == cudaSuccess)
+		e = dpt__cuda_order_after(c->stream, c->after, c->ready, &what);
+	if (current >= 0 && current != c->device)
+		(void)cudaSetDevice(current);
+	if (e == cudaSuccess)
+		return 0;
+	dpt__cuda_forget(pending);
+	dpt__error("nccl collective of rank %d: cannot wait for the caller's "
+		   "stream: %s failed: %s (is the stream of cuda device %d?)",
+		   c->rank, what, cudaGetErrorString(e), c->device);
+	return DPT_ECUDA;
+}
+
 static int64_t deadline_of(const struct dpt__nccl_comm *c)
 {
 	return c->timeout_ms > 0 ? dpt__now_ms() + c->timeout_ms : 0;
@@ -369,7 +423,8 @@ static int finish(struct dpt__nccl_comm *c, ncclResult_t r, int64_t deadline)
 }
 
 /* A staging area of at least SIZE bytes of device memory. */
-static int stage_reserve(struct dpt__nccl_comm *c, size_t size)
+static int stage_reserve(struct dpt__nccl_comm *c, size_t size,
+			 cudaError_t pending)
 {
 	cudaError_t e;
 
@@ -384,7 +439,7 @@ static int stage_reserve(struct dpt__nccl_comm *c, size_t size)
 	}
 	e = cudaMalloc((void **)&c->stage, size);
 	if (e != cudaSuccess) {
-		(void)cudaGetLastError();
+		dpt__cuda_forget(pending);
 		c->stage = NULL;
 		dpt__error("cannot stage %zu bytes of host memory for nccl in "
 			   "device memory: %s",
@@ -416,24 +471,24 @@ static ncclResult_t enqueue(struct dpt__nccl_comm *c, enum coll k,
 
 /* Whether P is host memory that NCCL cannot use: pageable, or pinned but
  * not device memory. Managed memory is the device's too. */
-static bool host_memory(const void *p)
+static bool host_memory(const void *p, cudaError_t pending)
 {
 	struct cudaPointerAttributes a;
 
 	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		(void)cudaGetLastError(); /* old runtimes: unregistered memory
-					   */
+		/* old runtimes: unregistered memory */
+		dpt__cuda_forget(pending);
 		return true;
 	}
 	return a.type == cudaMemoryTypeUnregistered ||
 	       a.type == cudaMemoryTypeHost;
 }
 
-/* One collective of COUNT elements of NCCL type T (ES bytes each). NCCL
- * moves device memory only; host buffers (the checkpoint commit's
- * fragments and results, a few KiB) are staged through the
- * communicator's staging buffer. Every wait is bounded by one deadline
- * for the whole call. */
+/* One collective of COUNT elements of NCCL type T (ES bytes each), after
+ * the work queued on the caller's stream. NCCL moves device memory only;
+ * host buffers (the checkpoint commit's fragments and results, a few KiB)
+ * are staged through the communicator's staging buffer. Every wait is
+ * bounded by one deadline for the whole call. */
 static int collective(struct dpt__nccl_comm *c, enum coll k, const void *send,
 		      void *recv, size_t count, ncclDataType_t t, size_t es,
 		      ncclRedOp_t op, int root)
@@ -441,15 +496,19 @@ static int collective(struct dpt__nccl_comm *c, enum coll k, const void *send,
 	size_t in = count * es;
 	size_t out = k == COLL_ALLGATHER ? in * (size_t)c->world : in;
 	int64_t deadline = deadline_of(c);
-	cudaError_t e;
+	cudaError_t e, pending = dpt__cuda_pending();
 	int rc;
 
 	if (c->dead)
 		return DPT_EGENERATION;
-	if (in == 0 || (!host_memory(send) && !host_memory(recv)))
+	rc = order_after_caller(c, pending);
+	if (rc)
+		return rc;
+	if (in == 0 ||
+	    (!host_memory(send, pending) && !host_memory(recv, pending)))
 		return finish(c, enqueue(c, k, send, recv, count, t, op, root),
 			      deadline);
-	rc = stage_reserve(c, in + out);
+	rc = stage_reserve(c, in + out, pending);
 	if (rc)
 		return rc;
 	/* cudaMemcpyDefault: one of SEND and RECV may be device memory (the
@@ -472,7 +531,7 @@ static int collective(struct dpt__nccl_comm *c, enum coll k, const void *send,
 		goto cuda_failed;
 	return finish(c, ncclSuccess, deadline);
 cuda_failed:
-	(void)cudaGetLastError();
+	dpt__cuda_forget(pending);
 	dpt__error("staging host memory for nccl: %s", cudaGetErrorString(e));
 	return DPT_ECUDA;
 }
@@ -528,6 +587,8 @@ void dpt__nccl_comm_destroy(struct dpt__nccl_comm **cp)
 	if (!c->stuck) {
 		if (c->stage)
 			cudaFree(c->stage);
+		if (c->ready)
+			cudaEventDestroy(c->ready);
 		if (c->stream)
 			cudaStreamDestroy(c->stream);
 	}
@@ -582,6 +643,11 @@ int dpt__nccl_allgather(struct dpt__nccl_comm *c, const void *send, void *recv,
 void dpt__nccl_comm_set_timeout(struct dpt__nccl_comm *c, int timeout_ms)
 {
 	(void)c, (void)timeout_ms;
+}
+
+void dpt__nccl_comm_set_stream(struct dpt__nccl_comm *c, void *stream)
+{
+	(void)c, (void)stream;
 }
 
 void dpt__nccl_comm_destroy(struct dpt__nccl_comm **c)

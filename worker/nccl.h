@@ -4,8 +4,9 @@
  * dpt__nccl_available() says no, so callers need no #ifdef.
  *
  * Buffers are device memory of the communicator's GPU. Each collective is
- * enqueued on the communicator's stream and waited for, so that a call
- * returns only when its result is in RECV, or with an error.
+ * enqueued on the communicator's stream after the caller's stream's work
+ * (dpt__nccl_comm_set_stream) and waited for, so that a call returns only
+ * when its result is in RECV, or with an error.
  */
 #ifndef DPT_WORKER_NCCL_H
 #define DPT_WORKER_NCCL_H
@@ -20,7 +21,9 @@
 
 struct dpt__nccl_comm;
 
-/* Whether this build has NCCL and a CUDA device is visible. */
+/* Whether this build has NCCL and a CUDA device is visible. CUDA is asked
+ * (which initialises its driver) only where dpt__gpu_device_files
+ * (gpu_probe.h) says yes for /dev and $CUDA_VISIBLE_DEVICES. */
 int dpt__nccl_available(void);
 
 /* A fresh NCCL unique ID (ncclGetUniqueId) into ID. The caller must stay
@@ -50,6 +53,13 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
  * collective apart, as the CPU backend's silence timeout must. */
 #define DPT__NCCL_TIMEOUT_MS 60000
 void dpt__nccl_comm_set_timeout(struct dpt__nccl_comm *c, int timeout_ms);
+
+/* The caller's stream (a cudaStream_t of the communicator's device; NULL,
+ * the default: the legacy default stream): every later collective starts
+ * on the communicator's stream only after the work queued on STREAM at
+ * its call (an event recorded there and waited for, nothing waits on the
+ * host), and is complete when the call returns. */
+void dpt__nccl_comm_set_stream(struct dpt__nccl_comm *c, void *stream);
 
 /* Collectives: 0, DPT_EGENERATION (aborted), DPT_EPEERLOST (NCCL reported
  * a remote or network error, or the bound above passed), DPT_ENCCL,

@@ -90,11 +90,13 @@ struct dpt_ckpt_opts {
 	 * measured 3 to 20 times slower here). Default: 1 when
 	 * $DPTRAIN_CKPT_BUFFERED is "1". */
 	int buffered_io;
-	/* The CUDA stream (a cudaStream_t) on which dpt_ckpt_save copies
-	 * the device tensors, after the work already queued on it: the
-	 * stream of the training step that writes them. NULL: the legacy
-	 * default stream, which waits for the work of every blocking
-	 * stream of the device. Unused without device tensors. */
+	/* The CUDA stream (a cudaStream_t) of the training step that writes
+	 * the device tensors: dpt_ckpt_save copies them on it, after the
+	 * work already queued there; dpt_ckpt_load's copies into them start
+	 * after the work queued there when it is called. NULL: the legacy
+	 * default stream, which comes after the work of every blocking
+	 * stream of the device. dpt_ckpt_set_cuda_stream changes it.
+	 * Unused without device tensors. */
 	void *cuda_stream;
 };
 
@@ -130,6 +132,16 @@ DPT__SIZED(int, dpt_ckpt_new,
  * the buffers. Nulls *CK; accepts NULL.
  */
 DPT_EXPORT void dpt_ckpt_destroy(struct dpt_ckpt **ck);
+
+/*
+ * dpt_ckpt_set_cuda_stream - the training's CUDA stream for the next
+ * dpt_ckpt_save, dpt_ckpt_step and dpt_ckpt_load calls, as
+ * dpt_ckpt_opts.cuda_stream (NULL: the legacy default stream), for a
+ * program whose current stream changes (PyTorch's torch.cuda.stream()
+ * blocks: the Python binding passes torch's current stream before each
+ * save and load). Returns 0, or DPT_EINVAL (CK NULL).
+ */
+DPT_EXPORT int dpt_ckpt_set_cuda_stream(struct dpt_ckpt *ck, void *stream);
 
 struct dpt_ckpt_tensor {
 	const char *name; /* unique; copied */

@@ -279,7 +279,8 @@ DPT_EXPORT int dpt_set_total_steps(struct dpt_ctx *ctx, uint64_t total);
  * RECV (in place). Buffers are host memory with the CPU backend, device
  * memory with NCCL (host memory is accepted too and staged through a
  * device buffer, a copy each way: for small buffers); the caller owns
- * them.
+ * them. With NCCL, the collective is ordered after the work queued on
+ * the caller's stream (dpt_set_cuda_stream) and complete on return.
  *
  * What each dtype means:
  * - floating types: the sum, or the sum divided by the world size; the
@@ -309,6 +310,24 @@ DPT_EXPORT int dpt_set_total_steps(struct dpt_ctx *ctx, uint64_t total);
 DPT_EXPORT int dpt_allreduce(struct dpt_ctx *ctx, const void *send, void *recv,
 			     size_t count, enum dpt_dtype dtype,
 			     enum dpt_op op);
+
+/*
+ * dpt_set_cuda_stream - the CUDA stream (a cudaStream_t of the rank's
+ * device) whose work the NCCL backend's collectives are ordered after:
+ * each dpt_allreduce, dpt_broadcast and dpt_allgather starts on the
+ * GPU only after the work queued on STREAM before the call (an event
+ * recorded on STREAM and waited for by dptrain's own stream; the host
+ * does not wait), and the call returns when the result is in RECV, so
+ * that work queued on any stream after the call sees it. NULL, the
+ * default: the legacy default stream, which comes after the work of
+ * every blocking stream of the device (PyTorch's default stream; a
+ * program that computes on a stream created with cudaStreamNonBlocking,
+ * or on a torch.cuda.Stream, names it here: the Python binding passes
+ * torch's current stream of the tensor's device). Kept across
+ * generations. No effect with the CPU backend. Returns 0, or DPT_EINVAL
+ * (CTX NULL).
+ */
+DPT_EXPORT int dpt_set_cuda_stream(struct dpt_ctx *ctx, void *stream);
 
 /*
  * dpt_broadcast - copy ROOT's BUF (COUNT elements of DTYPE, any dtype:
