@@ -20,15 +20,16 @@ py=${DPT_GPU_PYTHON:-python3}
 [ -f "$lib" ] || bail_out "$lib not found (set DPTRAIN_LIBRARY)"
 require_prog timeout od
 
-cases="binding checkpoint torch ddp lightning"
+cases="binding checkpoint torch streams ddp lightning"
 descs=(
 	"CUDA tensors of every dtype through the binding (NCCL backend)"
 	"model and Adam state on the GPU saved and loaded byte-exact (binding)"
 	"model and Adam on the GPU through dptrain.torch.Checkpoint, loaded into fresh ones"
+	"collectives, saves and loads wait for the training's stream (default and side)"
 	"torch DDP with nccl under the --dp-train environment, beside dptrain"
 	"Lightning Trainer on the GPU with dptrain.lightning.DptrainCallback"
 )
-plan 5
+plan 6
 
 why=
 if ! command -v "$py" >/dev/null 2>&1; then

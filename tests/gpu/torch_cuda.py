@@ -19,6 +19,12 @@ Cases:
   torch       a model and Adam on the GPU saved with dptrain.torch.Checkpoint
               and loaded into a fresh model and optimizer: every tensor
               equal, and the model and Adam's moments back on the GPU
+  streams     the order of dptrain's GPU work after the training's stream:
+              allreduce and allgather (out of place), a checkpoint save and
+              a load right after a
+              kernel that is still writing their tensor (queued behind
+              torch.cuda._sleep), on torch's default stream and on a side
+              stream (torch.cuda.stream): each must see the kernel's result
   ddp         torch.distributed with nccl, env://, DDP on cuda:LOCAL_RANK,
               beside a dptrain context on the NCCL backend in the same
               process
@@ -218,6 +224,85 @@ def case_torch():
     print("torch ok step=%d tensors=%d" % (step, len(got)))
 
 
+# About half a second of GPU time at 2 GHz: dptrain's work, if it did not
+# wait for the stream, would run long before the kernels queued after it.
+SLEEP_CYCLES = 1 << 30
+
+
+def case_streams():
+    import dptrain
+
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(dev)
+    side = torch.cuda.Stream(dev)  # non-blocking, as torch makes its streams
+    n = 1 << 20
+    x = torch.zeros(n, device=dev)
+    y = torch.zeros(n, device=dev)
+    v = torch.zeros(n, device=dev)
+    checks = 0
+    with dptrain.init() as ctx:
+        w = ctx.world_size
+        for name, stream in (("default", torch.cuda.default_stream(dev)), ("side", side)):
+            # Out of place: on one rank NCCL copies SEND to RECV on its own
+            # stream, which is what must wait (an in-place broadcast of one
+            # rank moves nothing).
+            for k, what in enumerate(("allreduce", "allgather")):
+                val = float(10 * k + (1 if name == "default" else 2))
+                torch.cuda.synchronize()
+                with torch.cuda.stream(stream):
+                    y.zero_()
+                    torch.cuda._sleep(SLEEP_CYCLES)
+                    x.fill_(val)
+                    if what == "allreduce":
+                        ctx.allreduce(x, y)
+                        want = val * w
+                    else:
+                        g = torch.zeros(n * w, device=dev)
+                        ctx.allgather(x, g)
+                        y.copy_(g[:n])
+                        want = val
+                torch.cuda.synchronize()
+                if not torch.equal(y, torch.full_like(y, want)):
+                    fail("%s on the %s stream after a pending kernel: got %s..., want %s "
+                         "(the collective did not wait for the stream)"
+                         % (what, name, y[:4].tolist(), want))
+                checks += 1
+        with dptrain.Checkpoint(ctx) as ck:
+            ck.register("v", v)
+            step = 0
+            for name, stream in (("default", torch.cuda.default_stream(dev)), ("side", side)):
+                step += 1
+                val = float(100 + step)
+                torch.cuda.synchronize()
+                # The save copies v on the training's stream, after the
+                # kernel that writes it.
+                with torch.cuda.stream(stream):
+                    torch.cuda._sleep(SLEEP_CYCLES)
+                    v.fill_(val)
+                    ck.save(step)
+                ck.wait()
+                torch.cuda.synchronize()
+                v.zero_()
+                torch.cuda.synchronize()
+                if ck.load(step).step != step or not torch.equal(v, torch.full_like(v, val)):
+                    fail("save on the %s stream after a pending kernel: step %d holds %s..., "
+                         "want %s (the save did not wait for the stream)"
+                         % (name, step, v[:4].tolist(), val))
+                checks += 1
+                # The load's copies come after a kernel still zeroing v.
+                with torch.cuda.stream(stream):
+                    torch.cuda._sleep(SLEEP_CYCLES)
+                    v.zero_()
+                    ck.load(step)
+                torch.cuda.synchronize()
+                if not torch.equal(v, torch.full_like(v, val)):
+                    fail("load on the %s stream after a pending kernel: v holds %s..., want %s "
+                         "(the load's copies did not wait for the stream: the kernel "
+                         "overwrote them)" % (name, v[:4].tolist(), val))
+                checks += 1
+    print("streams ok checks=%d world=%d" % (checks, w))
+
+
 def case_ddp():
     import torch.distributed as dist
 
@@ -286,7 +371,7 @@ def case_lightning():
 
 
 CASES = {"binding": case_binding, "checkpoint": case_checkpoint,
-         "torch": case_torch, "ddp": case_ddp, "lightning": case_lightning}
+         "torch": case_torch, "streams": case_streams, "ddp": case_ddp, "lightning": case_lightning}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:

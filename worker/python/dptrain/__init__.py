@@ -30,6 +30,7 @@ and a repeat of the step can continue the job.
 """
 
 import ctypes
+import glob
 import os
 import sys
 
@@ -176,32 +177,54 @@ class _CkptStats(ctypes.Structure):
 _SONAME = "libdptrain.so.0"
 
 
-def _torch_nccl():
-    """The NCCL of torch's nvidia-nccl wheel (site-packages/nvidia/nccl/lib),
-    loaded globally when no NCCL is loaded yet, so that libdptrain's
-    libnccl.so.2 is that one. Loaded first by its soname, the system's
-    NCCL would be followed by torch's own, opened by its path: two NCCLs in
-    one process, with two sets of globals. Returns the path, or None."""
+# The libraries that torch's nvidia wheels hold and libdptrain's CUDA
+# build links: (the name in /proc/self/maps, the file names looked for
+# under site-packages/nvidia/*/lib). The CUDA runtime first: NCCL needs it.
+_WHEEL_LIBS = (
+    ("/libcudart.so", ("libcudart.so.13", "libcudart.so.12")),
+    ("/libnccl.so", ("libnccl.so.2",)),
+)
+
+
+def _torch_wheel_libs():
+    """The CUDA runtime and NCCL of torch's nvidia wheels
+    (site-packages/nvidia/*/lib: nvidia/cu13/lib, nvidia/nccl/lib, ...),
+    each loaded globally when no library of its name is loaded yet, so
+    that libdptrain's libcudart and libnccl are those. Loaded first by
+    their sonames, the system's (libdptrain's RUNPATH, /usr/local/cuda)
+    would be followed by torch's own, opened by their paths: two NCCLs,
+    or two CUDA runtimes, in one process, each with its own globals.
+    Returns the paths loaded."""
     try:
         with open("/proc/self/maps") as f:
-            if "/libnccl" in f.read():
-                return None  # torch or the program loaded one: that one it is
+            maps = f.read()
     except OSError:
-        pass
-    for d in sys.path:
-        lib = os.path.join(d or ".", "nvidia", "nccl", "lib", "libnccl.so.2")
-        if os.path.isfile(lib):
-            try:
-                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
-            except OSError:
-                return None  # the dynamic loader then finds what it finds
-            return lib
-    return None
+        maps = ""
+    loaded = []
+    for mark, names in _WHEEL_LIBS:
+        if mark in maps:
+            continue  # torch or the program loaded one: that one it is
+        found = None
+        for d in sys.path:
+            for lib in sorted(glob.glob(os.path.join(d or ".", "nvidia", "*", "lib", "*"))):
+                if os.path.basename(lib) in names and os.path.isfile(lib):
+                    found = lib
+                    break
+            if found:
+                break
+        if not found:
+            continue
+        try:
+            ctypes.CDLL(found, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue  # the dynamic loader then finds what it finds
+        loaded.append(found)
+    return loaded
 
 
 def _load_library():
     path = os.environ.get("DPTRAIN_LIBRARY")
-    _torch_nccl()
+    _torch_wheel_libs()
     try:
         lib = ctypes.CDLL(path or _SONAME)
     except OSError as e:
@@ -262,6 +285,8 @@ def _load_library():
         ("dpt_log", i, [vp, u64, sz, ctypes.POINTER(cs),
                         ctypes.POINTER(ctypes.c_double)]),
         ("dpt_set_total_steps", i, [vp, u64]),
+        ("dpt_set_cuda_stream", i, [vp, vp]),
+        ("dpt_ckpt_set_cuda_stream", i, [vp, vp]),
     ):
         f = getattr(lib, name, None)
         if f is not None:
@@ -366,6 +391,17 @@ def _shape(obj):
     return [int(d) for d in obj.shape]
 
 
+def _follow_stream(owner, device, setter):
+    """Hands torch's current CUDA stream of DEVICE (a cudaStream_t; torch's
+    default stream is the legacy default stream, libdptrain's NULL) to
+    libdptrain's SETTER for OWNER (a Context or a Checkpoint, whose
+    _stream is the stream it was last given) when it changed."""
+    stream = sys.modules["torch"].cuda.current_stream(device).cuda_stream or None
+    if stream != owner._stream:
+        _check(_optional(setter)(owner._handle(), stream), setter)
+        owner._stream = stream
+
+
 class Context:
     """A worker's membership in the job (dpt_init). The keyword arguments
     are those of struct dpt_init_opts; left out, they come from the
@@ -386,9 +422,18 @@ class Context:
         opts.timeout_ms = timeout_ms
         opts.comm_timeout_ms = comm_timeout_ms
         self._ctx = ctypes.c_void_p()
+        self._stream = None  # the stream libdptrain orders collectives after
         _check(_lib.dpt_init_sized(ctypes.byref(self._ctx), ctypes.byref(opts),
                                    _size(opts)),
                "dptrain.init")
+
+    def _follow_stream(self, *tensors):
+        """Before a collective of CUDA TENSORS: NCCL starts it after the work
+        queued on torch's current stream of their device (the step that
+        computed them), whichever stream that is (dpt_set_cuda_stream)."""
+        cuda = next((t for t in tensors if getattr(t, "is_cuda", False)), None)
+        if cuda is not None:
+            _follow_stream(self, cuda.device, "dpt_set_cuda_stream")
 
     def _handle(self):
         if not self._ctx:
@@ -444,6 +489,7 @@ class Context:
         r, m, dt2, _ = _buffer(recv, "allreduce recv")
         if (m, dt2) != (n, dt):
             raise ValueError("allreduce: send and recv differ in size or dtype")
+        self._follow_stream(send, recv)
         _check(_lib.dpt_allreduce(self._handle(), s, r, n, dt, _OPS[op]),
                "dptrain.allreduce")
         return recv
@@ -451,6 +497,7 @@ class Context:
     def broadcast(self, buf, root=0):
         """Copy ROOT's BUF into BUF on every rank. Returns BUF."""
         p, n, dt, _ = _buffer(buf, "broadcast")
+        self._follow_stream(buf)
         _check(_lib.dpt_broadcast(self._handle(), p, n, dt, root),
                "dptrain.broadcast")
         return buf
@@ -464,6 +511,7 @@ class Context:
             raise ValueError(
                 "allgather: recv must hold world_size (%d) x %d elements of "
                 "the send dtype" % (self.world_size, n))
+        self._follow_stream(send, recv)
         _check(_lib.dpt_allgather(self._handle(), s, r, n, dt),
                "dptrain.allgather")
         return recv
@@ -567,7 +615,10 @@ class Checkpoint:
     """Sharded checkpoints of registered tensors (dpt_ckpt_*). Keyword
     arguments are those of struct dpt_ckpt_opts (uri and run default to
     the --dp-ckpt and --dp-train=RUN of srun); busy is "wait" or
-    "refuse"; cuda_stream is an int (torch.cuda.current_stream().cuda_stream)."""
+    "refuse"; cuda_stream is an int (torch.cuda.current_stream().cuda_stream)
+    that every save and load then uses; without it, the saves and loads of
+    CUDA tensors follow torch's current stream of their device at each
+    call (set_cuda_stream)."""
 
     def __init__(self, ctx=None, uri=None, run=None, keep_last=0,
                  keep_every=0, busy="wait", block_size=0, part_size=0,
@@ -589,6 +640,9 @@ class Checkpoint:
             opts.buffered_io = int(bool(buffered_io))
         if cuda_stream is not None:
             opts.cuda_stream = cuda_stream
+        self._fixed_stream = cuda_stream is not None
+        self._stream = cuda_stream or None
+        self._cuda = None  # the device of the registered CUDA tensors
         self._tensors = {}  # keeps the registered memory alive
         self.last_saved = None  # the step of the last save started
         self._ck = ctypes.c_void_p()
@@ -634,10 +688,31 @@ class Checkpoint:
         _check(_lib.dpt_ckpt_register_sized(self._handle(), ctypes.byref(t), _size(t)),
                "register %r" % name)
         self._tensors[name] = tensor
+        if cuda and self._cuda is None:
+            self._cuda = tensor.device
+
+    def set_cuda_stream(self, stream):
+        """The CUDA stream (a torch.cuda.Stream or a cudaStream_t as an int;
+        None: the legacy default stream) of the training that writes the
+        registered CUDA tensors: saves copy them on it after its queued
+        work, loads copy into them after it (dpt_ckpt_set_cuda_stream).
+        From then on the checkpoint no longer follows torch's current
+        stream by itself."""
+        stream = getattr(stream, "cuda_stream", stream) or None
+        _check(_optional("dpt_ckpt_set_cuda_stream")(self._handle(), stream),
+               "dptrain.Checkpoint.set_cuda_stream")
+        self._stream, self._fixed_stream = stream, True
+
+    def _follow_stream(self):
+        """Before a save or a load of CUDA tensors: torch's current stream
+        of their device, unless a stream was named."""
+        if self._cuda is not None and not self._fixed_stream:
+            _follow_stream(self, self._cuda, "dpt_ckpt_set_cuda_stream")
 
     def clear(self):
         _check(_lib.dpt_ckpt_clear(self._handle()), "dptrain.Checkpoint.clear")
         self._tensors.clear()
+        self._cuda = None
 
     def prepare(self):
         """Allocate (and map) the snapshot buffers now, not in the first save."""
@@ -660,6 +735,7 @@ class Checkpoint:
         """Snapshot the registered tensors as STEP and write them in the
         background; returns once the tensors may change again."""
         meta = self._meta(step, sample_cursor, rng, user)
+        self._follow_stream()
         _check(_lib.dpt_ckpt_save_sized(self._handle(), ctypes.byref(meta), _size(meta)),
                "save of step %d" % step)
         self.last_saved = step
@@ -672,6 +748,7 @@ class Checkpoint:
         last_saved is then STEP if it saved."""
         meta = self._meta(step, sample_cursor, rng, user)
         stop, saved = ctypes.c_int(0), ctypes.c_int(0)
+        self._follow_stream()
         _check(_lib.dpt_ckpt_step_sized(self._handle(), ctypes.byref(meta), _size(meta),
                                         ctypes.byref(stop), ctypes.byref(saved)),
                "checkpoint step %d" % step)
@@ -715,6 +792,7 @@ class Checkpoint:
         falls back to the one before. Returns a LoadInfo, or None when the
         run has no committed step yet."""
         info = _CkptInfo()
+        self._follow_stream()
         rc = _lib.dpt_ckpt_load_sized(self._handle(), _LATEST if step is None else step,
                                       ctypes.byref(info), _size(info))
         if rc == _ENOENT and step is None:  # nothing saved yet
