@@ -239,7 +239,10 @@ static int append_posix(struct dpt__events *ev, const char *dir,
 		return -1;
 	if ((sb.st_mode & 077) == 0)
 		mode = 0600;
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode);
+	/* Never through a link: whoever else can write the run directory
+	 * could point events.jsonl at a file of the coordinator's user. */
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+		  mode);
 	if (fd < 0) {
 		warn_once(ev, path, strerror(errno));
 		return -1;

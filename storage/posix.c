@@ -30,6 +30,12 @@
 #include "log.h"
 #include "posix.h"
 
+/* Why a symbolic link below the root is refused, for messages. */
+#define LINK_REFUSED                                                         \
+	"it is a symbolic link, and dptrain follows none below the "         \
+	"checkpoint root (another user who can write there may have made "   \
+	"it): remove it, or point the root itself at the real directory"
+
 /* Files that recycle() left in the root for the next writers. */
 #define RECYCLED "." DPT__POSIX_RECYCLED_AS DPT__POSIX_TMP_TAG
 
@@ -216,9 +222,26 @@ static int make_private(int fd, mode_t mode, const char *what)
 	return errno;
 }
 
+/* Opens the directory NAME in DIRFD, never through a symbolic link: a
+ * link there (planted by whoever else can write the directory) fails
+ * with ELOOP, whatever it points at. */
+static int open_subdir(int dirfd, const char *name)
+{
+	struct stat st;
+	int fd = openat(dirfd, name,
+			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	/* O_DIRECTORY's ENOTDIR comes first for a link: tell them apart. */
+	if (fd < 0 && errno == ENOTDIR &&
+	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(st.st_mode))
+		errno = ELOOP;
+	return fd;
+}
+
 /*
  * Opens the directory REL (a relative path of '/'-separated components, ""
- * for BASE itself) under BASE, creating missing components when CREATE
+ * for BASE itself) under BASE, following no symbolic link below BASE, creating missing components when CREATE
  * (mode 0700 exactly when PRIV, else 0777 less the umask);
  * each new directory's parent is fsync'ed so that the name survives a
  * crash. Returns 0 and a descriptor in *OUT, or an errno; *FAILED is the
@@ -251,7 +274,7 @@ int dpt__posix_open_dirs(int base, const char *rel, bool create, bool priv,
 		}
 		memcpy(comp, p, n);
 		comp[n] = '\0';
-		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		next = open_subdir(fd, comp);
 		if (next < 0 && errno == ENOENT && create) {
 			mode_t mode = priv ? PRIVATE_DIR_MODE : 0777;
 			bool made = mkdirat(fd, comp, mode) == 0;
@@ -263,8 +286,7 @@ int dpt__posix_open_dirs(int base, const char *rel, bool create, bool priv,
 			err = dpt__posix_fsync(fd);
 			if (err)
 				break;
-			next = openat(fd, comp,
-				      O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			next = open_subdir(fd, comp);
 			/* Only a directory this call made: one that another
 			 * writer made meanwhile is its business. */
 			if (next >= 0 && made && priv &&
@@ -320,7 +342,8 @@ int dpt__posix_open_key_dir(struct dpt__posix *b, const char *key, bool create,
 				   "'%s/%.*s': %s",
 				   create ? "write" : "reach", b->root_msg, key,
 				   create ? "create" : "open", b->root_msg,
-				   (int)failed, dir, strerror(err));
+				   (int)failed, dir,
+				   err == ELOOP ? LINK_REFUSED : strerror(err));
 	}
 	free(dir);
 	return rc;
@@ -372,6 +395,16 @@ int dpt__posix_create_tmp(struct dpt__posix *b, const char *key, int dirfd,
 	return DPT_EIO;
 }
 
+/* Whether ST is a file recycle() may have left for this process: a
+ * regular file of its own user with one link. Anything else under a
+ * recycled name (a link, a hard link or a file of another user's, planted
+ * where others can write the root) would have its target overwritten. */
+static bool claimable(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && st->st_uid == geteuid() &&
+	       st->st_nlink == 1;
+}
+
 /* Claims a file left by recycle(): renames it from the root to a new
  * temporary name for NAME in DIRFD, which goes to TMP, and opens it for
  * writing. Returns the descriptor, or -1 when there is none to claim
@@ -392,8 +425,11 @@ int dpt__posix_claim_recycled(struct dpt__posix *b, int dirfd, const char *name,
 		return -1;
 	}
 	while (fd < 0 && (de = readdir(d))) {
+		struct stat st;
+
 		if (strncmp(de->d_name, RECYCLED, strlen(RECYCLED)) != 0 ||
-		    dpt__posix_tmp_name(tmp, size, name))
+		    fstatat(b->rootfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !claimable(&st) || dpt__posix_tmp_name(tmp, size, name))
 			continue;
 		/* Of writers racing for the file, one rename succeeds; the
 		 * others find it gone (ENOENT) and try the next. Never
@@ -405,7 +441,13 @@ int dpt__posix_claim_recycled(struct dpt__posix *b, int dirfd, const char *name,
 				break;
 			continue;
 		}
-		fd = openat(dirfd, tmp, O_WRONLY | O_CLOEXEC);
+		/* Checked again on what was opened: it may have been swapped
+		 * between the check and the rename. */
+		fd = openat(dirfd, tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && (fstat(fd, &st) || !claimable(&st))) {
+			close(fd);
+			fd = -1;
+		}
 		/* A file of an older step keeps its mode: a private run
 		 * makes it private (or, failing that, does not use it). */
 		if (fd >= 0 && b->conf.private_mode &&
@@ -505,6 +547,29 @@ static int read_job(struct dpt__posix_io_job *job,
 	return err < 0 ? ERANGE : err;
 }
 
+/* Opens object KEY for reading, with no symbolic link on its way below
+ * the root. Returns the descriptor, or a dpt_error: DPT_ENOENT (not
+ * logged) when it does not exist, else logged as the failure to DO. */
+static int open_object(struct dpt__posix *b, const char *key, const char *what)
+{
+	const char *name;
+	int dirfd, fd, err;
+	int rc = dpt__posix_open_key_dir(b, key, false, &dirfd, &name);
+
+	if (rc)
+		return rc;
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	err = errno;
+	close(dirfd);
+	if (fd >= 0)
+		return fd;
+	rc = dpt__storage_errno(err);
+	if (rc != DPT_ENOENT)
+		dpt__error("cannot %s '%s/%s': %s", what, b->root_msg, key,
+			   err == ELOOP ? LINK_REFUSED : strerror(err));
+	return rc;
+}
+
 static int posix_read(struct dpt__storage_backend *base, const char *key,
 		      uint64_t offset, size_t len, void *buf)
 {
@@ -515,15 +580,9 @@ static int posix_read(struct dpt__storage_backend *base, const char *key,
 	struct stat st;
 	int fd, err = 0, rc = 0;
 
-	fd = openat(b->rootfd, key, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = errno;
-		rc = dpt__storage_errno(err);
-		if (rc != DPT_ENOENT)
-			dpt__error("cannot read '%s/%s': %s", b->root_msg, key,
-				   strerror(err));
-		return rc;
-	}
+	fd = open_object(b, key, "read");
+	if (fd < 0)
+		return fd;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		rc = DPT_ENOENT;
 		goto out;
@@ -574,15 +633,15 @@ static int posix_stat(struct dpt__storage_backend *base, const char *key,
 {
 	struct dpt__posix *b = (struct dpt__posix *)base;
 	struct stat st;
-	if (fstatat(b->rootfd, key, &st, 0) < 0) {
-		int err = errno, rc = dpt__storage_errno(err);
-		if (rc != DPT_ENOENT)
-			dpt__error("cannot stat '%s/%s': %s", b->root_msg, key,
-				   strerror(err));
+	int fd = open_object(b, key, "stat"), rc = 0;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		rc = DPT_ENOENT;
+	close(fd);
+	if (rc)
 		return rc;
-	}
-	if (!S_ISREG(st.st_mode))
-		return DPT_ENOENT;
 	*size = (uint64_t)st.st_size;
 	return 0;
 }

@@ -82,20 +82,14 @@ static int walk_dir(struct walk *wk, int fd, struct dpt__buf *dir,
 			continue;
 		if (strncmp(nm, filter, strlen(filter)) != 0)
 			continue;
+		/* Symbolic links are no objects and lead nowhere: what they
+		 * point at is not the run's (reads refuse them too). */
 		if (fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue; /* removed meanwhile */
-		if (S_ISLNK(st.st_mode) && fstatat(dirfd(d), nm, &st, 0) < 0)
-			continue;
 		if (S_ISDIR(st.st_mode)) {
-			int sub;
-			/* Do not follow links to directories: no loops. */
-			struct stat lst;
-			if (fstatat(dirfd(d), nm, &lst, AT_SYMLINK_NOFOLLOW) <
-				    0 ||
-			    !S_ISDIR(lst.st_mode))
-				continue;
-			sub = openat(dirfd(d), nm,
-				     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			int sub = openat(dirfd(d), nm,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						 O_CLOEXEC);
 			if (sub < 0)
 				continue;
 			rc = dpt__buf_printf(dir, "%s/", nm);
@@ -288,7 +282,8 @@ int dpt__posix_recycle(struct dpt__storage_backend *base,
 					DPT__POSIX_RECYCLED_AS) == 0 &&
 		    renameat2(dirfd, name, b->rootfd, bin, RENAME_NOREPLACE) ==
 			    0) {
-			if (utimensat(b->rootfd, bin, NULL, 0) < 0)
+			if (utimensat(b->rootfd, bin, NULL,
+				      AT_SYMLINK_NOFOLLOW) < 0)
 				unlinkat(b->rootfd, bin, 0);
 			dpt__posix_fsync(dirfd);
 			close(dirfd);

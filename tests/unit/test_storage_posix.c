@@ -592,6 +592,105 @@ static void recycle_reuses_files(void **state)
 	free(got);
 }
 
+/* Writes TEXT into PATH (made by the test, as another user would). */
+static void put_file(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	assert_int_equal(fputs(text, fp) >= 0, 1);
+	assert_int_equal(fclose(fp), 0);
+}
+
+static void assert_file_is(const char *path, const char *text)
+{
+	char buf[64] = "";
+	FILE *fp = fopen(path, "r");
+
+	assert_non_null(fp);
+	assert_true(fread(buf, 1, sizeof(buf) - 1, fp) <= strlen(text));
+	fclose(fp);
+	assert_string_equal(buf, text);
+}
+
+/* What whoever else can write the root (a team directory, a 1777
+ * checkpoint root) plants there: files under recycled names that are a
+ * symbolic link, a hard link or another user's file, a run directory
+ * that is a link into another tree, an object that is a link. No write
+ * goes through them, no read follows them, no delete reaches past them,
+ * and the listing shows none of them. */
+static void planted_links(void **state)
+{
+	struct fixture *f = *state;
+	char victim[128], other[128], p[200], buf[16];
+	const char *run_key[] = {"run/step-9/shard"};
+	const char *obj_key[] = {"step-5/shard"};
+	uint64_t size;
+	char *l;
+
+	snprintf(victim, sizeof(victim), "%s/victim", f->dir);
+	put_file(victim, "precious");
+	/* Recycled names: a link to the victim's file, a hard link to it,
+	 * and (as root) a file of another user's. */
+	snprintf(p, sizeof(p), "%s/root/.@recycled.dpt-tmp.0000000000000001",
+		 f->dir);
+	assert_int_equal(symlink(victim, p), 0);
+	snprintf(p, sizeof(p), "%s/root/.@recycled.dpt-tmp.0000000000000002",
+		 f->dir);
+	assert_int_equal(link(victim, p), 0);
+	snprintf(p, sizeof(p), "%s/root/.@recycled.dpt-tmp.0000000000000003",
+		 f->dir);
+	put_file(p, "theirs");
+	if (geteuid() == 0)
+		assert_int_equal(chown(p, 65534, 65534), 0);
+	else
+		assert_int_equal(unlink(p), 0);
+	write_object(f->s, "step-1/shard", 3 * 4096 + 5, 7);
+	write_object(f->s, "step-2/shard", 100, 8);
+	assert_file_is(victim, "precious");
+	assert_int_equal(recycled_files(f, NULL, 0), geteuid() == 0 ? 3 : 2);
+
+	/* A run directory that is a link into another tree. */
+	snprintf(other, sizeof(other), "%s/other", f->dir);
+	assert_int_equal(mkdir(other, 0700), 0);
+	snprintf(p, sizeof(p), "%s/step-9", other);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/step-9/shard", other);
+	put_file(p, "not yours");
+	snprintf(p, sizeof(p), "%s/root/run", f->dir);
+	assert_int_equal(symlink(other, p), 0);
+	dpt__buf_reset(&logged);
+	assert_int_not_equal(dpt__storage_read(f->s, run_key[0], 0, 4, buf),
+			     0);
+	assert_non_null(strstr(logged.data, "it is a symbolic link"));
+	assert_int_not_equal(dpt__storage_stat(f->s, run_key[0], &size), 0);
+	assert_int_not_equal(dpt__storage_delete(f->s, run_key, 1), 0);
+	snprintf(p, sizeof(p), "%s/step-9/shard", other);
+	assert_file_is(p, "not yours");
+	assert_int_not_equal(dpt__storage_put_if_absent(
+				     f->s, "run/step-10/manifest.json", "{}", 2),
+			     0);
+	snprintf(p, sizeof(p), "%s/step-10", other);
+	assert_int_equal(access(p, F_OK), -1);
+
+	/* An object that is a link: not listed, not read; deleting it
+	 * removes the link, never its target. */
+	snprintf(p, sizeof(p), "%s/root/step-5", f->dir);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/root/step-5/shard", f->dir);
+	assert_int_equal(symlink(victim, p), 0);
+	dpt__buf_reset(&logged);
+	assert_int_not_equal(dpt__storage_read(f->s, obj_key[0], 0, 4, buf),
+			     0);
+	assert_non_null(strstr(logged.data, "it is a symbolic link"));
+	l = list(f->s, "");
+	assert_string_equal(l, "step-1/shard=12293 step-2/shard=100 ");
+	free(l);
+	assert_int_equal(dpt__storage_delete(f->s, obj_key, 1), 0);
+	assert_int_equal(access(p, F_OK), -1);
+	assert_file_is(victim, "precious");
+}
+
 struct claim {
 	struct dpt__storage *s;
 	char key[32];
@@ -755,6 +854,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(recycle_claims_race, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(planted_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(private_modes, setup, teardown),
 	};
