@@ -5,7 +5,8 @@ spank_dptrain_la_SOURCES = \
 	spank/plugin.c spank/plugin.h \
 	spank/settings.c spank/settings.h \
 	spank/srun.c \
-	spank/stepd.c
+	spank/stepd.c \
+	spank/run_as.c spank/run_as.h
 spank_dptrain_la_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DDPT_COORDINATOR_PATH='"$(bindir)/dptrain-coordinator"'
 # The version script decides what is exported; hidden visibility would hide

@@ -7,7 +7,7 @@
  * --dp-gpu-bind=rank asks for one.
  * slurm_spank_task_exit runs in slurmstepd when a task ends and tells the
  * coordinator at once, so a crashed worker is evicted without waiting for
- * its heartbeats to time out.
+ * its heartbeats to time out; as the job's owner, not as root.
  */
 #include "config.h"
 
@@ -30,6 +30,7 @@
 #include "net.h"
 #include "parse.h"
 #include "plugin.h"
+#include "run_as.h"
 #include "wire.h"
 
 /* How long task 0 may take to publish MASTER_ADDR:MASTER_PORT, and the
@@ -360,22 +361,67 @@ int dpt__stepd_task_init(spank_t sp, const struct dpt__settings *s)
 	return rc ? -1 : 0;
 }
 
+/* One task's exit, as the child of dpt__run_as reports it. */
+struct exit_report {
+	struct coord_ref c;
+	uint32_t global;
+	int status;
+};
+
+static int report_exit(void *arg)
+{
+	struct exit_report *r = arg;
+
+	return dpt__client_report_exit(r->c.endpoint, r->c.secret, r->global,
+				       r->status, EXIT_REPORT_MS);
+}
+
+/* The job's owner, as Slurm knows it. */
+static int job_user(spank_t sp, struct dpt__run_as_user *u)
+{
+	gid_t *groups = NULL;
+	int n = 0;
+
+	if (spank_get_item(sp, S_JOB_UID, &u->uid) ||
+	    spank_get_item(sp, S_JOB_GID, &u->gid) ||
+	    spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &groups, &n))
+		return -1;
+	u->groups = groups;
+	u->ngroups = groups ? n : 0;
+	return 0;
+}
+
+/*
+ * Tells the coordinator that a task ended. The endpoint and the secret
+ * come from the job's environment, which is the job's owner's to set: the
+ * connection is made by a child that has become that user (spank/run_as.c),
+ * never as root, so that it reaches nothing the owner could not reach
+ * and reads nothing from a source port the owner could not bind.
+ */
 void dpt__stepd_task_exit(spank_t sp)
 {
-	struct coord_ref c;
-	uint32_t global = 0;
-	int status = 0, rc;
+	struct exit_report r = {0};
+	struct dpt__run_as_user u;
+	int rc;
 
-	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &global) ||
-	    spank_get_item(sp, S_TASK_EXIT_STATUS, &status) ||
-	    coord_ref(sp, &c))
+	if (spank_get_item(sp, S_TASK_GLOBAL_ID, &r.global) ||
+	    spank_get_item(sp, S_TASK_EXIT_STATUS, &r.status))
 		return;
-	rc = dpt__client_report_exit(c.endpoint, c.secret, global, status,
-				     EXIT_REPORT_MS);
-	explicit_bzero(&c, sizeof(c));
+	if (job_user(sp, &u)) {
+		slurm_error("dptrain: cannot find the job's owner: task %u's "
+			    "exit is not reported",
+			    r.global);
+		return;
+	}
+	if (coord_ref(sp, &r.c))
+		return;
+	/* The child's own timeout bounds the exchange; this one, a little
+	 * longer, bounds the child. */
+	rc = dpt__run_as(&u, report_exit, &r, EXIT_REPORT_MS + 500);
+	explicit_bzero(&r.c, sizeof(r.c));
 	/* At the end of a step srun may already have stopped the
 	 * coordinator: nobody is left to tell, and nothing is wrong. */
 	if (rc)
 		slurm_debug("dptrain: task %u's exit was not reported: %s",
-			    global, dpt_strerror(rc));
+			    r.global, dpt_strerror(rc));
 }

@@ -30,6 +30,7 @@ UNIT_TESTS = \
 	tests/unit/test_requeue \
 	tests/unit/test_sampler \
 	tests/unit/test_gpu_probe \
+	tests/unit/test_run_as \
 	tests/unit/test_metrics
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
@@ -63,11 +64,15 @@ tests_unit_test_client_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS) -lpthread
 tests_unit_test_gpu_probe_SOURCES = tests/unit/test_gpu_probe.c worker/gpu_probe.c
 tests_unit_test_gpu_probe_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_gpu_probe_LDADD = $(UNIT_LDADD)
+# Needs root (as slurmstepd): the child becomes nobody.
+tests_unit_test_run_as_SOURCES = tests/unit/test_run_as.c spank/run_as.c
+tests_unit_test_run_as_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_run_as_LDADD = $(UNIT_LDADD)
 tests_unit_test_net_SOURCES = tests/unit/test_net.c
 tests_unit_test_net_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_net_LDADD = $(UNIT_LDADD)
 # slurmstepd's side of the plugin with a fake Slurm and a fake client.
-tests_unit_test_stepd_SOURCES = tests/unit/test_stepd.c spank/stepd.c \
+tests_unit_test_stepd_SOURCES = tests/unit/test_stepd.c spank/stepd.c spank/run_as.c \
 	spank/settings.c
 tests_unit_test_stepd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/spank
 tests_unit_test_stepd_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)

@@ -2,14 +2,19 @@
  * slurm_spank_task_exit's report (spank/stepd.c), which slurmstepd runs as
  * root, with the job's environment in the attacker's hands: Slurm and the
  * coordinator client are fakes that record what the plugin asked of them.
- * Only srun's numeric address and a port of digits may be connected to.
+ * Only srun's numeric address and a port of digits may be connected to,
+ * and only by a child that has become the job's owner (nobody, when the
+ * test runs as root as slurmstepd does; the test's own user otherwise).
  */
+#define _GNU_SOURCE /* pipe2 */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <slurm/spank.h>
@@ -24,6 +29,16 @@ struct dpt__plugin dpt__plugin;
 static const char *env_host, *env_port;
 static char reported[128], logged[512];
 static int reports;
+/* The fake client runs in the reporting child: it tells the test through
+ * this pipe, one line per report: "EUID ENDPOINT". */
+static int report_pipe[2] = {-1, -1};
+static gid_t job_groups[1];
+
+/* The job's owner: nobody when root can become it, else ourselves. */
+static uid_t job_uid(void)
+{
+	return geteuid() == 0 ? 65534 : geteuid();
+}
 
 static const char secret[] = "00112233445566778899aabbccddeeff"
 			     "00112233445566778899aabbccddeeff";
@@ -62,10 +77,22 @@ spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
 
 	(void)sp;
 	va_start(ap, item);
-	if (item == S_TASK_GLOBAL_ID)
+	if (item == S_TASK_GLOBAL_ID) {
 		*va_arg(ap, uint32_t *) = 3;
-	else if (item == S_TASK_EXIT_STATUS)
+	} else if (item == S_TASK_EXIT_STATUS) {
 		*va_arg(ap, int *) = 9;
+	} else if (item == S_JOB_UID) {
+		*va_arg(ap, uid_t *) = job_uid();
+	} else if (item == S_JOB_GID) {
+		*va_arg(ap, gid_t *) = geteuid() == 0 ? 65534 : getegid();
+	} else if (item == S_JOB_SUPPLEMENTARY_GIDS) {
+		gid_t **g = va_arg(ap, gid_t **);
+		int *n = va_arg(ap, int *);
+
+		job_groups[0] = geteuid() == 0 ? 65534 : getegid();
+		*g = job_groups;
+		*n = 1;
+	}
 	va_end(ap);
 	return ESPANK_SUCCESS;
 }
@@ -95,10 +122,13 @@ void slurm_debug(const char *fmt, ...)
 int dpt__client_report_exit(const char *endpoint, const char *secret_hex,
 			    uint32_t task_id, int32_t status, int timeout_ms)
 {
+	char line[160];
+	int n;
+
 	(void)secret_hex, (void)task_id, (void)status, (void)timeout_ms;
-	snprintf(reported, sizeof(reported), "%s", endpoint);
-	reports++;
-	return 0;
+	n = snprintf(line, sizeof(line), "%u %s\n", (unsigned)geteuid(),
+		     endpoint);
+	return write(report_pipe[1], line, (size_t)n) == n ? 0 : DPT_ESYS;
 }
 
 int dpt__client_kv_put(const char *endpoint, const char *secret_hex,
@@ -126,7 +156,21 @@ static void task_exit(const char *host, const char *port)
 	env_port = port;
 	reports = 0;
 	reported[0] = logged[0] = '\0';
+	assert_int_equal(pipe2(report_pipe, O_NONBLOCK), 0);
 	dpt__stepd_task_exit(NULL);
+	close(report_pipe[1]);
+	/* The child has been reaped: whatever it wrote is in the pipe. */
+	for (char line[160]; ; reports++) {
+		unsigned uid;
+		ssize_t n = read(report_pipe[0], line, sizeof(line) - 1);
+
+		if (n <= 0)
+			break;
+		line[n] = '\0';
+		assert_int_equal(sscanf(line, "%u %127s", &uid, reported), 2);
+		assert_int_equal(uid, job_uid());
+	}
+	close(report_pipe[0]);
 }
 
 static void srun_endpoint_reported(void **state)
