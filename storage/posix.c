@@ -30,12 +30,6 @@
 #include "log.h"
 #include "posix.h"
 
-/* Why a symbolic link below the root is refused, for messages. */
-#define LINK_REFUSED                                                         \
-	"it is a symbolic link, and dptrain follows none below the "         \
-	"checkpoint root (another user who can write there may have made "   \
-	"it): remove it, or point the root itself at the real directory"
-
 /* Files that recycle() left in the root for the next writers. */
 #define RECYCLED "." DPT__POSIX_RECYCLED_AS DPT__POSIX_TMP_TAG
 
@@ -206,147 +200,13 @@ int dpt__posix_fsync(int fd)
 	return 0;
 }
 
-/* The modes of a private run (dpt__storage_opts.private_mode): set with
- * fchmod after creating, since the umask masks what mkdir and open get. */
-#define PRIVATE_DIR_MODE  0700
-#define PRIVATE_FILE_MODE 0600
-
-/* Makes FD (a file or directory this process created, or the root it
- * owns) MODE exactly; an error is logged, naming WHAT. */
-static int make_private(int fd, mode_t mode, const char *what)
+int dpt__posix_make_private(int fd, mode_t mode, const char *what)
 {
 	if (fchmod(fd, mode) == 0)
 		return 0;
 	dpt__error("cannot make '%s' private (mode %04o): %s", what,
 		   (unsigned)mode, strerror(errno));
 	return errno;
-}
-
-/* Opens the directory NAME in DIRFD, never through a symbolic link: a
- * link there (planted by whoever else can write the directory) fails
- * with ELOOP, whatever it points at. */
-static int open_subdir(int dirfd, const char *name)
-{
-	struct stat st;
-	int fd = openat(dirfd, name,
-			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-	/* O_DIRECTORY's ENOTDIR comes first for a link: tell them apart. */
-	if (fd < 0 && errno == ENOTDIR &&
-	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISLNK(st.st_mode))
-		errno = ELOOP;
-	return fd;
-}
-
-/*
- * Opens the directory REL (a relative path of '/'-separated components, ""
- * for BASE itself) under BASE, following no symbolic link below BASE, creating missing components when CREATE
- * (mode 0700 exactly when PRIV, else 0777 less the umask);
- * each new directory's parent is fsync'ed so that the name survives a
- * crash. Returns 0 and a descriptor in *OUT, or an errno; *FAILED is the
- * length of REL's prefix that failed (for the message).
- */
-int dpt__posix_open_dirs(int base, const char *rel, bool create, bool priv,
-			 int *out, size_t *failed)
-{
-	/* A new open file description, not dup(): a dup shares the
-	 * directory offset, and a walk would leave BASE's at its end. */
-	int fd = openat(base, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
-	const char *p = rel;
-
-	if (fd < 0)
-		return errno;
-	while (*p) {
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - p) : strlen(p);
-		char comp[256];
-		int next;
-
-		*failed = (size_t)(p - rel) + n;
-		if (n == 0) {
-			p++;
-			continue;
-		}
-		if (n >= sizeof(comp)) {
-			err = ENAMETOOLONG;
-			break;
-		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		next = open_subdir(fd, comp);
-		if (next < 0 && errno == ENOENT && create) {
-			mode_t mode = priv ? PRIVATE_DIR_MODE : 0777;
-			bool made = mkdirat(fd, comp, mode) == 0;
-
-			if (!made && errno != EEXIST) {
-				err = errno;
-				break;
-			}
-			err = dpt__posix_fsync(fd);
-			if (err)
-				break;
-			next = open_subdir(fd, comp);
-			/* Only a directory this call made: one that another
-			 * writer made meanwhile is its business. */
-			if (next >= 0 && made && priv &&
-			    (err = make_private(next, PRIVATE_DIR_MODE,
-						comp))) {
-				close(next);
-				break;
-			}
-		}
-		if (next < 0) {
-			err = errno;
-			break;
-		}
-		close(fd);
-		fd = next;
-		p += n;
-		if (*p == '/')
-			p++;
-	}
-	if (err) {
-		close(fd);
-		return err;
-	}
-	*out = fd;
-	return 0;
-}
-
-/* Splits KEY into its directory (a new string, "" at the root) and its
- * last component (pointing into KEY). */
-int dpt__posix_split_key(const char *key, char **dir, const char **name)
-{
-	const char *slash = strrchr(key, '/');
-	*dir = slash ? strndup(key, (size_t)(slash - key)) : strdup("");
-	*name = slash ? slash + 1 : key;
-	return *dir ? 0 : DPT_ENOMEM;
-}
-
-int dpt__posix_open_key_dir(struct dpt__posix *b, const char *key, bool create,
-			    int *dirfd, const char **name)
-{
-	char *dir;
-	size_t failed = 0;
-	int err, rc = dpt__posix_split_key(key, &dir, name);
-
-	if (rc)
-		return rc;
-	err = dpt__posix_open_dirs(b->rootfd, dir, create, b->conf.private_mode,
-				   dirfd, &failed);
-	if (err) {
-		rc = dpt__storage_errno(err);
-		if (!(rc == DPT_ENOENT && !create))
-			dpt__error("cannot %s '%s/%s': cannot %s directory "
-				   "'%s/%.*s': %s",
-				   create ? "write" : "reach", b->root_msg, key,
-				   create ? "create" : "open", b->root_msg,
-				   (int)failed, dir,
-				   err == ELOOP ? LINK_REFUSED : strerror(err));
-	}
-	free(dir);
-	return rc;
 }
 
 int dpt__posix_tmp_name(char *out, size_t size, const char *name)
@@ -374,9 +234,9 @@ int dpt__posix_create_tmp(struct dpt__posix *b, const char *key, int dirfd,
 		}
 		*fd = openat(dirfd, tmp,
 			     O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-			     b->conf.private_mode ? PRIVATE_FILE_MODE : 0666);
+			     b->conf.private_mode ? DPT__POSIX_PRIVATE_FILE_MODE : 0666);
 		if (*fd >= 0 && b->conf.private_mode &&
-		    (rc = make_private(*fd, PRIVATE_FILE_MODE, tmp))) {
+		    (rc = dpt__posix_make_private(*fd, DPT__POSIX_PRIVATE_FILE_MODE, tmp))) {
 			close(*fd);
 			unlinkat(dirfd, tmp, 0);
 			return dpt__storage_errno(rc);
@@ -451,7 +311,7 @@ int dpt__posix_claim_recycled(struct dpt__posix *b, int dirfd, const char *name,
 		/* A file of an older step keeps its mode: a private run
 		 * makes it private (or, failing that, does not use it). */
 		if (fd >= 0 && b->conf.private_mode &&
-		    fchmod(fd, PRIVATE_FILE_MODE) < 0) {
+		    fchmod(fd, DPT__POSIX_PRIVATE_FILE_MODE) < 0) {
 			close(fd);
 			fd = -1;
 		}
@@ -566,7 +426,7 @@ static int open_object(struct dpt__posix *b, const char *key, const char *what)
 	rc = dpt__storage_errno(err);
 	if (rc != DPT_ENOENT)
 		dpt__error("cannot %s '%s/%s': %s", what, b->root_msg, key,
-			   err == ELOOP ? LINK_REFUSED : strerror(err));
+			   err == ELOOP ? DPT__POSIX_LINK_REFUSED : strerror(err));
 	return rc;
 }
 
@@ -673,7 +533,7 @@ static int private_root(struct dpt__posix *b)
 		dpt__error("cannot stat '%s': %s", b->root, strerror(errno));
 		return dpt__storage_errno(errno);
 	}
-	if ((st.st_mode & 07777) == PRIVATE_DIR_MODE)
+	if ((st.st_mode & 07777) == DPT__POSIX_PRIVATE_DIR_MODE)
 		return 0;
 	if (st.st_uid != geteuid()) {
 		dpt__warn("'%s' belongs to uid %u, not to this user: its "
@@ -683,7 +543,7 @@ static int private_root(struct dpt__posix *b)
 			  (unsigned)(st.st_mode & 07777));
 		return 0;
 	}
-	int err = make_private(b->rootfd, PRIVATE_DIR_MODE, b->root);
+	int err = dpt__posix_make_private(b->rootfd, DPT__POSIX_PRIVATE_DIR_MODE, b->root);
 
 	return err ? dpt__storage_errno(err) : 0;
 }
@@ -714,8 +574,13 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 		rc = DPT_EIO;
 		goto out;
 	}
-	err = dpt__posix_open_dirs(fd, b->root + 1, !conf->no_create,
-				   conf->private_mode, &b->rootfd, &failed);
+	/* The path to the root as the URI gives it, links included; what
+	 * this makes on the way is the user's alone. */
+	err = dpt__posix_open_dirs(fd, b->root + 1,
+				   &(struct dpt__posix_walk){
+					   .create = !conf->no_create,
+					   .priv = true},
+				   &b->rootfd, &failed, NULL);
 	close(fd);
 	if (err == ENOENT && conf->no_create) {
 		rc = DPT_ENOENT; /* the caller says what it looked for */
@@ -728,7 +593,9 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 		rc = dpt__storage_errno(err);
 		goto out;
 	}
-	rc = conf->private_mode ? private_root(b) : 0;
+	rc = dpt__posix_trust_root(b);
+	if (!rc && conf->private_mode)
+		rc = private_root(b);
 	if (rc)
 		goto out;
 	*out = &b->base;

@@ -1,8 +1,8 @@
 /*
  * Internals of the posix backend shared by posix.c (open, the pool of I/O
- * threads, directories and temporary files, the operations on one object),
- * posix_writer.c (the writer) and posix_tree.c (list, gc, delete,
- * recycle).
+ * threads, temporary files, the operations on one object), posix_dirs.c
+ * (the walks to and below the root), posix_writer.c (the writer) and
+ * posix_tree.c (list, gc, delete, recycle).
  */
 #ifndef DPT_STORAGE_POSIX_H
 #define DPT_STORAGE_POSIX_H
@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "backend.h"
@@ -22,6 +23,19 @@
 /* Files that recycle() left in the root for the next writers: '@' is in
  * no key, so no writer's temporary file has this name. */
 #define DPT__POSIX_RECYCLED_AS "@recycled"
+/* The modes of a private run (dpt__storage_opts.private_mode), and of the
+ * directories made on the way to a new root: set with fchmod after
+ * creating, since the umask masks what mkdir and open get. */
+#define DPT__POSIX_PRIVATE_DIR_MODE  0700
+#define DPT__POSIX_PRIVATE_FILE_MODE 0600
+/* Why a symbolic link below the root is refused, for messages. */
+#define DPT__POSIX_LINK_REFUSED                                              \
+	"it is a symbolic link, and dptrain follows none below the "         \
+	"checkpoint root (another user who can write there may have made "   \
+	"it): remove it, or point the root itself at the real directory"
+/* dpt__posix_open_dirs's error for a directory below the root that is not
+ * trusted: no errno has this value. */
+#define DPT__POSIX_UNTRUSTED 0x10000
 
 struct dpt__posix_io_job;
 struct dpt__posix_writer; /* posix_writer.c's */
@@ -71,6 +85,7 @@ struct dpt__posix {
 	char *root;
 	const char *root_msg; /* root for messages: "" for "/" */
 	int rootfd;
+	uid_t owner; /* whose tree it is (dpt__posix_trust_root) */
 	struct dpt__storage_opts conf;
 	struct dpt__posix_io_pool pool;
 };
@@ -87,14 +102,40 @@ char *dpt__posix_bounce(struct dpt__posix_io_worker *wk,
 int dpt__posix_pwrite_all(int fd, const char *buf, size_t len, uint64_t off);
 /* fsync(), EINTR retried; returns 0 or an errno. */
 int dpt__posix_fsync(int fd);
-/* Opens (or creates) directory REL under BASE; returns 0 or an errno. */
-int dpt__posix_open_dirs(int base, const char *rel, bool create, bool priv,
-			 int *out, size_t *failed);
+/* Makes FD (a file or directory this process created, or the root it
+ * owns) MODE exactly; an error is logged, naming WHAT. Returns an errno. */
+int dpt__posix_make_private(int fd, mode_t mode, const char *what);
+
+/* ------------------------------------------------------- posix_dirs.c */
+
+/* How dpt__posix_open_dirs walks. */
+struct dpt__posix_walk {
+	bool create;	 /* make missing directories */
+	bool priv;	 /* ... of mode 0700 exactly (else 0755 less umask) */
+	bool below_root; /* follow no link; refuse directories that are not
+			  * OWNER's (or root's) or that others can write */
+	uid_t owner;
+};
+/* Opens directory REL ('/'-separated, "" for BASE) under BASE as HOW says.
+ * Returns 0 and the descriptor in *OUT, or an errno, or
+ * DPT__POSIX_UNTRUSTED (with the directory's status in *REFUSED when not
+ * NULL); *FAILED is the length of REL's prefix that failed. */
+int dpt__posix_open_dirs(int base, const char *rel,
+			 const struct dpt__posix_walk *how, int *out,
+			 size_t *failed, struct stat *refused);
+/* Whether directory FD, below the root of a tree that OWNER owns, may be
+ * used: it is OWNER's or root's, and its group and others cannot write
+ * it. Its status goes to *ST. */
+bool dpt__posix_trusted(int fd, uid_t owner, struct stat *st);
 /* KEY's directory (a new string) and last component (into KEY). */
 int dpt__posix_split_key(const char *key, char **dir, const char **name);
 /* Opens KEY's directory (created when CREATE), logs; returns a dpt_error. */
 int dpt__posix_open_key_dir(struct dpt__posix *b, const char *key, bool create,
 			    int *dirfd, const char **name);
+/* Checks the root just opened (the user's or root's; writable by others
+ * only with the sticky bit) and sets B->owner; logs what is wrong and
+ * returns DPT_ECONFIG, or 0. */
+int dpt__posix_trust_root(struct dpt__posix *b);
 /* A new random temporary name for NAME in OUT; DPT_EINVAL: too long. */
 int dpt__posix_tmp_name(char *out, size_t size, const char *name);
 /* Creates a temporary file for NAME in DIRFD, logs; returns a dpt_error. */

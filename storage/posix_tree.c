@@ -90,6 +90,14 @@ static int walk_dir(struct walk *wk, int fd, struct dpt__buf *dir,
 			int sub = openat(dirfd(d), nm,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 						 O_CLOEXEC);
+			/* Another user's directory (in a root that others
+			 * may write, with the sticky bit) is not the
+			 * tree's: neither listed nor cleaned. */
+			if (sub >= 0 &&
+			    !dpt__posix_trusted(sub, wk->b->owner, &st)) {
+				close(sub);
+				continue;
+			}
 			if (sub < 0)
 				continue;
 			rc = dpt__buf_printf(dir, "%s/", nm);
@@ -141,15 +149,24 @@ static int walk(struct walk *wk)
 	dirpart = strndup(wk->prefix, slash ? (size_t)(slash - wk->prefix) : 0);
 	if (!dirpart)
 		return DPT_ENOMEM;
-	err = dpt__posix_open_dirs(wk->b->rootfd, dirpart, false, false, &fd,
-				   &failed);
+	err = dpt__posix_open_dirs(wk->b->rootfd, dirpart,
+				   &(struct dpt__posix_walk){
+					   .below_root = true,
+					   .owner = wk->b->owner},
+				   &fd, &failed, NULL);
 	if (err) {
 		free(dirpart);
 		if (err == ENOENT || err == ENOTDIR)
 			return 0;
 		dpt__error("cannot list '%s/%s': %s", wk->b->root_msg,
-			   wk->prefix, strerror(err));
-		return dpt__storage_errno(err);
+			   wk->prefix,
+			   err == DPT__POSIX_UNTRUSTED
+				   ? "a directory of it is another user's, or "
+				     "others can write it"
+				   : err == ELOOP ? DPT__POSIX_LINK_REFUSED
+						  : strerror(err));
+		return err == DPT__POSIX_UNTRUSTED ? DPT_EIO
+						   : dpt__storage_errno(err);
 	}
 	dpt__buf_init(&dir, DPT__STORAGE_KEY_MAX);
 	rc = dpt__buf_puts(&dir, dirpart);

@@ -1,7 +1,8 @@
 #!/bin/bash
-# Private runs on the real test cluster: under a umask of 022 a run's
-# checkpoints follow the umask by default (directories 0755, files 0644);
-# srun --dp-private makes every directory the run creates (parents
+# Private runs on the real test cluster: under a umask of 022, a new run
+# directory (and every parent made for it) is 0700 and no other user can
+# reach its checkpoints, below which the steps follow the umask by
+# default (directories 0755, files 0644); srun --dp-private makes every directory the run creates (parents
 # included) 0700 and every file 0600, and the run directory 0700 when it
 # exists already; the site's private=yes (dptrain.conf) makes it the
 # default, and --dp-private=no overrides it.
@@ -34,11 +35,18 @@ modes() { find "$1" -mindepth "${2:-0}" -printf '%m %P\n' | sort -k2; }
 all_modes() { # DIR D F
 	[ -z "$(find "$1" \( -type d ! -perm "$2" \) -o \( -type f ! -perm "$3" \))" ]
 }
+# Whether ROOT (made by the run) and ROOT/run are 0700, the events file
+# 0600, and the steps below follow the umask: 0755 and 0644.
+new_run_modes() { # ROOT
+	[ "$(stat -c %a "$1" "$1/run" "$1/run/events.jsonl" | tr '\n' ' ')" = "700 700 600 " ] &&
+		[ -z "$(find "$1/run" -mindepth 1 \( -type d ! -perm 755 \) -o \
+			\( -type f ! -name events.jsonl ! -perm 644 \))" ]
+}
 
 train "$work/pub" run
 ok $? "a run without --dp-private commits" || diag "$out"
-all_modes "$work/pub" 755 644
-ok $? "its directories are 0755 and its files 0644 (the umask's)" || diag "$(modes "$work/pub")"
+new_run_modes "$work/pub"
+ok $? "its new directories are 0700, the steps in them 0755 and 0644 (the umask's)" || diag "$(modes "$work/pub")"
 
 train "$work/new/parent" run --dp-private
 ok $? "srun --dp-private commits" || diag "$out"
@@ -66,6 +74,6 @@ train "$work/site" run &&
 	[ "$(srun_t -n 1 --dp-train=x --dp-ckpt="file://$work/site" printenv DPTRAIN_PRIVATE)" = 1 ]
 ok $? "with private=yes in dptrain.conf, runs are private (DPTRAIN_PRIVATE=1)" || diag "$out" "$(modes "$work/site")"
 train "$work/site2" run --dp-private=no &&
-	all_modes "$work/site2" 755 644 &&
+	new_run_modes "$work/site2" &&
 	[ "$(srun_t -n 1 --dp-train=x --dp-private=no --dp-ckpt="file://$work/site" printenv DPTRAIN_PRIVATE)" = 0 ]
 ok $? "--dp-private=no overrides the site's private=yes" || diag "$out" "$(modes "$work/site2")"

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <dptrain/error.h>
@@ -810,11 +811,11 @@ static void private_modes(void **state)
 	dpt__storage_destroy(&p);
 
 	/* Not private (the fixture's storage at DIR/root): the umask's
-	 * modes, 0755 and 0644. */
+	 * modes, 0755 and 0644, below a new root, which is 0700. */
 	write_object(f->s, "step-1/shard", 5000, 2);
 	assert_int_equal(mode_of(f->dir, "root/step-1"), 0755);
 	assert_int_equal(mode_of(f->dir, "root/step-1/shard"), 0644);
-	assert_int_equal(mode_of(f->dir, "root"), 0755);
+	assert_int_equal(mode_of(f->dir, "root"), 0700);
 	assert_int_equal(dpt__storage_recycle(f->s, old, 1), 0);
 	assert_int_equal(recycled_files(f, bin, sizeof(bin)), 1);
 	assert_int_equal(stat(bin, &st), 0);
@@ -831,6 +832,92 @@ static void private_modes(void **state)
 	assert_true(inode_of(f, "step-2/shard") == st.st_ino); /* claimed */
 	dpt__storage_destroy(&p);
 	umask(mask);
+}
+
+/* Directories that another user owns or can write, in a run's tree or as
+ * its root: refused with what to do, never listed. Root (as an
+ * administrator's `dptrain ckpt gc`) acts on the tree of the root's
+ * owner. Needs root (to make another user's directories); skipped
+ * otherwise. */
+static void untrusted_dirs(void **state)
+{
+	struct fixture *f = *state;
+	struct dpt__storage *p = NULL;
+	char path[200], uri[160], *l;
+	uint64_t size;
+
+	if (geteuid() != 0)
+		skip();
+	write_object(f->s, "mine/step-1/shard", 100, 1);
+	/* A run directory that another user made. */
+	snprintf(path, sizeof(path), "%s/root/theirs", f->dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	dpt__buf_reset(&logged);
+	assert_int_equal(dpt__storage_put_if_absent(
+				 f->s, "theirs/step-1/manifest.json", "{}", 2),
+			 DPT_EIO);
+	assert_non_null(strstr(logged.data, "belongs to user nobody"));
+	assert_int_not_equal(dpt__storage_stat(f->s, "theirs/x", &size), 0);
+	/* One that its group may write. */
+	snprintf(path, sizeof(path), "%s/root/mine", f->dir);
+	assert_int_equal(chmod(path, 0775), 0);
+	dpt__buf_reset(&logged);
+	assert_int_not_equal(dpt__storage_stat(f->s, "mine/step-1/shard",
+					       &size),
+			     0);
+	assert_non_null(strstr(logged.data, "chmod go-w"));
+	assert_int_equal(chmod(path, 0755), 0);
+	assert_int_equal(dpt__storage_stat(f->s, "mine/step-1/shard", &size),
+			 0);
+	/* The listing shows the tree's runs only. */
+	snprintf(path, sizeof(path), "%s/root/theirs/x", f->dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	l = list(f->s, "");
+	assert_string_equal(l, "mine/step-1/shard=100 ");
+	free(l);
+
+	/* Roots: one that others may write needs the sticky bit. */
+	snprintf(uri, sizeof(uri), "file://%s/root/theirs", f->dir);
+	/* As root: the tree is nobody's, and nobody's directories in it
+	 * are used; as nobody, root's tree is refused. */
+	assert_int_equal(dpt__storage_open(uri, NULL, &p), 0);
+	assert_int_equal(dpt__storage_put_if_absent(p, "x/m", "{}", 2), 0);
+	dpt__storage_destroy(&p);
+	snprintf(path, sizeof(path), "%s/root", f->dir);
+	assert_int_equal(chmod(path, 0777), 0);
+	snprintf(uri, sizeof(uri), "file://%s/root", f->dir);
+	dpt__buf_reset(&logged);
+	assert_int_equal(dpt__storage_open(uri, NULL, &p), DPT_ECONFIG);
+	assert_non_null(strstr(logged.data, "no sticky bit"));
+	assert_int_equal(chmod(path, 01777), 0);
+	assert_int_equal(dpt__storage_open(uri, NULL, &p), 0);
+	dpt__storage_destroy(&p);
+
+	/* A user's root that another user made (pre-created in a shared
+	 * directory): refused, as nobody, for a root of uid 65533. */
+	assert_int_equal(chmod(f->dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/planted", f->dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(chown(path, 65533, 65533), 0);
+	snprintf(uri, sizeof(uri), "file://%s/planted", f->dir);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int rc;
+
+		dpt__buf_reset(&logged);
+		rc = setgid(65534) || setuid(65534)
+				 ? 99
+				 : dpt__storage_open(uri, NULL, &p);
+		_exit(rc == DPT_ECONFIG && strstr(logged.data, "belongs to uid "
+								"65533")
+			      ? 0
+			      : 1);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 int main(void)
@@ -855,6 +942,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(recycle_claims_race, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(planted_links, setup, teardown),
+		cmocka_unit_test_setup_teardown(untrusted_dirs, setup, teardown),
 		cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(private_modes, setup, teardown),
 	};
