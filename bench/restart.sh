@@ -20,6 +20,7 @@ NODES=2 CPUS=4 GPUS=0 INSTALL=0 "$top/tests/cluster/up" >/dev/null
 . "$DPTRAIN_CLUSTER_DIR/env.sh"
 for ((i = 1; i <= runs; i++)); do
 	dir=$DPTRAIN_CLUSTER_DIR/demo-$i
+	rm -rf "$dir" # the demo makes it anew
 	bash "$top/contrib/demo/elastic.sh" --dir "$dir" --last-steps 60 | tail -n 1
 	/usr/bin/python3 "$top/bench/restart_split.py" "$dir"
 done

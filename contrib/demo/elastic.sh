@@ -21,8 +21,10 @@
 #
 #   contrib/demo/elastic.sh [--dir DIR] [--last-steps N]
 #
-# --dir: the demo's directory, emptied first (default /tmp/dptrain-demo-run):
-# the job's script and output, the checkpoints, the trace, the plot.
+# --dir: the demo's directory, which must not exist yet (it is made 0700;
+# default: a new private directory /tmp/dptrain-demo.XXXXXX, which the
+# first and the last lines name): the job's script and output, the
+# checkpoints, the trace, the plot.
 # --last-steps: the steps run 3 trains after run 2's stop (default 150).
 # Run 3 finishes because the batch script reads its step target from
 # DIR/target at each start, and the demo sets it once run 2 has stopped:
@@ -39,7 +41,7 @@
 #   dptrain demo: restarts=R world_sizes=A,B,C final_step=S test_accuracy=X plot=PATH
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-dir=/tmp/dptrain-demo-run
+dir=
 last_steps=150
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -76,8 +78,16 @@ until_line() {
 job_state() { scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 job_ended() { [[ $(job_state) =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|)$ ]]; }
 
-rm -rf "$dir"
-mkdir -p "$dir"
+# Made here, never taken over: the demo runs as root, and a path in /tmp
+# that another user made first (a link, say) would have root write
+# where they chose.
+if [ -z "$dir" ]; then
+	dir=$(mktemp -d /tmp/dptrain-demo.XXXXXX) || fail "cannot make a directory in /tmp"
+else
+	[ ! -e "$dir" ] && [ ! -L "$dir" ] || fail "--dir $dir exists: remove it, or name a new directory"
+	(umask 077 && mkdir "$dir") || fail "cannot make --dir $dir"
+fi
+say "the demo's files: $dir"
 chmod 755 "$dir"
 echo 100000000 >"$dir/target"
 cat >"$dir/job.sh" <<EOF

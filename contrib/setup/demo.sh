@@ -24,4 +24,4 @@ timeout 120 srun -N 2 -n 4 --dp-train=demo \
 	sort -t= -k2 -n
 echo
 echo "== The demo: Fashion-MNIST with PyTorch DDP past its walltime, on 4, 2, then 4 ranks (contrib/demo/elastic.sh)"
-bash "$top/contrib/demo/elastic.sh" # its files, the plot among them, stay in /tmp/dptrain-demo-run
+bash "$top/contrib/demo/elastic.sh" # its files, the plot among them, stay in the /tmp/dptrain-demo.* it names
