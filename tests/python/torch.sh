@@ -106,7 +106,7 @@ declare -A what=(
 	[float8]="float8 and float4 tensors saved as bytes and loaded bit for bit, with their dtype"
 	[sched]="OneCycleLR and CyclicLR with momentum restored: the same lr and momentum 9 steps on"
 	[compile]="a torch.compile'd model saves plain names; it and a plain one load each other's steps"
-	[device]="a meta tensor and a DTensor: TypeError naming the tensor, in dptrain.torch and the binding"
+	[device]="a meta tensor and a DTensor: TypeError naming the tensor, in dptrain.torch and the binding; a dtype of a skeleton must be a torch.dtype"
 	[rng]="another torch's CPU and CUDA RNG states in a checkpoint: a warning each, the load goes on")
 for f in uint float8 sched compile device rng; do
 	why=$(grep -m1 "^rank=0 $f skip: " <<<"$features" | sed "s/^rank=0 $f skip: //")

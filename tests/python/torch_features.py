@@ -142,6 +142,14 @@ def compiled(ck, step):
 
 
 def device(ck, step):
+    # A skeleton (a checkpoint's manifest) reaches torch's dtypes, nothing
+    # else of torch.
+    tw.expect(ValueError, ["'load' as a dtype"], lambda: dpt._build({"y": "load"}, {}),
+              "a skeleton that names torch.load as a dtype")
+    tw.expect(ValueError, ["'__class__' as a dtype"],
+              lambda: dpt._build({"r": ["t", "__class__"]}, {"t": torch.zeros(2)}),
+              "a raw tensor's view as torch.__class__")
+    tw.check(dpt._build({"y": "float32"}, {}) is torch.float32, "a skeleton's dtype float32")
     meta = torch.empty(4, 3, device="meta")
     tw.expect(TypeError, ["state['opt']['m']", "device 'meta'"],
               lambda: ck.save(step, {"opt": {"m": meta}}), "a meta tensor")

@@ -216,13 +216,24 @@ class _Flat:
                         "state_dict()/load_state_dict()" % (_where(path), type(obj).__name__))
 
 
+def _dtype_named(name):
+    """torch's dtype NAME ("float32"), or ValueError: a checkpoint's
+    skeleton names dtypes, and nothing else of torch may be reached from
+    it."""
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError("the checkpoint names %r as a dtype: no torch dtype has that name "
+                         "(a damaged manifest, or a newer torch's dtype)" % (name,))
+    return dtype
+
+
 def _build(sk, tensors):
     """The value that skeleton SK describes, with TENSORS (name -> tensor)."""
     (tag, val), = sk.items()
     if tag == "t":
         return tensors[val]
     if tag == "r":
-        return tensors[val[0]].view(getattr(torch, val[1]))
+        return tensors[val[0]].view(_dtype_named(val[1]))
     if tag == "s":
         return _build(val, tensors)
     if tag == "d":
@@ -240,7 +251,7 @@ def _build(sk, tensors):
         dt, shape, data = val
         return numpy.frombuffer(base64.b64decode(data), dtype=numpy.dtype(dt)).reshape(shape).copy()
     if tag == "y":
-        return getattr(torch, val)
+        return _dtype_named(val)
     raise ValueError("unknown skeleton entry %r: a checkpoint of a newer dptrain?" % tag)
 
 
