@@ -18,7 +18,14 @@
  *   through device memory it keeps across calls: many calls of growing
  *   and shrinking sizes, and a host buffer reduced into a device one.
  *
- *   gpu_coll --probe          "gpus=N name=NAME" or "gpus=0 error=WHY"
+ *   gpu_coll --probe          "gpus=N name=NAME compute_mode=MODE" or
+ *                             "gpus=0 error=WHY"
+ *   gpu_coll --hold SECONDS   a CUDA context on every device, held open
+ *                             until killed, until SECONDS have passed or
+ *                             until the parent exits (tests/gpu/run: the
+ *                             driver's first initialisation is paid once,
+ *                             not by each test's join); prints "holding
+ *                             devices=N init_ms=T" or "hold error=WHY"
  *   gpu_coll                  the checks above, then leaves
  *   gpu_coll --rejoin         a loop of device allreduces until one fails
  *                             (a rank was killed), then dpt_rejoin and the
@@ -46,6 +53,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -690,10 +699,26 @@ static void check_all(struct dpt_ctx *ctx)
 
 /* ------------------------------------------------------------ main */
 
+/* The compute mode's name: a held context (--hold) would keep every
+ * other process off a GPU in an exclusive mode. */
+static const char *compute_mode_name(int mode)
+{
+	switch (mode) {
+	case cudaComputeModeDefault:
+		return "default";
+	case cudaComputeModeProhibited:
+		return "prohibited";
+	case cudaComputeModeExclusiveProcess:
+		return "exclusive-process";
+	default:
+		return "unknown";
+	}
+}
+
 static int probe(void)
 {
 	struct cudaDeviceProp p;
-	int n = 0;
+	int n = 0, mode = -1;
 	cudaError_t e = cudaGetDeviceCount(&n);
 
 	if (e != cudaSuccess || n < 1) {
@@ -703,10 +728,59 @@ static int probe(void)
 	}
 	if (cudaGetDeviceProperties(&p, 0) != cudaSuccess)
 		snprintf(p.name, sizeof(p.name), "unknown");
+	if (cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, 0) !=
+	    cudaSuccess)
+		mode = -1;
 	for (char *c = p.name; *c; c++)
 		if (*c == ' ')
 			*c = '_';
-	printf("gpus=%d name=%s\n", n, p.name);
+	printf("gpus=%d name=%s compute_mode=%s\n", n, p.name,
+	       compute_mode_name(mode));
+	return 0;
+}
+
+/* --hold SECONDS: a context on every device, kept until SIGTERM (the
+ * default action ends the process, and the driver frees the contexts),
+ * the parent's exit or SECONDS. Without a process holding a context, the
+ * driver of a GPU without persistence mode tears its state down when the
+ * last process exits and builds it again for the next one, which may take
+ * seconds on a virtual machine: each test's first CUDA call would pay
+ * that inside the coordinator's join timeout. */
+static int hold(const char *arg)
+{
+	char *end;
+	long secs = strtol(arg, &end, 10);
+	int64_t start = now_ms();
+	int n = 0;
+	cudaError_t e;
+
+	if (*end || end == arg || secs < 1 || secs > 86400) {
+		fprintf(stderr, "gpu_coll: --hold takes 1 to 86400 seconds, "
+				"not '%s'\n",
+			arg);
+		return 2;
+	}
+	/* Gone with the runner, even when it is killed. */
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) || getppid() == 1) {
+		printf("hold error=the parent is gone\n");
+		return 1;
+	}
+	e = cudaGetDeviceCount(&n);
+	for (int i = 0; e == cudaSuccess && i < n; i++) {
+		e = cudaSetDevice(i);
+		if (e == cudaSuccess)
+			e = cudaFree(NULL); /* creates the primary context */
+	}
+	if (e != cudaSuccess || n < 1) {
+		printf("hold error=%s\n",
+		       e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+		return 1;
+	}
+	printf("holding devices=%d init_ms=%lld pid=%ld\n", n,
+	       (long long)(now_ms() - start), (long)getpid());
+	fflush(stdout);
+	while (now_ms() - start < secs * 1000)
+		sleep(1);
 	return 0;
 }
 
@@ -770,11 +844,13 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--probe"))
 			return probe();
+		if (!strcmp(argv[i], "--hold") && i + 1 < argc)
+			return hold(argv[i + 1]);
 		if (!strcmp(argv[i], "--rejoin")) {
 			rejoin = 1;
 		} else {
-			fprintf(stderr,
-				"usage: gpu_coll [--probe | --rejoin]\n");
+			fprintf(stderr, "usage: gpu_coll [--probe | --hold "
+					"SECONDS | --rejoin]\n");
 			return 2;
 		}
 	}
