@@ -41,11 +41,15 @@ dir=$(dpt_state_dir gpu) || exit 1
 dpt_scratch+=("$dir")
 pids=()
 coord_pid=
+# pids holds the timeout(1) processes: each leads a process group of its
+# own with its worker (timeout's setpgid), which SIGKILL to the timeout
+# alone would leave running, holding its GPU, until the worker's own end.
 stop_all() {
 	local p
-	for p in "${pids[@]}" $coord_pid; do
-		kill -KILL "$p" 2>/dev/null || true
+	for p in "${pids[@]}"; do
+		kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
 	done
+	[ -z "$coord_pid" ] || kill -KILL "$coord_pid" 2>/dev/null || true
 }
 trap 'stop_all; dpt_teardown' EXIT
 
