@@ -26,7 +26,13 @@ ckpt_coord_pids=()
 ckpt_pids=()
 ckpt_cleanup() {
 	local p
-	for p in "${ckpt_pids[@]}" "${ckpt_coord_pids[@]}"; do
+	# ckpt_pids are timeout(1) processes, each the leader of a process
+	# group with its worker: SIGKILL to the timeout alone would leave the
+	# worker running until its own end.
+	for p in "${ckpt_pids[@]}"; do
+		kill -9 -- "-$p" 2>/dev/null || kill -9 "$p" 2>/dev/null || true
+	done
+	for p in "${ckpt_coord_pids[@]}"; do
 		kill -9 "$p" 2>/dev/null || true
 	done
 	if [ "$tap_failed" = 0 ] && [ "${DPT_KEEP:-0}" != 1 ]; then
