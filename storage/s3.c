@@ -26,6 +26,9 @@
 #define MAX_PART     (5 * 1024 * MIB)
 #define MAX_PUT	     (5 * 1024 * MIB)
 #define DELETE_BATCH 1000
+/* More ListObjectsV2 pages than a run has objects (a run has thousands):
+ * a server that sends new tokens without end. */
+#define LIST_PAGES_MAX 1000000
 
 /* ------------------------------------------------------------ names */
 
@@ -229,7 +232,7 @@ static int s3_list(struct dpt__storage_backend *base, const char *prefix,
 	struct dpt__buf token, k, full;
 	char max_keys[16];
 	char *uri = NULL, *token_copy = NULL;
-	size_t plen = strlen(s3->prefix);
+	size_t plen = strlen(s3->prefix), pages = 0;
 	bool more = true;
 	int rc;
 
@@ -285,6 +288,20 @@ static int s3_list(struct dpt__storage_backend *base, const char *prefix,
 			if (!dpt__xml_find(doc, "NextContinuationToken", &v) ||
 			    dpt__xml_text(&token, v) || token.len == 0) {
 				rc = DPT_EPROTO;
+			} else if ((token_copy &&
+				    strcmp(token_copy, token.data) == 0) ||
+				   ++pages > LIST_PAGES_MAX) {
+				/* A server that never ends IsTruncated
+				 * would keep the caller listing forever. */
+				dpt__error("cannot list '%s': the server %s",
+					   uri,
+					   pages > LIST_PAGES_MAX
+						   ? "sent more pages than any "
+						     "run has"
+						   : "repeats its continuation "
+						     "token: IsTruncated never "
+						     "ends");
+				rc = DPT_EIO;
 			} else {
 				free(token_copy);
 				token_copy = strdup(token.data);
@@ -518,7 +535,11 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 				dpt__xml_text(&kmark, v);
 			if (dpt__xml_find(doc, "NextUploadIdMarker", &v))
 				dpt__xml_text(&umark, v);
-			if (!kmark.len) /* would loop forever */
+			/* No marker, or the one sent: the same page again,
+			 * forever. */
+			if (!kmark.len ||
+			    (km && !strcmp(km, kmark.data) &&
+			     !strcmp(um ? um : "", umark.len ? umark.data : "")))
 				more = false;
 		}
 		if (rc == DPT_EPROTO)

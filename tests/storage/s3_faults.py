@@ -19,6 +19,9 @@ picks the first COUNT requests whose method is METHOD and whose
           to a CompleteMultipartUpload retried after it completed)
     501   answer 501 NotImplemented without forwarding (an S3-compatible
           server without the request, e.g. s3rver and ListMultipartUploads)
+    loop  answer a ListObjectsV2 page of no objects that says IsTruncated
+          with the continuation token "same", without forwarding (a server
+          whose listing never ends)
     hold  read the request, never forward it, never answer: the client
           waits with the request in flight until it closes the connection
           (or dies), then the proxy drops it (a transfer that is under way
@@ -109,6 +112,15 @@ def main():
                 return self.error(501, "NotImplemented")
             if action == "hold":
                 return self.hold()
+            if action == "loop":
+                body = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult>"
+                        b"<IsTruncated>true</IsTruncated><NextContinuationToken>same"
+                        b"</NextContinuationToken></ListBucketResult>")
+                self.send_response(200)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                return self.wfile.write(body)
             conn = http.client.HTTPConnection("127.0.0.1", upstream, timeout=60)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
             conn.request(self.command, self.path, body=body, headers=headers)

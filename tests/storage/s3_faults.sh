@@ -18,7 +18,7 @@ require_prog curl cmp head
 s3_up
 dir=$DPTRAIN_S3_DIR
 upstream=${DPTRAIN_S3_ENDPOINT##*:}
-plan 24
+plan 25
 
 work=$dir/data
 mkdir -p "$work" || bail_out "cannot create $work"
@@ -152,3 +152,11 @@ direct "$uri" get vh/object "$work/vh.back" && cmp -s "$work/vh" "$work/vh.back"
 	[ "$(http_proxy=$proxy DPTRAIN_S3_ENDPOINT=http://localhost:$upstream DPTRAIN_S3_PATH_STYLE=0 \
 		timed "$tool" --page 1 "$uri" list vh/)" = "vh/object 13" ]
 ok $? "the object is in the bucket, and listed through virtual-hosted requests"
+
+# 25. A server whose listing never ends (IsTruncated with the same token
+# each time): the list fails, saying so, after the second page.
+proxy_up 'GET:list-type=2:loop:1000'
+out=$(via --page 1 "$uri" list 2>&1)
+rc=$?
+[ $rc = 1 ] && [[ $out == *"repeats its continuation token"* ]] && [ "$(faults loop)" = 2 ]
+ok $? "a listing that never ends fails after 2 pages, saying why" || diag "rc $rc, $(faults loop) pages: $out"
