@@ -16,6 +16,12 @@
 #include "s3.h"
 #include "xml.h"
 
+/* The most of a server's Code or Message that goes into a message. */
+#define FIELD_MAX 512
+
+/* Field NAME of the <Error> in RESP, into OUT: at most FIELD_MAX bytes,
+ * and a control byte (a line break, a terminal escape) as '?': it goes
+ * into the job's log, and the server is not trusted to write its lines. */
 static void xml_field(const struct dpt__buf *resp, const char *name,
 		      struct dpt__buf *out)
 {
@@ -24,8 +30,15 @@ static void xml_field(const struct dpt__buf *resp, const char *name,
 		return;
 	if (!dpt__xml_find(doc, "Error", &err))
 		err = doc;
-	if (dpt__xml_find(err, name, &v))
-		dpt__xml_text(out, v);
+	if (!dpt__xml_find(err, name, &v) || dpt__xml_text(out, v))
+		return;
+	if (out->len > FIELD_MAX) {
+		out->len = FIELD_MAX;
+		out->data[out->len] = '\0';
+	}
+	for (size_t i = 0; i < out->len; i++)
+		if ((unsigned char)out->data[i] < 0x20 || out->data[i] == 0x7f)
+			out->data[i] = '?';
 }
 
 static bool slash_in_query(const struct dpt__s3_req *r)

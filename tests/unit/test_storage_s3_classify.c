@@ -245,6 +245,25 @@ static void error_in_200(void **state)
 	}
 }
 
+/* A server's message reaches the log without its control bytes (no line
+ * of its own, no terminal escape) and at most 512 bytes long. */
+static void hostile_message(void **state)
+{
+	char msg[800], want[700];
+
+	(void)state;
+	check(&(struct answer){0, 403, "AccessDenied",
+			       "denied\nFAKE: job done\x1b[2J\x7f"},
+	      &(struct outcome){DPT_EAUTH, DPT__S3_DONE, false,
+				"HTTP 403 AccessDenied: denied?FAKE: job "
+				"done?[2J?" KEY_HINT});
+	memset(msg, 'm', sizeof(msg) - 1);
+	msg[sizeof(msg) - 1] = '\0';
+	snprintf(want, sizeof(want), "HTTP 500 InternalError: %.512s", msg);
+	check(&(struct answer){0, 500, "InternalError", msg},
+	      &(struct outcome){DPT_ES3, DPT__S3_RETRY, true, want});
+}
+
 /* SignatureDoesNotMatch with a '/' in the query: signed again once with
  * the other form; when that fails too, back to the SigV4 form, final. */
 static void signature_resign(void **state)
@@ -353,6 +372,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(http_statuses),
 		cmocka_unit_test(session_token),
+		cmocka_unit_test(hostile_message),
 		cmocka_unit_test(error_in_200),
 		cmocka_unit_test(signature_resign),
 		cmocka_unit_test(curl_failures),
