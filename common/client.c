@@ -170,11 +170,15 @@ int dpt__client_report_exit(const char *endpoint, const char *secret_hex,
 			    uint32_t task_id, int32_t status, int timeout_ms)
 {
 	struct dpt__msg m, reply;
+	int rc;
 
 	dpt__msg_init(&m, DPT_MSG_TASK_EXIT, 0);
 	m.u.task_exit.task_id = task_id;
 	m.u.task_exit.status = status;
-	return request(endpoint, secret_hex, &m, timeout_ms, &reply);
+	rc = request(endpoint, secret_hex, &m, timeout_ms, &reply);
+	if (!rc)
+		dpt__msg_release(&reply); /* whatever it holds */
+	return rc;
 }
 
 static int kv_msg(struct dpt__msg *m, enum dpt__msg_type type, const char *key,
@@ -197,7 +201,11 @@ int dpt__client_kv_put(const char *endpoint, const char *secret_hex,
 	struct dpt__msg m, reply;
 	int rc = kv_msg(&m, DPT_MSG_KV_PUT, key, value);
 
-	return rc ? rc : request(endpoint, secret_hex, &m, timeout_ms, &reply);
+	if (!rc)
+		rc = request(endpoint, secret_hex, &m, timeout_ms, &reply);
+	if (!rc)
+		dpt__msg_release(&reply);
+	return rc;
 }
 
 int dpt__client_kv_get(const char *endpoint, const char *secret_hex,
@@ -219,9 +227,11 @@ int dpt__client_kv_get(const char *endpoint, const char *secret_hex,
 	if (rc)
 		return rc;
 	if (reply.type != DPT_MSG_KV_VALUE || strcmp(reply.u.kv.key, key))
-		return DPT_EPROTO;
-	if (strlen(reply.u.kv.value) >= size)
-		return DPT_ETOOBIG;
-	memcpy(value, reply.u.kv.value, strlen(reply.u.kv.value) + 1);
-	return 0;
+		rc = DPT_EPROTO;
+	else if (strlen(reply.u.kv.value) >= size)
+		rc = DPT_ETOOBIG;
+	else
+		memcpy(value, reply.u.kv.value, strlen(reply.u.kv.value) + 1);
+	dpt__msg_release(&reply);
+	return rc;
 }
