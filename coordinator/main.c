@@ -795,19 +795,23 @@ int main(int argc, char **argv)
 	    dpt__walltime_start(&walltime, (uint32_t)o.job_id,
 				(time_t)o.end_time, o.grace) != 0)
 		goto out;
-	/* Asked for and not available is an error: a site that scrapes
-	 * the job would otherwise see it vanish without a word. Before
-	 * the endpoint file, which tells srun the start went well. */
+	/* Asked for and not available is said, but does not stop the
+	 * step: any user of the host can take a fixed port first, and the
+	 * training matters more than its scrape. Before the endpoint file,
+	 * which tells srun the start went well. */
 	if (o.metrics_port >= 0) {
 		char host[256];
 
 		bind_host(o.bind, host, sizeof(host));
 		if (dpt__metrics_server_new(&metrics, host, o.metrics_port,
 					    &metrics_port, metrics_page,
-					    &rep) != 0) {
-			exit_code = 2;
-			goto out;
-		}
+					    &rep) != 0)
+			dpt__warn("the step goes on without a metrics "
+				  "endpoint");
+	}
+	if (metrics) {
+		char host[256];
+
 		/* The URL a scraper uses: the host workers are told, which
 		 * a wildcard bind also listens on. */
 		bind_host(endpoint, host, sizeof(host));

@@ -5,19 +5,20 @@
 # Prometheus' text format, world size 4 and a committed step that moves;
 # a bad --dp-metrics fails srun saying what is expected; a site with
 # allow_user_metrics=no refuses the option, and its metrics_port=0 gives
-# a job metrics without it.
+# a job metrics without it; a port that another user holds costs the job
+# its metrics, not its training.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/spank/lib.sh"
 
 require_root
-require_prog curl python3
+require_prog curl python3 setpriv
 train=$top_builddir/tests/ckpt/train_loop
 [ -x "$train" ] || bail_out "$train is not built (make check builds it)"
 conf_cluster_up "" NODES=2 CPUS=4 GPUS=0
 work_dir metrics
 export DPTRAIN_STATUS_DIR=$work/status
-plan 11
+plan 12
 
 is "$(timed srun --help 2>&1 | grep -c -- '--dp-metrics')" 1 "srun --help lists --dp-metrics"
 
@@ -124,3 +125,26 @@ ok $? "metrics_port=0 in dptrain.conf: a job without the option serves /metrics 
 wait "$srun_pid"
 [ ! -e "$work/status/$id.live" ] && ! scrape "$id"
 ok $? "once the step has ended, its status file and its endpoint are gone"
+
+# 12. Another user (nobody) holds the port first: the step trains anyway,
+# and says it has no metrics endpoint.
+printf '' >"$conf"
+setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("0.0.0.0", 0))
+s.listen(1)
+print(s.getsockname()[1], flush=True)
+time.sleep(120)
+' >"$work/squat" &
+squat_pid=$!
+for ((i = 0; i < 100; i++)); do [ -s "$work/squat" ] && break; sleep 0.1; done
+held=$(cat "$work/squat")
+out=$(srun_t -N 1 -n 2 --dp-train=squat --dp-ckpt="file://$work/ckpt" --dp-metrics="$held" \
+	"$train" --steps 5 --step-ms 10 2>&1)
+rc=$?
+kill "$squat_pid" 2>/dev/null
+[ "$rc" = 0 ] && [ "$(grep -c '^finished step=5 rank=[01] committed$' <<<"$out")" = 2 ] &&
+	grep -q "cannot listen for metrics on port $held" <<<"$out" &&
+	grep -q "the step goes on without a metrics endpoint" <<<"$out"
+ok $? "--dp-metrics=$held held by nobody: the step trains and commits, saying it has no metrics" || diag "rc $rc" "$out"
