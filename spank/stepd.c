@@ -3,23 +3,27 @@
  *
  * slurm_spank_user_init runs once per node before any task starts:
  * variables common to the node's tasks. slurm_spank_task_init runs in each
- * task's process just before exec: its rank, and its GPU where
- * --dp-gpu-bind=rank asks for one.
+ * task's process just before exec: its rank, its GPU where
+ * --dp-gpu-bind=rank asks for one, and the step secret by descriptor.
  * slurm_spank_task_exit runs in slurmstepd when a task ends and tells the
  * coordinator at once, so a crashed worker is evicted without waiting for
  * its heartbeats to time out; as the job's owner, not as root.
  */
+#define _GNU_SOURCE /* memfd_create, F_ADD_SEALS */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -40,6 +44,10 @@
 /* slurmstepd waits for the exit report: short, the coordinator is local to
  * srun and answers at once, or is gone with srun. */
 #define EXIT_REPORT_MS 500
+/* The lowest descriptor number the secret's memfd may take: below 10 are
+ * the numbers scripts redirect by hand (`exec 3>log`), which would close
+ * it; shells pick their own descriptors at 10 and above among free ones. */
+#define SECRET_FD_MIN 10
 
 static int set(spank_t sp, const char *name, const char *value)
 {
@@ -336,6 +344,51 @@ static int set_master(spank_t sp, const struct coord_ref *c, uint32_t global)
 	       set(sp, "MASTER_PORT", space + 1);
 }
 
+/*
+ * The step secret leaves the task's environment, where every child, shell,
+ * container and chained sbatch would inherit it and any `env` would print
+ * it (doc/protocol.md, "The secret in the tasks"): it goes into a memfd of
+ * the task's own, made here in the task's process as the job's user just
+ * before exec, sealed and left open across exec; only its number is
+ * exported. A memfd has no name in any directory: nothing another user can
+ * pre-create or open, nothing to remove when the step ends. slurmstepd's
+ * copy of the environment keeps DPTRAIN_SECRET for slurm_spank_task_exit.
+ */
+static int pass_secret(spank_t sp, const char *secret)
+{
+	size_t n = strlen(secret);
+	int fd, moved = -1, rc = -1;
+
+	fd = memfd_create("dptrain-secret", MFD_ALLOW_SEALING);
+	if (fd < 0 || fchmod(fd, 0400) || write(fd, secret, n) != (ssize_t)n ||
+	    fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) {
+		slurm_error("dptrain: cannot put the step secret in a memfd: "
+			    "%m");
+		goto out;
+	}
+	moved = fd >= SECRET_FD_MIN ? fd : fcntl(fd, F_DUPFD, SECRET_FD_MIN);
+	if (moved < 0) {
+		slurm_error("dptrain: cannot move the step secret's memfd to "
+			    "a descriptor >= %d: %m",
+			    SECRET_FD_MIN);
+		goto out;
+	}
+	if (setf(sp, "DPTRAIN_SECRET_FD", "%d", moved))
+		goto out;
+	if (spank_unsetenv(sp, "DPTRAIN_SECRET") != ESPANK_SUCCESS) {
+		slurm_error("dptrain: cannot unset DPTRAIN_SECRET");
+		goto out;
+	}
+	rc = 0;
+out:
+	if (fd >= 0 && fd != moved)
+		close(fd);
+	if (rc && moved >= 0 && moved != fd)
+		close(moved);
+	return rc;
+}
+
 int dpt__stepd_task_init(spank_t sp, const struct dpt__settings *s)
 {
 	struct coord_ref c;
@@ -356,7 +409,8 @@ int dpt__stepd_task_init(spank_t sp, const struct dpt__settings *s)
 	      bind_gpu(sp, local, nlocal)) ||
 	     setf(sp, "RANK", "%u", global) ||
 	     setf(sp, "ROLE_RANK", "%u", global) ||
-	     setf(sp, "LOCAL_RANK", "%d", local) || set_master(sp, &c, global);
+	     setf(sp, "LOCAL_RANK", "%d", local) ||
+	     set_master(sp, &c, global) || pass_secret(sp, c.secret);
 	explicit_bzero(&c, sizeof(c));
 	return rc ? -1 : 0;
 }

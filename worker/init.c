@@ -5,9 +5,13 @@
  * (worker/dptrain.c joins the first generation). Also the entry points
  * of the struct's ABI.
  */
+#define _GNU_SOURCE /* F_GET_SEALS */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <dptrain/dptrain.h>
@@ -29,6 +34,123 @@
 #include "nccl.h"
 #include "parse.h"
 #include "wire.h"
+
+/* ------------------------------------------------------------ the secret */
+
+/*
+ * The step secret of a program that does not pass one (doc/protocol.md,
+ * "The secret in the tasks"): DPTRAIN_SECRET where someone set it by hand
+ * (tests, other launchers), else the sealed memfd that srun --dp-train
+ * leaves open in every task as DPTRAIN_SECRET_FD. The variable read is
+ * unset, and the descriptor closed, so that what the program starts next
+ * (DataLoader workers, shells, a chained sbatch) inherits neither; the
+ * process keeps this copy for its later dpt_init calls, which find the
+ * environment empty. Python's binding drops the same variable from
+ * os.environ.
+ */
+static pthread_mutex_t secret_lock = PTHREAD_MUTEX_INITIALIZER;
+static char step_secret[DPT_SECRET_HEX_LEN + 1];
+
+static int is_secret(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return 0;
+	return n == DPT_SECRET_HEX_LEN;
+}
+
+/* A descriptor that is not a sealed memfd of 64 hex characters is left
+ * alone: it was closed and its number reused, and is someone else's. */
+static int read_secret_fd(const char *value, char out[DPT_SECRET_HEX_LEN + 1])
+{
+	char buf[DPT_SECRET_HEX_LEN];
+	struct stat st;
+	long fd;
+	int seals;
+
+	if (dpt__parse_long(value, 0, INT_MAX, &fd)) {
+		dpt__error("DPTRAIN_SECRET_FD='%s' is not a descriptor number",
+			   value);
+		return DPT_ECONFIG;
+	}
+	seals = fcntl((int)fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_WRITE) || fstat((int)fd, &st) ||
+	    !S_ISREG(st.st_mode) || st.st_size != DPT_SECRET_HEX_LEN ||
+	    pread((int)fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) ||
+	    !is_secret(buf, sizeof(buf))) {
+		dpt__error("descriptor %ld (DPTRAIN_SECRET_FD) is not the step "
+			   "secret that srun --dp-train left open: the program "
+			   "or its launcher closed or replaced it (a launcher "
+			   "that closes inherited descriptors must pass it on, "
+			   "e.g. subprocess's pass_fds)",
+			   fd);
+		return DPT_ECONFIG;
+	}
+	close((int)fd);
+	memcpy(out, buf, sizeof(buf));
+	out[DPT_SECRET_HEX_LEN] = '\0';
+	explicit_bzero(buf, sizeof(buf));
+	return 0;
+}
+
+/* The secret into OUT: from the environment, taken, else the copy kept. */
+static int take_secret(char out[DPT_SECRET_HEX_LEN + 1])
+{
+	const char *hex = getenv("DPTRAIN_SECRET");
+	const char *fd = getenv("DPTRAIN_SECRET_FD");
+	int rc = 0;
+
+	pthread_mutex_lock(&secret_lock);
+	if (hex && *hex) {
+		if (is_secret(hex, strlen(hex)))
+			memcpy(step_secret, hex, sizeof(step_secret));
+		else
+			rc = DPT_ECONFIG;
+		/* unsetenv only drops the pointer: the string stays in
+		 * this process (and in its own /proc/PID/environ when it
+		 * came with exec), but no child inherits it. */
+		unsetenv("DPTRAIN_SECRET");
+		if (rc)
+			dpt__error("DPTRAIN_SECRET must be 64 hex characters");
+	} else if (fd && *fd) {
+		rc = read_secret_fd(fd, step_secret);
+		unsetenv("DPTRAIN_SECRET_FD");
+	} else if (!step_secret[0]) {
+		dpt__error("the step secret is not set (DPTRAIN_SECRET_FD or "
+			   "DPTRAIN_SECRET): start the program with srun "
+			   "--dp-train");
+		rc = DPT_ECONFIG;
+	}
+	if (!rc)
+		memcpy(out, step_secret, sizeof(step_secret));
+	pthread_mutex_unlock(&secret_lock);
+	return rc;
+}
+
+/* The context's CURVE keys, from SECRET (the caller's) or the step's. */
+static int configure_keys(struct dpt_ctx *ctx, const char *secret)
+{
+	char taken[DPT_SECRET_HEX_LEN + 1] = "";
+	int rc;
+
+	if (!secret) {
+		rc = take_secret(taken);
+		if (rc)
+			return rc;
+		secret = taken;
+	}
+	rc = dpt__wire_derive_keys(secret, &ctx->keys);
+	if (!rc)
+		snprintf(ctx->secret_hex, sizeof(ctx->secret_hex), "%s",
+			 secret);
+	explicit_bzero(taken, sizeof(taken));
+	if (rc == DPT_EINVAL) {
+		dpt__error("the secret of dpt_init_opts must be 64 hex "
+			   "characters");
+		return DPT_ECONFIG;
+	}
+	return rc;
+}
 
 /* ------------------------------------------------------------ options */
 
@@ -100,7 +222,6 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 {
 	const char *endpoint =
 		dpt__opt_or_env(o->coordinator, "DPTRAIN_COORDINATOR");
-	const char *secret = dpt__opt_or_env(o->secret, "DPTRAIN_SECRET");
 	const char *backend = dpt__opt_or_env(o->backend, "DPTRAIN_BACKEND");
 	const char *data_host =
 		dpt__opt_or_env(o->data_host, "DPTRAIN_DATA_HOST");
@@ -118,16 +239,7 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 		return DPT_ECONFIG;
 	}
 	snprintf(ctx->endpoint, sizeof(ctx->endpoint), "%s", endpoint);
-	rc = dpt__wire_derive_keys(secret, &ctx->keys);
-	if (!rc)
-		snprintf(ctx->secret_hex, sizeof(ctx->secret_hex), "%s",
-			 secret);
-	if (rc == DPT_EINVAL) {
-		dpt__error(secret ? "DPTRAIN_SECRET must be 64 hex characters"
-				  : "DPTRAIN_SECRET is not set: start the "
-				    "program with srun --dp-train");
-		return DPT_ECONFIG;
-	}
+	rc = configure_keys(ctx, o->secret);
 	if (rc)
 		return rc;
 

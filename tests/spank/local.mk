@@ -15,7 +15,8 @@ TESTS += \
 	tests/spank/metrics.sh \
 	tests/spank/plot.sh \
 	tests/spank/netns.sh \
-	tests/spank/private.sh
+	tests/spank/private.sh \
+	tests/spank/secret.sh
 EXTRA_DIST += \
 	tests/spank/lib.sh \
 	tests/spank/options.sh \
@@ -34,4 +35,5 @@ EXTRA_DIST += \
 	tests/spank/plot.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh \
+	tests/spank/secret.sh \
 	tests/spank/ddp.py

@@ -71,6 +71,12 @@ spank_err_t spank_setenv(spank_t sp, const char *var, const char *val,
 	return ESPANK_SUCCESS;
 }
 
+spank_err_t spank_unsetenv(spank_t sp, const char *var)
+{
+	(void)sp, (void)var;
+	return ESPANK_SUCCESS;
+}
+
 spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
 {
 	va_list ap;

@@ -402,6 +402,22 @@ def _follow_stream(owner, device, setter):
         owner._stream = stream
 
 
+_getenv = ctypes.CDLL(None).getenv  # the C environment, not os.environ
+_getenv.restype, _getenv.argtypes = ctypes.c_char_p, [ctypes.c_char_p]
+
+
+def _drop_taken_secret():
+    """dpt_init unsets the variable it took the step secret from
+    (DPTRAIN_SECRET, or DPTRAIN_SECRET_FD whose descriptor it closed) in the
+    C environment; os.environ is Python's own copy, made at start-up, which
+    Python code reads (a forked DataLoader worker's too) and passes on as
+    env=dict(os.environ, ...): drop it there too (doc/protocol.md, "The
+    secret in the tasks")."""
+    for name in ("DPTRAIN_SECRET", "DPTRAIN_SECRET_FD"):
+        if name in os.environ and _getenv(name.encode()) is None:
+            del os.environ[name]
+
+
 class Context:
     """A worker's membership in the job (dpt_init). The keyword arguments
     are those of struct dpt_init_opts; left out, they come from the
@@ -423,9 +439,12 @@ class Context:
         opts.comm_timeout_ms = comm_timeout_ms
         self._ctx = ctypes.c_void_p()
         self._stream = None  # the stream libdptrain orders collectives after
-        _check(_lib.dpt_init_sized(ctypes.byref(self._ctx), ctypes.byref(opts),
-                                   _size(opts)),
-               "dptrain.init")
+        try:
+            _check(_lib.dpt_init_sized(ctypes.byref(self._ctx), ctypes.byref(opts),
+                                       _size(opts)),
+                   "dptrain.init")
+        finally:
+            _drop_taken_secret()
 
     def _follow_stream(self, *tensors):
         """Before a collective of CUDA TENSORS: NCCL starts it after the work
