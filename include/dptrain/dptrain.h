@@ -114,7 +114,12 @@ struct dpt_init_opts {
 	const char *coordinator; /* endpoint "tcp://HOST:PORT";
 				    default $DPTRAIN_COORDINATOR */
 	const char *secret;	 /* the step secret, 64 hex characters;
-				    default $DPTRAIN_SECRET */
+				    default $DPTRAIN_SECRET when set by
+				    hand, else the sealed memfd that srun
+				    --dp-train's task has at
+				    $DPTRAIN_SECRET_FD (doc/protocol.md);
+				    taken once per process, and the
+				    variable unset */
 	const char *backend;	 /* "auto", "nccl" or "cpu"; default
 				    $DPTRAIN_BACKEND, else "auto": NCCL when
 				    built with it and a GPU is visible */
