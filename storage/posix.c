@@ -553,6 +553,7 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 		    struct dpt__storage_backend **out)
 {
 	struct dpt__posix *b;
+	struct stat refused;
 	size_t failed = 0;
 	int fd, err, rc = 0;
 
@@ -579,18 +580,24 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 	err = dpt__posix_open_dirs(fd, b->root + 1,
 				   &(struct dpt__posix_walk){
 					   .create = !conf->no_create,
-					   .priv = true},
-				   &b->rootfd, &failed, NULL);
+					   .priv = true,
+					   .any_owner = conf->no_create &&
+							geteuid() == 0},
+				   &b->rootfd, &failed, &refused);
 	close(fd);
 	if (err == ENOENT && conf->no_create) {
 		rc = DPT_ENOENT; /* the caller says what it looked for */
 		goto out;
 	}
 	if (err) {
+		char why[400];
+
+		dpt__posix_shared_refusal(err, &refused, why, sizeof(why));
 		dpt__error("cannot %s directory '/%.*s': %s",
 			   conf->no_create ? "open" : "create", (int)failed,
-			   b->root + 1, strerror(err));
-		rc = dpt__storage_errno(err);
+			   b->root + 1, why);
+		rc = err == DPT__POSIX_UNTRUSTED ? DPT_ECONFIG
+						 : dpt__storage_errno(err);
 		goto out;
 	}
 	rc = dpt__posix_trust_root(b);

@@ -115,6 +115,10 @@ struct dpt__posix_walk {
 	bool below_root; /* follow no link; refuse directories that are not
 			  * OWNER's (or root's) or that others can write */
 	uid_t owner;
+	/* On the way to the root, in a directory that others may write: a
+	 * link is refused always, a directory of another user unless this
+	 * is set (root reading or cleaning that user's tree). */
+	bool any_owner;
 };
 /* Opens directory REL ('/'-separated, "" for BASE) under BASE as HOW says.
  * Returns 0 and the descriptor in *OUT, or an errno, or
@@ -132,9 +136,14 @@ int dpt__posix_split_key(const char *key, char **dir, const char **name);
 /* Opens KEY's directory (created when CREATE), logs; returns a dpt_error. */
 int dpt__posix_open_key_dir(struct dpt__posix *b, const char *key, bool create,
 			    int *dirfd, const char **name);
-/* Checks the root just opened (the user's or root's; writable by others
- * only with the sticky bit) and sets B->owner; logs what is wrong and
- * returns DPT_ECONFIG, or 0. */
+/* Why the walk to a root failed with ERR (DPT__POSIX_UNTRUSTED: REFUSED
+ * is the directory's status), for a message, into BUF. */
+void dpt__posix_shared_refusal(int err, const struct stat *refused, char *buf,
+			       size_t size);
+/* Checks the root just opened (the user's or root's, or for root
+ * reading or cleaning, no_create, anyone's; writable by others only with
+ * the sticky bit) and sets B->owner; logs what is wrong and returns
+ * DPT_ECONFIG, or 0. */
 int dpt__posix_trust_root(struct dpt__posix *b);
 /* A new random temporary name for NAME in OUT; DPT_EINVAL: too long. */
 int dpt__posix_tmp_name(char *out, size_t size, const char *name);

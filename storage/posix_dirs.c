@@ -54,6 +54,18 @@ bool dpt__posix_trusted(int fd, uid_t owner, struct stat *st)
 	       !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
+/* Whether FD, a directory on the way to the root in a directory that
+ * others may write, is one to go through: the user's or root's, or, for
+ * root reading or cleaning a tree (HOW->any_owner), anyone's. Its status
+ * goes to *ST. */
+static bool shared_child_ok(int fd, const struct dpt__posix_walk *how,
+			    struct stat *st)
+{
+	if (fstat(fd, st) != 0)
+		return false;
+	return how->any_owner || st->st_uid == geteuid() || st->st_uid == 0;
+}
+
 /* Creates directory NAME in FD (mode 0700 exactly when PRIV, else 0755
  * less the umask: never writable by others, which the next walk would
  * refuse); its parent is fsync'ed so that the name survives a crash.
@@ -82,7 +94,7 @@ int dpt__posix_open_dirs(int base, const char *rel,
 		size_t n = strcspn(p, "/");
 		char comp[256];
 		struct stat st;
-		bool made = false;
+		bool made = false, shared;
 		int next;
 
 		*failed = (size_t)(p - rel) + n;
@@ -96,12 +108,17 @@ int dpt__posix_open_dirs(int base, const char *rel,
 		}
 		memcpy(comp, p, n);
 		comp[n] = '\0';
-		next = open_subdir(fd, comp, how->below_root);
+		/* In a directory that others may write (/tmp, a shared
+		 * checkpoint directory of mode 1777), on the way to the root
+		 * too: no link, and only the user's (or root's) directory. */
+		shared = how->below_root ||
+			 (fstat(fd, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)));
+		next = open_subdir(fd, comp, shared);
 		if (next < 0 && errno == ENOENT && how->create) {
 			err = make_dir(fd, comp, how->priv, &made);
 			if (err)
 				break;
-			next = open_subdir(fd, comp, how->below_root);
+			next = open_subdir(fd, comp, shared);
 		}
 		if (next < 0) {
 			err = errno;
@@ -109,6 +126,13 @@ int dpt__posix_open_dirs(int base, const char *rel,
 		}
 		close(fd);
 		fd = next;
+		if (shared && !how->below_root &&
+		    !shared_child_ok(fd, how, &st)) {
+			if (refused)
+				*refused = st;
+			err = DPT__POSIX_UNTRUSTED;
+			break;
+		}
 		/* Only a directory this call made is made private: one that
 		 * another writer made meanwhile is its business. */
 		if (made && how->priv &&
@@ -215,6 +239,28 @@ int dpt__posix_open_key_dir(struct dpt__posix *b, const char *key, bool create,
 	return rc;
 }
 
+void dpt__posix_shared_refusal(int err, const struct stat *refused, char *buf,
+			       size_t size)
+{
+	char who[96];
+
+	if (err == ELOOP) {
+		snprintf(buf, size,
+			 "it is a symbolic link in a directory that other "
+			 "users can write, and may be theirs: dptrain follows "
+			 "none there (name the real directory)");
+	} else if (err == DPT__POSIX_UNTRUSTED) {
+		user_text(refused->st_uid, who, sizeof(who));
+		snprintf(buf, size,
+			 "it belongs to %s and lies in a directory that other "
+			 "users can write: another user made it first (use "
+			 "another name, or a directory of your own)",
+			 who);
+	} else {
+		snprintf(buf, size, "%s", strerror(err));
+	}
+}
+
 int dpt__posix_trust_root(struct dpt__posix *b)
 {
 	uid_t me = geteuid();
@@ -225,10 +271,12 @@ int dpt__posix_trust_root(struct dpt__posix *b)
 		dpt__error("cannot stat '%s': %s", b->root, strerror(errno));
 		return dpt__storage_errno(errno);
 	}
-	/* Root acts on the tree of whoever owns it (dptrain ckpt gc run by
-	 * an administrator): below the root, that user's directories. */
+	/* Root reading or cleaning acts on the tree of whoever owns it
+	 * (dptrain ckpt gc run by an administrator): below the root, that
+	 * user's directories. Root's own job writes in no one else's. */
 	b->owner = me == 0 ? st.st_uid : me;
-	if (me != 0 && st.st_uid != me && st.st_uid != 0) {
+	if ((me != 0 || !b->conf.no_create) && st.st_uid != me &&
+	    st.st_uid != 0) {
 		user_text(st.st_uid, who, sizeof(who));
 		snprintf(why, sizeof(why),
 			 "it belongs to %s: another user made it, and could "

@@ -843,6 +843,7 @@ static void untrusted_dirs(void **state)
 {
 	struct fixture *f = *state;
 	struct dpt__storage *p = NULL;
+	struct dpt__storage_opts o;
 	char path[200], uri[160], *l;
 	uint64_t size;
 
@@ -877,13 +878,48 @@ static void untrusted_dirs(void **state)
 	assert_string_equal(l, "mine/step-1/shard=100 ");
 	free(l);
 
-	/* Roots: one that others may write needs the sticky bit. */
+	/* Another user's tree, as root: a job (which may create its root)
+	 * writes into no other user's tree; reading or cleaning it
+	 * (no_create, as the dptrain tool opens a root) acts for its owner,
+	 * whose directories below are then used. */
 	snprintf(uri, sizeof(uri), "file://%s/root/theirs", f->dir);
-	/* As root: the tree is nobody's, and nobody's directories in it
-	 * are used; as nobody, root's tree is refused. */
-	assert_int_equal(dpt__storage_open(uri, NULL, &p), 0);
-	assert_int_equal(dpt__storage_put_if_absent(p, "x/m", "{}", 2), 0);
+	dpt__buf_reset(&logged);
+	assert_int_equal(dpt__storage_open(uri, NULL, &p), DPT_ECONFIG);
+	assert_non_null(strstr(logged.data, "belongs to user nobody"));
+	snprintf(path, sizeof(path), "%s/root/theirs/x/m", f->dir);
+	put_file(path, "{}");
+	snprintf(path, sizeof(path), "%s/root/theirs/x", f->dir);
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	dpt__storage_opts_init(&o);
+	o.no_create = true;
+	assert_int_equal(dpt__storage_open(uri, &o, &p), 0);
+	assert_int_equal(dpt__storage_stat(p, "x/m", &size), 0);
 	dpt__storage_destroy(&p);
+
+	/* On the way to a root, in a directory that others may write (a
+	 * shared checkpoint directory of mode 1777): another user's run
+	 * directory, made first, and a link are refused. */
+	snprintf(path, sizeof(path), "%s/shared", f->dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(chmod(path, 01777), 0);
+	snprintf(path, sizeof(path), "%s/shared/run", f->dir);
+	assert_int_equal(mkdir(path, 0777), 0);
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	snprintf(path, sizeof(path), "%s/shared/link", f->dir);
+	assert_int_equal(symlink(f->dir, path), 0);
+	snprintf(uri, sizeof(uri), "file://%s/shared/run", f->dir);
+	dpt__buf_reset(&logged);
+	assert_int_equal(dpt__storage_open(uri, NULL, &p), DPT_ECONFIG);
+	assert_non_null(strstr(logged.data, "another user made it first"));
+	snprintf(uri, sizeof(uri), "file://%s/shared/link/root", f->dir);
+	dpt__buf_reset(&logged);
+	assert_int_not_equal(dpt__storage_open(uri, NULL, &p), 0);
+	assert_non_null(strstr(logged.data, "symbolic link in a directory"));
+	snprintf(uri, sizeof(uri), "file://%s/shared/new", f->dir);
+	assert_int_equal(dpt__storage_open(uri, NULL, &p), 0);
+	dpt__storage_destroy(&p);
+
+	/* Roots: one that others may write needs the sticky bit. */
 	snprintf(path, sizeof(path), "%s/root", f->dir);
 	assert_int_equal(chmod(path, 0777), 0);
 	snprintf(uri, sizeof(uri), "file://%s/root", f->dir);
