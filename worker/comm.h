@@ -34,13 +34,18 @@ void dpt__cpu_listener_destroy(struct dpt__cpu_listener **l);
 /*
  * Connect the ranks of one generation. LISTENER is taken over (the
  * caller's pointer is nulled). PEERS has WORLD entries indexed by rank.
- * SESSION is a string unique to this job step and generation (it names the
- * shared-memory segments of ranks on one node). Blocks until every
- * connection is up or TIMEOUT_MS passes (DPT_ETIMEDOUT).
+ * SESSION is a string unique to this job step and generation; STEP_KEY
+ * (STEP_KEY_LEN bytes, borrowed) is key material that only the step's
+ * ranks hold (the worker's CURVE secret key). The generation's data-plane
+ * key derives from both, and a connection is admitted only when it proves
+ * that it holds that key (doc/protocol.md, "CPU data plane"). Blocks until
+ * every connection is up or TIMEOUT_MS passes (DPT_ETIMEDOUT); DPT_EAUTH
+ * when a peer's listener does not hold the key.
  */
 int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
 		      struct dpt__cpu_listener **listener, int rank, int world,
 		      const struct dpt__peer *peers, const char *session,
+		      const void *step_key, size_t step_key_len,
 		      int timeout_ms);
 
 /*
