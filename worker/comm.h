@@ -22,10 +22,11 @@ struct dpt__cpu_listener;
 struct dpt__cpu_comm;
 
 /*
- * Open a TCP listener on BIND_HOST (numeric; "0.0.0.0" for all) and an
- * ephemeral port. *PORT receives the port. The caller owns *OUT and
- * releases it with dpt__cpu_listener_destroy (or hands it to
- * dpt__cpu_comm_new, which takes ownership).
+ * Open a TCP listener on BIND_HOST (numeric: the data address that the
+ * worker advertises, never every interface) and an ephemeral port. *PORT
+ * receives the port. The caller owns *OUT and releases it with
+ * dpt__cpu_listener_destroy (or hands it to dpt__cpu_comm_new, which takes
+ * ownership).
  */
 int dpt__cpu_listen(struct dpt__cpu_listener **out, const char *bind_host,
 		    uint16_t *port);

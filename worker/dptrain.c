@@ -263,9 +263,8 @@ static int join_once(struct dpt_ctx *ctx)
 	ctx->barrier_seq = 0;
 	ctx->fault_sent = false;
 	if (ctx->caps & DPT_CAP_CPU) {
-		rc = dpt__cpu_listen(
-			&listener,
-			strchr(ctx->data_host, ':') ? "::" : "0.0.0.0", &port);
+		/* The data address only: what the roster advertises. */
+		rc = dpt__cpu_listen(&listener, ctx->data_host, &port);
 		if (rc)
 			goto out;
 	}
