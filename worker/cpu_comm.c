@@ -116,8 +116,14 @@ int dpt__cpu_listen(struct dpt__cpu_listener **out, const char *bind_host,
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
-		dpt__error("cannot listen on '%s': %s", bind_host,
-			   strerror(errno));
+		/* The data address is bound, not every interface: one that
+		 * is not this host's (a NAT's, a typo) fails here. */
+		dpt__error("cannot listen on '%s': %s%s", bind_host,
+			   strerror(errno),
+			   errno == EADDRNOTAVAIL
+				   ? " (set DPTRAIN_DATA_HOST to an address "
+				     "of this host)"
+				   : "");
 		goto out;
 	}
 	rc = DPT_ENOMEM;
