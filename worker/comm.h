@@ -22,10 +22,11 @@ struct dpt__cpu_listener;
 struct dpt__cpu_comm;
 
 /*
- * Open a TCP listener on BIND_HOST (numeric; "0.0.0.0" for all) and an
- * ephemeral port. *PORT receives the port. The caller owns *OUT and
- * releases it with dpt__cpu_listener_destroy (or hands it to
- * dpt__cpu_comm_new, which takes ownership).
+ * Open a TCP listener on BIND_HOST (numeric: the data address that the
+ * worker advertises, never every interface) and an ephemeral port. *PORT
+ * receives the port. The caller owns *OUT and releases it with
+ * dpt__cpu_listener_destroy (or hands it to dpt__cpu_comm_new, which takes
+ * ownership).
  */
 int dpt__cpu_listen(struct dpt__cpu_listener **out, const char *bind_host,
 		    uint16_t *port);
@@ -34,13 +35,18 @@ void dpt__cpu_listener_destroy(struct dpt__cpu_listener **l);
 /*
  * Connect the ranks of one generation. LISTENER is taken over (the
  * caller's pointer is nulled). PEERS has WORLD entries indexed by rank.
- * SESSION is a string unique to this job step and generation (it names the
- * shared-memory segments of ranks on one node). Blocks until every
- * connection is up or TIMEOUT_MS passes (DPT_ETIMEDOUT).
+ * SESSION is a string unique to this job step and generation; STEP_KEY
+ * (STEP_KEY_LEN bytes, borrowed) is key material that only the step's
+ * ranks hold (the worker's CURVE secret key). The generation's data-plane
+ * key derives from both, and a connection is admitted only when it proves
+ * that it holds that key (doc/protocol.md, "CPU data plane"). Blocks until
+ * every connection is up or TIMEOUT_MS passes (DPT_ETIMEDOUT); DPT_EAUTH
+ * when a peer's listener does not hold the key.
  */
 int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
 		      struct dpt__cpu_listener **listener, int rank, int world,
 		      const struct dpt__peer *peers, const char *session,
+		      const void *step_key, size_t step_key_len,
 		      int timeout_ms);
 
 /*

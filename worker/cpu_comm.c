@@ -28,27 +28,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <dptrain/error.h>
 
-#include "hash.h"
 #include "comm.h"
+#include "cpu_hello.h"
 #include "cpu_reduce.h"
 #include "cpu_ring.h"
 #include "cpu_shm.h"
 #include "cpu_watch.h"
 #include "log.h"
 
-#define HELLO_MAGIC   0x43545044u /* "DPTC" little-endian */
-#define HELLO_VERSION 1u
-#define HELLO_BYTES   24
-#define KIND_RING     1u
-#define KIND_LOCAL    2u
-/* One-word messages of the shared-memory set-up. */
-#define SHM_READY  0x31594452u /* "RDY1" */
-#define SHM_MAPPED 0x31504d4du /* "MMP1" */
+/* Messages of the shared-memory set-up: the leader's "ready" carries the
+ * segment's random name, the others answer "mapped". */
+#define SHM_READY      0x32594452u /* "RDY2" */
+#define SHM_MAPPED     0x31504d4du /* "MMP1" */
+#define SHM_TOKEN      16	   /* random bytes of a segment's name */
+#define SHM_NAME_TRIES 4
 
 /* Slot of one rank in one of the two buffers of a node's segment. 1 MiB:
  * measured with bench/allreduce (doc/PERFORMANCE.md); a node's segment is
@@ -117,8 +116,14 @@ int dpt__cpu_listen(struct dpt__cpu_listener **out, const char *bind_host,
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
-		dpt__error("cannot listen on '%s': %s", bind_host,
-			   strerror(errno));
+		/* The data address is bound, not every interface: one that
+		 * is not this host's (a NAT's, a typo) fails here. */
+		dpt__error("cannot listen on '%s': %s%s", bind_host,
+			   strerror(errno),
+			   errno == EADDRNOTAVAIL
+				   ? " (set DPTRAIN_DATA_HOST to an address "
+				     "of this host)"
+				   : "");
 		goto out;
 	}
 	rc = DPT_ENOMEM;
@@ -191,23 +196,11 @@ static int io_all(int fd, void *buf, size_t n, int writing, uint64_t deadline)
 	return 0;
 }
 
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 static int send_word(int fd, uint32_t v, uint64_t deadline)
 {
 	unsigned char b[4];
 
-	put32(b, v);
+	dpt__put32(b, v);
 	return io_all(fd, b, sizeof(b), 1, deadline);
 }
 
@@ -216,16 +209,9 @@ static int recv_word(int fd, uint32_t expect, uint64_t deadline)
 	unsigned char b[4];
 	int rc = io_all(fd, b, sizeof(b), 0, deadline);
 
-	if (!rc && get32(b) != expect)
+	if (!rc && dpt__get32(b) != expect)
 		rc = DPT_EPROTO;
 	return rc;
-}
-
-/* FNV-1a: connections from another session or generation (a stale rank
- * reconnecting to a reused port) are told apart by this hash. */
-static uint64_t session_hash(const char *s)
-{
-	return dpt__fnv1a(s, strlen(s), DPT_FNV1A_INIT);
 }
 
 static void tune_socket(int fd)
@@ -237,9 +223,10 @@ static void tune_socket(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* Connect to PEER and introduce myself; *FD receives the socket. */
-static int dial(const struct dpt__peer *peer, int rank, uint32_t kind,
-		uint64_t hash, uint64_t deadline, int *fd_out)
+/* Connect to PEER and send HELLO (its REPLY is read later, by
+ * await_reply); *FD receives the socket. */
+static int dial(const struct dpt__peer *peer, const unsigned char *hello,
+		uint64_t deadline, int *fd_out)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC,
@@ -247,7 +234,6 @@ static int dial(const struct dpt__peer *peer, int rank, uint32_t kind,
 		.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
 	};
 	struct addrinfo *ai = NULL;
-	unsigned char hello[HELLO_BYTES];
 	char port[8];
 	int fd = -1, rc;
 
@@ -293,13 +279,7 @@ static int dial(const struct dpt__peer *peer, int rank, uint32_t kind,
 		}
 		usleep(10000);
 	}
-	put32(hello, HELLO_MAGIC);
-	put32(hello + 4, HELLO_VERSION);
-	put32(hello + 8, (uint32_t)hash);
-	put32(hello + 12, (uint32_t)(hash >> 32));
-	put32(hello + 16, (uint32_t)rank);
-	put32(hello + 20, kind);
-	rc = io_all(fd, hello, sizeof(hello), 1, deadline);
+	rc = io_all(fd, (void *)hello, DPT__HELLO_BYTES, 1, deadline);
 	if (rc)
 		goto out;
 	tune_socket(fd);
@@ -360,140 +340,227 @@ static int leader_of(const struct dpt__cpu_comm *c, int pos)
 	return c->members[c->first[pos]];
 }
 
-/* "/dptrain-<session>-<hash>-n<node>": readable in /dev/shm when a
- * crash leaves one behind, unique even when the session is cut. */
-static void shm_name(char *buf, size_t size, const char *session, uint32_t node)
+/* "/dptrain-<32 hex digits>": the segment's name says nothing of the
+ * session or the secret, and nobody can predict it (doc/protocol.md). */
+static void shm_name(char *buf, size_t size,
+		     const unsigned char token[SHM_TOKEN])
 {
-	char clean[96];
-	size_t i;
+	static const char hex[] = "0123456789abcdef";
+	size_t n = (size_t)snprintf(buf, size, "/dptrain-");
 
-	for (i = 0; session[i] && i < sizeof(clean) - 1; i++) {
-		char ch = session[i];
-		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-			 (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
-			 ch == '.';
-		clean[i] = ok ? ch : '_';
+	for (int i = 0; i < SHM_TOKEN && n + 2 < size; i++) {
+		buf[n++] = hex[token[i] >> 4];
+		buf[n++] = hex[token[i] & 15];
 	}
-	clean[i] = '\0';
-	snprintf(buf, size, "/dptrain-%s-%016llx-n%u", clean,
-		 (unsigned long long)session_hash(session), (unsigned)node);
+	buf[n] = '\0';
+}
+
+/* Admit one connection of the topology: the previous leader's (ring) or a
+ * rank's of this node (leader only). Returns 1 when it was, 0 when it was
+ * refused. */
+static int admit(struct dpt__cpu_comm *c, int fd, const struct dpt__hello *h,
+		 int *want_ring, int *want_local)
+{
+	int prev = c->nodes > 1
+			   ? leader_of(c, (c->pos + c->nodes - 1) % c->nodes)
+			   : -1;
+	uint32_t rank = h->from;
+
+	if (rank >= (uint32_t)c->world) {
+		dpt__hello_refuse(fd, "a rank beyond the world");
+		return 0;
+	}
+	if (h->kind == DPT__HELLO_KIND_RING && *want_ring &&
+	    (int)rank == prev) {
+		c->ring_recv_fd = fd;
+		*want_ring = 0;
+	} else if (h->kind == DPT__HELLO_KIND_LOCAL && *want_local &&
+		   c->pos_of_rank[rank] == c->pos &&
+		   c->local_of_rank[rank] > 0 &&
+		   c->local_fds[c->local_of_rank[rank]] < 0) {
+		c->local_fds[c->local_of_rank[rank]] = fd;
+		(*want_local)--;
+	} else {
+		/* An authenticated rank that the topology does not expect
+		 * here, or a second connection for one slot (a replay). */
+		dpt__hello_refuse(fd, "a rank or kind not expected here, or "
+				      "already connected");
+		return 0;
+	}
+	tune_socket(fd);
+	return 1;
 }
 
 /* Accept the connections that this rank expects: from the previous
  * leader (ring) and from the other ranks of the node (leader only). */
-static int accept_peers(struct dpt__cpu_comm *c, int lfd, uint64_t hash,
-			int want_ring, uint64_t deadline)
+static int accept_peers(struct dpt__cpu_comm *c, int lfd,
+			const struct dpt__hello_key *key, int want_ring,
+			uint64_t deadline)
 {
 	int want_local = c->local_rank == 0 ? c->local_world - 1 : 0;
-	int prev = c->nodes > 1
-			   ? leader_of(c, (c->pos + c->nodes - 1) % c->nodes)
-			   : -1;
+	struct dpt__hello_gate *gate;
+	int rc = 0;
 
-	while (want_ring || want_local) {
-		struct pollfd pfd = {.fd = lfd, .events = POLLIN};
-		unsigned char hello[HELLO_BYTES];
-		uint64_t h;
-		uint32_t rank, kind;
-		int fd, ms = ms_left(deadline);
+	if (!want_ring && !want_local)
+		return 0;
+	/* 64 pending connections: too big for the stack of a thread. */
+	gate = malloc(sizeof(*gate));
+	if (!gate)
+		return DPT_ENOMEM;
+	dpt__hello_gate_init(gate, key, (uint32_t)c->rank);
+	while (!rc && (want_ring || want_local)) {
+		struct dpt__hello h;
+		int fd;
 
-		if (!ms)
-			return DPT_ETIMEDOUT;
-		if (poll(&pfd, 1, ms) <= 0)
-			continue;
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0)
-			continue;
-		if (io_all(fd, hello, sizeof(hello), 0, deadline)) {
-			close(fd);
-			continue;
-		}
-		h = get32(hello + 8) | (uint64_t)get32(hello + 12) << 32;
-		rank = get32(hello + 16);
-		kind = get32(hello + 20);
-		if (get32(hello) != HELLO_MAGIC ||
-		    get32(hello + 4) != HELLO_VERSION || h != hash ||
-		    rank >= (uint32_t)c->world) {
-			dpt__warn("dropped a connection from another session "
-				  "or version");
-			close(fd);
-			continue;
-		}
-		if (kind == KIND_RING && want_ring && (int)rank == prev) {
-			c->ring_recv_fd = fd;
-			want_ring = 0;
-		} else if (kind == KIND_LOCAL && want_local &&
-			   c->pos_of_rank[rank] == c->pos &&
-			   c->local_of_rank[rank] > 0 &&
-			   c->local_fds[c->local_of_rank[rank]] < 0) {
-			c->local_fds[c->local_of_rank[rank]] = fd;
-			want_local--;
-		} else {
-			dpt__warn("dropped an unexpected connection from rank "
-				  "%u",
-				  (unsigned)rank);
-			close(fd);
-			continue;
-		}
-		tune_socket(fd);
+		rc = dpt__hello_gate_next(gate, lfd, deadline, &fd, &h);
+		if (!rc)
+			admit(c, fd, &h, &want_ring, &want_local);
 	}
-	return 0;
+	dpt__hello_gate_release(gate);
+	free(gate);
+	return rc;
 }
 
-/* The leader creates the node's segment, every other rank maps it, and
- * the name is removed as soon as all have: from then on nothing is left
- * in /dev/shm whatever happens to the processes. */
-static int setup_shm(struct dpt__cpu_comm *c, const char *name,
-		     uint64_t deadline)
+/* Read the listener's REPLY to HELLO on FD: it holds the key too. */
+static int await_reply(int fd, const struct dpt__hello_key *key,
+		       const unsigned char *hello, int peer, uint64_t deadline)
 {
+	unsigned char reply[DPT__HELLO_REPLY_BYTES];
+	int rc = io_all(fd, reply, sizeof(reply), 0, deadline);
+
+	if (rc == DPT_EPEERLOST)
+		dpt__error("rank %d closed the data-plane connection before "
+			   "its reply: it refused this rank's hello (another "
+			   "step or generation?)",
+			   peer);
+	if (rc)
+		return rc;
+	rc = dpt__hello_check_reply(key, hello, reply);
+	if (rc)
+		dpt__error("the listener of rank %d answered with a wrong "
+			   "key: not a member of this generation",
+			   peer);
+	return rc;
+}
+
+/* Create the node's segment under a random name; *TOKEN receives it. */
+static int create_shm(struct dpt__cpu_comm *c, unsigned char *token, char *name,
+		      size_t size)
+{
+	int rc = DPT_EEXIST;
+
+	for (int i = 0; i < SHM_NAME_TRIES && rc == DPT_EEXIST; i++) {
+		if (getrandom(token, SHM_TOKEN, 0) != SHM_TOKEN)
+			return DPT_ESYS;
+		shm_name(name, size, token);
+		/* A 128-bit name that exists already is some other
+		 * process's: never ours to remove. Draw again. */
+		rc = dpt__shm_create(&c->shm, name, c->local_world,
+				     SHM_SLOT_BYTES);
+	}
+	if (rc)
+		dpt__error("cannot create shared memory in /dev/shm: %s",
+			   rc == DPT_EEXIST ? "every name drawn exists"
+					    : strerror(errno));
+	return rc;
+}
+
+/* The leader creates the node's segment and sends its name to the other
+ * ranks on their admitted connections; each maps it, and the name is
+ * removed as soon as all have: from then on nothing is left in /dev/shm
+ * whatever happens to the processes. */
+static int setup_shm(struct dpt__cpu_comm *c, uint64_t deadline)
+{
+	unsigned char msg[4 + SHM_TOKEN];
+	char name[64];
 	int rc;
 
 	if (c->local_rank == 0) {
-		rc = dpt__shm_create(&c->shm, name, c->local_world,
-				     SHM_SLOT_BYTES);
-		if (rc) {
-			dpt__error("cannot create shared memory '%s': %s", name,
-				   strerror(errno));
+		rc = create_shm(c, msg + 4, name, sizeof(name));
+		if (rc)
 			return rc;
-		}
+		dpt__put32(msg, SHM_READY);
 		for (int j = 1; j < c->local_world && !rc; j++)
-			rc = send_word(c->local_fds[j], SHM_READY, deadline);
+			rc = io_all(c->local_fds[j], msg, sizeof(msg), 1,
+				    deadline);
 		for (int j = 1; j < c->local_world && !rc; j++)
 			rc = recv_word(c->local_fds[j], SHM_MAPPED, deadline);
 		dpt__shm_unlink(name);
 		return rc;
 	}
-	rc = recv_word(c->local_fds[0], SHM_READY, deadline);
+	rc = io_all(c->local_fds[0], msg, sizeof(msg), 0, deadline);
+	if (!rc && dpt__get32(msg) != SHM_READY)
+		rc = DPT_EPROTO;
 	if (rc)
 		return rc;
+	shm_name(name, sizeof(name), msg + 4);
 	rc = dpt__shm_attach(&c->shm, name, c->local_world, c->local_rank);
 	if (rc) {
 		dpt__error("cannot map shared memory '%s': %s", name,
-			   rc == DPT_ESYS ? strerror(errno)
-					  : "unexpected layout");
+			   rc == DPT_ESYS    ? strerror(errno)
+			   : rc == DPT_EAUTH ? "not this user's alone"
+					     : "unexpected layout");
 		return rc;
 	}
 	return send_word(c->local_fds[0], SHM_MAPPED, deadline);
 }
 
+/* Dial the one connection this rank opens (to the next leader, or to its
+ * own leader), accept those it expects, then check the dialled one's
+ * REPLY: only after accepting, for the listener it dialled may itself
+ * be dialling before it accepts. */
+static int connect_peers(struct dpt__cpu_comm *c, int lfd,
+			 const struct dpt__peer *peers,
+			 const struct dpt__hello_key *key, uint64_t deadline)
+{
+	const int leader = c->local_rank == 0;
+	struct dpt__hello h = {.from = (uint32_t)c->rank};
+	unsigned char hello[DPT__HELLO_BYTES];
+	int *fd = NULL, rc;
+
+	if (leader && c->nodes > 1) {
+		h.kind = DPT__HELLO_KIND_RING;
+		h.to = (uint32_t)leader_of(c, (c->pos + 1) % c->nodes);
+		fd = &c->ring_send_fd;
+	} else if (!leader) {
+		h.kind = DPT__HELLO_KIND_LOCAL;
+		h.to = (uint32_t)leader_of(c, c->pos);
+		fd = &c->local_fds[0];
+	}
+	if (fd) {
+		rc = dpt__hello_encode(key, &h, hello);
+		if (!rc)
+			rc = dial(&peers[h.to], hello, deadline, fd);
+		if (rc)
+			return rc;
+	}
+	rc = accept_peers(c, lfd, key, leader && c->nodes > 1, deadline);
+	if (!rc && fd)
+		rc = await_reply(*fd, key, hello, (int)h.to, deadline);
+	return rc;
+}
+
 int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
 		      struct dpt__cpu_listener **listener, int rank, int world,
 		      const struct dpt__peer *peers, const char *session,
-		      int timeout_ms)
+		      const void *step_key, size_t step_key_len, int timeout_ms)
 {
 	uint64_t deadline =
 		dpt__cpu_now_ns() +
 		(uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
 	struct dpt__cpu_listener *l = listener ? *listener : NULL;
 	struct dpt__cpu_comm *c = NULL;
-	uint64_t hash;
-	char name[160];
-	int leader, rc;
+	struct dpt__hello_key key;
+	int rc;
 
 	if (listener)
 		*listener = NULL;
 	rc = DPT_EINVAL;
 	if (!out || !l || world < 1 || rank < 0 || rank >= world || !peers ||
 	    !session)
+		goto out;
+	rc = dpt__hello_key_derive(&key, step_key, step_key_len, session);
+	if (rc)
 		goto out;
 	rc = DPT_ENOMEM;
 	c = calloc(1, sizeof(*c));
@@ -508,7 +575,6 @@ int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
 	rc = build_topology(c, peers);
 	if (rc)
 		goto out;
-	leader = c->local_rank == 0;
 	c->local_fds = malloc(sizeof(int) * (size_t)c->local_world);
 	c->gather_offsets = calloc((size_t)c->local_world, sizeof(size_t));
 	if (!c->local_fds || !c->gather_offsets)
@@ -520,31 +586,16 @@ int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
 	if (c->watch.wake_fd < 0)
 		goto out;
 
-	hash = session_hash(session);
-	if (leader && c->nodes > 1) {
-		int next = leader_of(c, (c->pos + 1) % c->nodes);
-		rc = dial(&peers[next], rank, KIND_RING, hash, deadline,
-			  &c->ring_send_fd);
-		if (rc)
-			goto out;
-	}
-	if (!leader) {
-		rc = dial(&peers[leader_of(c, c->pos)], rank, KIND_LOCAL, hash,
-			  deadline, &c->local_fds[0]);
-		if (rc)
-			goto out;
-	}
-	rc = accept_peers(c, l->fd, hash, leader && c->nodes > 1, deadline);
+	rc = connect_peers(c, l->fd, peers, &key, deadline);
 	if (rc)
 		goto out;
 	if (c->local_world > 1) {
-		shm_name(name, sizeof(name), session, peers[rank].node);
-		rc = setup_shm(c, name, deadline);
+		rc = setup_shm(c, deadline);
 		if (rc)
 			goto out;
 		dpt__shm_watch_peers(c->shm, c->local_fds);
 	}
-	if (leader && c->nodes > 1) {
+	if (c->local_rank == 0 && c->nodes > 1) {
 		rc = dpt__ring_init(&c->ring, c->ring_send_fd, c->ring_recv_fd,
 				    c->pos, c->nodes, world);
 		if (rc)
@@ -558,6 +609,7 @@ out:
 		dpt__error("rank %d: the ranks of the generation did not all "
 			   "connect within %d ms",
 			   rank, timeout_ms);
+	explicit_bzero(&key, sizeof(key));
 	dpt__cpu_comm_destroy(&c);
 	dpt__cpu_listener_destroy(&l);
 	return rc;

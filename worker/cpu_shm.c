@@ -119,16 +119,11 @@ int dpt__shm_create(struct dpt__shm **out, const char *name, int local_world,
 	void *map = MAP_FAILED;
 	int fd, rc;
 
+	/* A name that exists is someone else's (names are random): never
+	 * removed, never used. */
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		/* Left by a crash of this very session and generation (the
-		 * name contains both): nobody can be using it. */
-		shm_unlink(name);
-		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-			      0600);
-	}
 	if (fd < 0)
-		return DPT_ESYS;
+		return errno == EEXIST ? DPT_EEXIST : DPT_ESYS;
 	rc = DPT_ESYS;
 	if (ftruncate(fd, (off_t)map_bytes) < 0)
 		goto out;
@@ -169,6 +164,11 @@ int dpt__shm_attach(struct dpt__shm **out, const char *name, int local_world,
 		return DPT_ESYS;
 	rc = DPT_ESYS;
 	if (fstat(fd, &st) < 0)
+		goto out;
+	/* Only a segment that this user alone can open: one that another
+	 * user made could be read or changed behind the collectives. */
+	rc = DPT_EAUTH;
+	if (st.st_uid != geteuid() || (st.st_mode & 077))
 		goto out;
 	rc = DPT_EPROTO;
 	if ((size_t)st.st_size < header_bytes(local_world))

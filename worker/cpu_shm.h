@@ -33,12 +33,15 @@ struct dpt__shm;
 /*
  * Create (local rank 0) or attach to (the others) the segment NAME for
  * LOCAL_WORLD ranks with slots of SLOT_BYTES (a multiple of the page
- * size). The creator removes a stale segment of the same name, and
- * prefaults the memory so that no collective pays for first touches.
+ * size). The creator makes a new segment, mode 0600, and prefaults the
+ * memory so that no collective pays for first touches; a NAME that exists
+ * is left alone (DPT_EEXIST: draw another name). An attacher maps only a
+ * segment of its own user that others cannot open (else DPT_EAUTH).
  * The caller owns *OUT (dpt__shm_destroy) and must dpt__shm_unlink the
  * name once every rank has attached.
- * Returns 0, DPT_ESYS (shm_open, ftruncate, mmap failed), DPT_ENOMEM, or
- * DPT_EPROTO (an attacher found a segment of another layout).
+ * Returns 0, DPT_EEXIST, DPT_ESYS (shm_open, ftruncate, mmap failed),
+ * DPT_ENOMEM, DPT_EAUTH or DPT_EPROTO (an attacher found a segment of
+ * another layout).
  */
 int dpt__shm_create(struct dpt__shm **out, const char *name, int local_world,
 		    size_t slot_bytes);

@@ -200,7 +200,9 @@ static int setup_cpu(struct dpt_ctx *ctx, struct dpt__cpu_listener **listener)
 	snprintf(session, sizeof(session), "%s-g%u", ctx->session_base,
 		 ctx->generation);
 	rc = dpt__cpu_comm_new(&comm, listener, ctx->rank, ctx->world, m.roster,
-			       session, ctx->comm_timeout_ms);
+			       session, ctx->keys.worker_secret,
+			       strlen(ctx->keys.worker_secret),
+			       ctx->comm_timeout_ms);
 	if (!rc)
 		dpt__debug("rank %d of %d in generation %u: cpu backend, "
 			   "roster %08x",
@@ -261,9 +263,8 @@ static int join_once(struct dpt_ctx *ctx)
 	ctx->barrier_seq = 0;
 	ctx->fault_sent = false;
 	if (ctx->caps & DPT_CAP_CPU) {
-		rc = dpt__cpu_listen(
-			&listener,
-			strchr(ctx->data_host, ':') ? "::" : "0.0.0.0", &port);
+		/* The data address only: what the roster advertises. */
+		rc = dpt__cpu_listen(&listener, ctx->data_host, &port);
 		if (rc)
 			goto out;
 	}

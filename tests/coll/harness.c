@@ -28,23 +28,60 @@ void *harness_shared(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-int harness_shm_left(const char *needle)
+void harness_shm_snapshot(struct harness_shm_seen *s)
 {
 	DIR *d = opendir("/dev/shm");
 	struct dirent *e;
-	int found = 0;
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d)))
-		if (strstr(e->d_name, needle))
-			found = 1;
-	closedir(d);
-	return found;
+	s->n = 0;
+	/* Longer names are no segment of ours. */
+	while (d && (e = readdir(d)) && s->n < HARNESS_SHM_MAX)
+		if (!strncmp(e->d_name, "dptrain-", 8) &&
+		    strlen(e->d_name) < sizeof(s->name[0]))
+			memcpy(s->name[s->n++], e->d_name,
+			       strlen(e->d_name) + 1);
+	if (d)
+		closedir(d);
+}
+
+static int seen(const struct harness_shm_seen *s, const char *name)
+{
+	for (int i = 0; i < s->n; i++)
+		if (!strcmp(s->name[i], name))
+			return 1;
+	return 0;
+}
+
+int harness_shm_leaked(const struct harness_shm_seen *before, char *leaked,
+		       size_t size)
+{
+	static struct harness_shm_seen now, later;
+
+	harness_shm_snapshot(&now);
+	for (int i = 0; i < now.n; i++) {
+		if (seen(before, now.name[i]))
+			continue;
+		usleep(200000);
+		harness_shm_snapshot(&later);
+		if (seen(&later, now.name[i])) {
+			if (leaked)
+				snprintf(leaked, size, "%s", now.name[i]);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 int harness_spawn(int world, const uint32_t *nodes, const char *session,
 		  harness_body_fn body, void *arg, pid_t *pids)
+{
+	return harness_spawn_hooked(world, nodes, session, body, arg, pids,
+				    NULL, NULL);
+}
+
+int harness_spawn_hooked(int world, const uint32_t *nodes, const char *session,
+			 harness_body_fn body, void *arg, pid_t *pids,
+			 harness_hook_fn hook, void *hook_arg)
 {
 	struct dpt__cpu_listener **l = calloc((size_t)world, sizeof(*l));
 	struct dpt__peer *peers = calloc((size_t)world, sizeof(*peers));
@@ -58,6 +95,8 @@ int harness_spawn(int world, const uint32_t *nodes, const char *session,
 		snprintf(peers[r].host, sizeof(peers[r].host), "127.0.0.1");
 		peers[r].node = nodes[r];
 	}
+	if (hook)
+		hook(peers, world, hook_arg);
 	fflush(NULL);
 	for (; started < world; started++) {
 		pid_t pid = fork();
@@ -72,7 +111,8 @@ int harness_spawn(int world, const uint32_t *nodes, const char *session,
 				if (j != r)
 					dpt__cpu_listener_destroy(&l[j]);
 			if (dpt__cpu_comm_new(&c, &l[r], r, world, peers,
-					      session, 20000))
+					      session, HARNESS_STEP_KEY,
+					      strlen(HARNESS_STEP_KEY), 20000))
 				_exit(99);
 			status = body(c, r, arg);
 			dpt__cpu_comm_destroy(&c);

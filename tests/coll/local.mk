@@ -2,7 +2,8 @@
 # loopback TCP and shared memory (tests/coll/harness.c forks them). TAP.
 COLL_TESTS = \
 	tests/coll/test_coll \
-	tests/coll/test_coll_fail
+	tests/coll/test_coll_fail \
+	tests/coll/test_coll_neighbour
 check_PROGRAMS += $(COLL_TESTS)
 TESTS += $(COLL_TESTS)
 COLL_LDADD = worker/libdptcpu.la worker/libdptrain.la common/libdptcommon.la
@@ -14,6 +15,12 @@ tests_coll_test_coll_fail_SOURCES = tests/coll/test_coll_fail.c \
 tests_coll_test_coll_fail_LDADD = $(COLL_LDADD)
 tests_coll_test_coll_LDFLAGS = -no-install
 tests_coll_test_coll_fail_LDFLAGS = -no-install
+# The data plane against a neighbour on the node: forged HELLOs, planted
+# segment names (as nobody, when run as root), the names' contents.
+tests_coll_test_coll_neighbour_SOURCES = tests/coll/test_coll_neighbour.c \
+	tests/coll/harness.c tests/coll/harness.h
+tests_coll_test_coll_neighbour_LDADD = $(COLL_LDADD)
+tests_coll_test_coll_neighbour_LDFLAGS = -no-install
 
 # The reduction kernels' unit test sits with the other unit tests and is
 # one of them (UNIT_TESTS: `make check-unit`, the sanitizer pass), but is
@@ -25,6 +32,14 @@ tests_unit_test_cpu_reduce_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_cpu_reduce_LDADD = worker/libdptcpu.la worker/libdptrain.la \
 	common/libdptcommon.la $(CMOCKA_LIBS) -lm
 tests_unit_test_cpu_reduce_LDFLAGS = -no-install
+# The data plane's HELLO codec and key derivation.
+UNIT_TESTS += tests/unit/test_cpu_hello
+tests_unit_test_cpu_hello_SOURCES = tests/unit/test_cpu_hello.c
+tests_unit_test_cpu_hello_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) \
+	$(CRYPTO_CFLAGS)
+tests_unit_test_cpu_hello_LDADD = worker/libdptcpu.la worker/libdptrain.la \
+	common/libdptcommon.la $(CMOCKA_LIBS) $(CRYPTO_LIBS)
+tests_unit_test_cpu_hello_LDFLAGS = -no-install
 endif
 
 # The collectives through libdptrain's public API, between worker
@@ -35,3 +50,8 @@ tests_coll_api_SOURCES = tests/coll/api.c
 tests_coll_api_LDADD = worker/libdptrain.la common/libdptcommon.la
 TESTS += tests/coll/api.sh
 EXTRA_DIST += tests/coll/api.sh
+
+# The data plane of real workers seen from a neighbour: the listener's
+# address, junk on it (tests/coord/coord_worker, tests/coord/lib.sh).
+TESTS += tests/coll/dataplane.sh
+EXTRA_DIST += tests/coll/dataplane.sh

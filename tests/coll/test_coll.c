@@ -568,7 +568,7 @@ static unsigned char *arena(size_t bytes)
 struct run_arg {
 	struct table *t;
 	const struct config *cfg;
-	const char *session;
+	const struct harness_shm_seen *before; /* /dev/shm before the run */
 };
 
 static int rank_main(struct dpt__cpu_comm *c, int rank, void *arg)
@@ -580,6 +580,7 @@ static int rank_main(struct dpt__cpu_comm *c, int rank, void *arg)
 			.t = a->t,
 			.check = -1,
 			.large = a->cfg->large};
+	char leaked[64];
 
 	/* A hang must fail the test, not the harness's patience. */
 	alarm(120);
@@ -591,8 +592,8 @@ static int rank_main(struct dpt__cpu_comm *c, int rank, void *arg)
 		return 1;
 	begin(&x, "connected, nothing left in /dev/shm");
 	check_rc(&x, dpt__cpu_barrier(c), "barrier");
-	if (harness_shm_left(a->session))
-		fail(&x, "a segment named after the session is in /dev/shm");
+	if (harness_shm_leaked(a->before, leaked, sizeof(leaked)))
+		fail(&x, "segment '%s' is left in /dev/shm", leaked);
 	for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++) {
 		check_allreduce(&x, dtypes[i]);
 		check_broadcast(&x, dtypes[i]);
@@ -608,6 +609,7 @@ int main(void)
 {
 	size_t nconf = sizeof(configs) / sizeof(configs[0]);
 	struct table *t = harness_shared(sizeof(*t));
+	static struct harness_shm_seen before;
 	int n = 0, failed = 0;
 
 	if (!t) {
@@ -620,7 +622,7 @@ int main(void)
 		char label[64], session[64];
 		int len = 0, status[MAX_WORLD], clean = 1;
 		pid_t pids[MAX_WORLD];
-		struct run_arg a = {.t = t, .cfg = cfg, .session = session};
+		struct run_arg a = {.t = t, .cfg = cfg, .before = &before};
 
 		memset(t, 0, sizeof(*t));
 		len += snprintf(label + len, sizeof(label) - (size_t)len,
@@ -634,6 +636,7 @@ int main(void)
 		if (getenv("TEST_COLL_ONLY") &&
 		    (int)strtol(getenv("TEST_COLL_ONLY"), NULL, 10) != (int)k)
 			continue;
+		harness_shm_snapshot(&before);
 		if (harness_spawn(cfg->world, cfg->nodes, session, rank_main,
 				  &a, pids)) {
 			printf("not ok %d - %s: cannot start the ranks\n", ++n,

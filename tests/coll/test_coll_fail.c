@@ -146,7 +146,8 @@ static int all_ready(const struct shared *sh, int world)
 /* Run one scenario; print its TAP line (number N); 0 when it passed. */
 static int run_one(const struct scenario *sc, struct shared *sh, int n)
 {
-	char session[64], why[256] = "";
+	static struct harness_shm_seen before;
+	char session[64], why[256] = "", leaked[64];
 	pid_t pids[MAX_WORLD];
 	int status[MAX_WORLD];
 	struct run run = {.sc = sc, .sh = sh};
@@ -155,6 +156,7 @@ static int run_one(const struct scenario *sc, struct shared *sh, int n)
 	memset(sh, 0, sizeof(*sh));
 	snprintf(session, sizeof(session), "test-coll-fail-%ld-%d",
 		 (long)getpid(), n);
+	harness_shm_snapshot(&before);
 	if (harness_spawn(sc->world, sc->nodes, session, rank_main, &run,
 			  pids)) {
 		snprintf(why, sizeof(why), "cannot start the ranks");
@@ -227,8 +229,9 @@ static int run_one(const struct scenario *sc, struct shared *sh, int n)
 				 dpt_err_name(sh->again[r]),
 				 dpt_err_name(expect));
 	}
-	if (!why[0] && harness_shm_left(session))
-		snprintf(why, sizeof(why), "a segment is left in /dev/shm");
+	if (!why[0] && harness_shm_leaked(&before, leaked, sizeof(leaked)))
+		snprintf(why, sizeof(why), "segment '%s' is left in /dev/shm",
+			 leaked);
 out:
 	printf("%s %d - %s\n", why[0] ? "not ok" : "ok", n, sc->what);
 	if (why[0])
