@@ -24,6 +24,7 @@ worker_libdptrain_la_LIBADD += ckpt/libdptckpt.la $(JANSSON_LIBS) $(XXHASH_LIBS)
 # `dptrain status`, `dptrain plot`).
 bin_PROGRAMS += dptrain
 dptrain_SOURCES = ckpt/cli.c ckpt/status.c ckpt/status.h ckpt/plot.c \
+	ckpt/status_job.c \
 	ckpt/plot.h
 dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
 	common/libdptcommon.la worker/libdptrain.la \

@@ -194,15 +194,49 @@ static void plot_line(void *arg, const char *line, size_t len)
 	json_decref(o);
 }
 
-/* S as a gnuplot single-quoted string: '' is a quote. */
+/* The first control character of S (C0 or DEL), or NULL. gnuplot reads
+ * its script a line at a time: a newline inside a quoted string ends the
+ * string and the command, and the next line runs as a command of its own
+ * (`system "..."` included). No quoting can carry one. */
+static const char *control_in(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return s;
+	return NULL;
+}
+
+/* S as a gnuplot single-quoted string: '' is a quote; inside single
+ * quotes gnuplot substitutes no `command` and no @macro. DPT_EINVAL for
+ * a control character, which the callers have refused already. */
 static int put_quoted(struct dpt__buf *b, const char *s)
 {
-	int rc = dpt__buf_puts(b, "'");
+	int rc = control_in(s) ? DPT_EINVAL : dpt__buf_puts(b, "'");
 
 	for (; !rc && *s; s++)
 		rc = *s == '\'' ? dpt__buf_puts(b, "''")
 				: dpt__buf_append(b, s, 1);
 	return rc ? rc : dpt__buf_puts(b, "'");
+}
+
+/* Refuse WHAT (the run's URI or the output's name, WHICH) when it holds a
+ * control character, saying what to rename; it is shown with each control
+ * character as '?'. Returns 0 or -1. */
+static int refuse_control(const char *which, const char *what, const char *fix)
+{
+	if (!control_in(what))
+		return 0;
+	fputs("dptrain: ", stderr);
+	fputs(which, stderr);
+	fputs(" '", stderr);
+	for (const char *c = what; *c; c++)
+		fputc((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c,
+		      stderr);
+	fprintf(stderr,
+		"' holds a control character (shown as '?': a newline, "
+		"say), which gnuplot would run as a command: %s\n",
+		fix);
+	return -1;
 }
 
 static int script_of(struct plot *p, const char *dir, const char *out,
@@ -377,6 +411,12 @@ int dpt__plot_main(const char *what, const char *out, const char **ys,
 			 base_name(uri, name, sizeof(name)));
 		out = outbuf;
 	}
+	if (refuse_control("the run", uri,
+			   "rename its directory (or object prefix) "
+			   "without it") != 0 ||
+	    refuse_control("the output file", out,
+			   "name another one with -o") != 0)
+		return 1;
 	if (!mkdtemp(dir)) {
 		fprintf(stderr, "dptrain: cannot create '%s': %s\n", dir,
 			strerror(errno));

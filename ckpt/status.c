@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +170,64 @@ const char *dpt__run_summary_state(const struct dpt__run_summary *s)
 
 /* ------------------------------------------------------------ render */
 
+/* The length of the UTF-8 character at S when it is a printable one, or
+ * 0: a C0 control, DEL, a C1 control (U+0080..U+009F, which some
+ * terminals obey like ESC [), or bytes that are not UTF-8. */
+static size_t printable_len(const unsigned char *s)
+{
+	unsigned cp;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return s[0] >= 0x20 && s[0] != 0x7f;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1fu;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0fu;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07u;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3fu);
+	}
+	if (cp < 0xa0 || (n == 3 && cp < 0x800) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || (n == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff)
+		return 0;
+	return n;
+}
+
+const char *dpt__status_clean(const char *s, char *buf, size_t size)
+{
+	size_t out = 0;
+
+	while (*s && out + 1 < size) {
+		size_t n = printable_len((const unsigned char *)s);
+
+		if (!n) {
+			/* One '?' for a C1 control, two bytes in UTF-8. */
+			bool c1 = (unsigned char)s[0] == 0xc2 &&
+				  ((unsigned char)s[1] & 0xe0) == 0x80;
+
+			buf[out++] = '?';
+			s += c1 ? 2 : 1;
+		} else if (out + n < size) {
+			memcpy(buf + out, s, n);
+			out += n;
+			s += n;
+		} else {
+			break;
+		}
+	}
+	buf[out] = '\0';
+	return buf;
+}
+
+#define CLEAN_MAX (PATH_MAX + 32)
+
 static void fmt_time(double t, char *buf, size_t size)
 {
 	time_t tt = (time_t)t;
@@ -247,7 +304,7 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 	static const char *const states[] = {"?", "gathering", "id_wait",
 					     "running", "done"};
 	const char *state = st->state <= 4 ? states[st->state] : "?";
-	char a[64], b[64];
+	char a[64], b[64], c[CLEAN_MAX];
 
 	if (json) {
 		json_t *o = json_object();
@@ -295,7 +352,7 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 				: json_null());
 		json_object_set_new(o, "restarts", json_integer(st->restarts));
 		json_object_set_new(o, "last", json_string(st->last));
-		json_dumpf(o, f, JSON_COMPACT);
+		json_dumpf(o, f, JSON_COMPACT | JSON_ENSURE_ASCII);
 		fputc('\n', f);
 		json_decref(o);
 		return;
@@ -303,12 +360,14 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 	fprintf(f, "%sjob %" PRIu32 "%s  %s%s\n", color ? "\033[1m" : "",
 		st->job_id, color ? "\033[0m" : "", state,
 		st->flags & DPT_STATUS_STOPPING ? " (stopping)" : "");
-	fprintf(f, "  run        %s\n", st->run[0] ? st->run : "-");
+	fprintf(f, "  run        %s\n",
+		st->run[0] ? dpt__status_clean(st->run, c, sizeof(c)) : "-");
 	fprintf(f,
 		"  world      %" PRIu32 " of %" PRIu32 " ranks on %" PRIu32
 		" node(s), generation %" PRIu32 ": %s\n",
 		st->world, st->expected, st->nodes, st->generation,
-		st->hosts[0] ? st->hosts : "-");
+		st->hosts[0] ? dpt__status_clean(st->hosts, c, sizeof(c))
+			     : "-");
 	put_progress(f, NULL, step, total, sps, tty);
 	if (st->committed == DPT_STATUS_NO_STEP) {
 		fprintf(f, "  committed  none yet\n");
@@ -336,14 +395,15 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 	}
 	fprintf(f, "  restarts   %" PRIu32 "\n", st->restarts);
 	if (st->last[0])
-		fprintf(f, "  last       %s\n", st->last);
+		fprintf(f, "  last       %s\n",
+			dpt__status_clean(st->last, c, sizeof(c)));
 }
 
 void dpt__status_render_run(FILE *f, const char *uri,
 			    const struct dpt__run_summary *s, double now,
 			    bool color, bool tty, bool json)
 {
-	char a[64], b[64];
+	char a[64], b[64], c[CLEAN_MAX];
 
 	if (json) {
 		json_t *o = json_object(), *r = json_array();
@@ -375,13 +435,14 @@ void dpt__status_render_run(FILE *f, const char *uri,
 		json_object_set_new(o, "last_event",
 				    json_string(s->last_event));
 		json_object_set_new(o, "last_time", json_real(s->last_time));
-		json_dumpf(o, f, JSON_COMPACT);
+		json_dumpf(o, f, JSON_COMPACT | JSON_ENSURE_ASCII);
 		fputc('\n', f);
 		json_decref(o);
 		return;
 	}
-	fprintf(f, "%srun %s%s  %s", color ? "\033[1m" : "", uri,
-		color ? "\033[0m" : "", dpt__run_summary_state(s));
+	fprintf(f, "%srun %s%s  %s", color ? "\033[1m" : "",
+		dpt__status_clean(uri, c, sizeof(c)), color ? "\033[0m" : "",
+		dpt__run_summary_state(s));
 	if (s->job)
 		fprintf(f, "  (job %" PRIu32 ")", s->job);
 	fputc('\n', f);
@@ -407,12 +468,14 @@ void dpt__status_render_run(FILE *f, const char *uri,
 			(double)s->save_bytes / s->save_seconds / 1e6);
 	fprintf(f, "  restarts   %" PRIu32 "\n", s->restarts);
 	for (size_t i = 0; i < s->nrestarts; i++)
-		fprintf(f, "    %zu. %s\n", i + 1, s->restart_reasons[i]);
+		fprintf(f, "    %zu. %s\n", i + 1,
+			dpt__status_clean(s->restart_reasons[i], c, sizeof(c)));
 	if (s->evictions || s->failures)
 		fprintf(f, "  evictions  %zu, failures %zu\n", s->evictions,
 			s->failures);
 	fmt_time(s->last_time, a, sizeof(a));
-	fprintf(f, "  last event %s at %s\n", s->last_event, a);
+	fprintf(f, "  last event %s at %s\n",
+		dpt__status_clean(s->last_event, c, sizeof(c)), a);
 }
 
 /* ------------------------------------------------------------ sources */
@@ -521,83 +584,6 @@ static bool all_digits(const char *s)
 	return true;
 }
 
-/* Read KEY=VALUE lines of PATH into the named buffers. Returns 0, or
- * -1 with errno. */
-static int read_kv_file(const char *path, const char *keys[], char *vals[],
-			size_t size, size_t n)
-{
-	char line[1024];
-	FILE *f = fopen(path, "re");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		for (size_t i = 0; i < n; i++) {
-			size_t kl = strlen(keys[i]);
-			if (!strncmp(line, keys[i], kl) && line[kl] == '=')
-				snprintf(vals[i], size, "%s", line + kl + 1);
-		}
-	}
-	fclose(f);
-	explicit_bzero(line, sizeof(line));
-	return 0;
-}
-
-/* The status directory of HOME (or $DPTRAIN_STATUS_DIR when HOME is
- * NULL). */
-static void dir_of(const char *home, char *buf, size_t size)
-{
-	const char *d = getenv("DPTRAIN_STATUS_DIR");
-
-	if (!home && d && *d)
-		snprintf(buf, size, "%s", d);
-	else
-		snprintf(buf, size, "%s/.dptrain/jobs", home ? home : "");
-}
-
-/* Find JOB.SUFFIX: the caller's status directory, then every user's (a
- * job of another user: root may read it, anyone else is refused by its
- * mode). Returns 0 with the path, or -1 with errno (ENOENT, EACCES). */
-static int find_job_file(const char *job, const char *suffix, char *path,
-			 size_t size)
-{
-	char dir[PATH_MAX - 64];
-	const char *home = getenv("HOME");
-	struct passwd *pw;
-	int err = ENOENT;
-
-	dir_of(getenv("DPTRAIN_STATUS_DIR") ? NULL : home, dir, sizeof(dir));
-	if (snprintf(path, size, "%s/%s.%s", dir, job, suffix) >= (int)size) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if (access(path, R_OK) == 0)
-		return 0;
-	if (errno == EACCES)
-		err = EACCES;
-	setpwent();
-	while ((pw = getpwent()) != NULL) {
-		if (!pw->pw_dir || !*pw->pw_dir)
-			continue;
-		dir_of(pw->pw_dir, dir, sizeof(dir));
-		if (snprintf(path, size, "%s/%s.%s", dir, job, suffix) >=
-		    (int)size)
-			continue;
-		if (access(path, R_OK) == 0) {
-			endpwent();
-			return 0;
-		}
-		/* A file that exists but that we may not read, or in a
-		 * directory we may not enter: the job is someone else's. */
-		if (errno == EACCES)
-			err = EACCES;
-	}
-	endpwent();
-	errno = err;
-	return -1;
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -609,6 +595,7 @@ static double now_s(void)
 static int status_of_run(const char *uri, bool json, bool color, bool tty)
 {
 	struct dpt__run_summary s;
+	char c[CLEAN_MAX];
 	int rc;
 
 	dpt__run_summary_init(&s);
@@ -617,10 +604,10 @@ static int status_of_run(const char *uri, bool json, bool color, bool tty)
 		fprintf(stderr,
 			"dptrain: no events of a run at '%s': not a run, or "
 			"one that has not started (check the URI)\n",
-			uri);
+			dpt__status_clean(uri, c, sizeof(c)));
 	else if (rc)
 		fprintf(stderr, "dptrain: cannot read the events of '%s': %s\n",
-			uri, dpt_strerror(rc));
+			dpt__status_clean(uri, c, sizeof(c)), dpt_strerror(rc));
 	else
 		dpt__status_render_run(stdout, uri, &s, now_s(), color, tty,
 				       json);
@@ -628,78 +615,184 @@ static int status_of_run(const char *uri, bool json, bool color, bool tty)
 	return rc ? 1 : 0;
 }
 
-static int status_of_job(const char *job, bool json, bool color, bool tty)
+/* Seconds by which a status file may seem older than its job: the clocks
+ * of the node that wrote it, of its file server and of slurmctld differ. */
+#define STALE_SLACK_S 60
+
+static int permission_denied(const char *job)
 {
-	char path[PATH_MAX], ep[512] = "", sk[64] = "", pk[64] = "",
-			     sec[64] = "", run[300] = "";
-	const char *keys[] = {"endpoint", "server_key", "public_key",
-			      "secret_key"};
-	char *vals[] = {ep, sk, pk, sec};
+	fprintf(stderr,
+		"dptrain: permission denied: job %s is another user's; only "
+		"its owner and root may ask for its status\n",
+		job);
+	return 1;
+}
+
+/* Whether JOB.live, written at MTIME, is the running job's: Slurm says
+ * that the job runs and it started before the file was written. Another
+ * job of the same id (ids start again when slurmctld loses its state)
+ * left it otherwise, or a coordinator killed before it could remove it.
+ * Without an answer from Slurm it is taken as it is. */
+static bool live_is_current(const char *job, const struct dpt__job_record *r,
+			    time_t mtime)
+{
+	char when[64];
+
+	if (!r->known)
+		return true;
+	if (!r->running) {
+		fprintf(stderr,
+			"dptrain: job %s is not running: its status file is "
+			"stale (ignored)\n",
+			job);
+		return false;
+	}
+	if (r->start && mtime + STALE_SLACK_S < r->start) {
+		fmt_time((double)mtime, when, sizeof(when));
+		fprintf(stderr,
+			"dptrain: the status file of job %s was written at "
+			"%s, before the job started: a stale record of an "
+			"earlier job with the same id (ignored)\n",
+			job, when);
+		return false;
+	}
+	return true;
+}
+
+/* Ask the coordinator that the status file TEXT names. Returns 0 when it
+ * answered (and its answer is shown), else -1. */
+static int ask_coordinator(const char *job, const char *text, bool json,
+			   bool color, bool tty)
+{
+	char ep[512], sk[64], pk[64], sec[64];
 	struct dpt__msg_status st;
+	struct dpt__run_summary ev;
 	int rc;
 
-	if (find_job_file(job, "live", path, sizeof(path)) == 0) {
-		if (read_kv_file(path, keys, vals, sizeof(ep), 4) != 0) {
-			fprintf(stderr, "dptrain: cannot read '%s': %s\n", path,
-				strerror(errno));
-			return 1;
-		}
-		rc = dpt__client_status(ep, sk, pk, sec, STATUS_TIMEOUT_MS,
-					&st);
-		explicit_bzero(sec, sizeof(sec));
-		if (!rc) {
-			struct dpt__run_summary ev;
-
-			/* The total and samples/s are in the events, which
-			 * the coordinator writes within a second or two: no
-			 * need to carry them in STATUS_REPLY. */
-			dpt__run_summary_init(&ev);
-			if (st.run[0])
-				(void)dpt__run_events_read(st.run, &ev);
-			dpt__status_render_live(stdout, &st, &ev, now_s(),
-						color, tty, json);
-			dpt__run_summary_release(&ev);
-			return 0;
-		}
+	dpt__status_record_get(text, "endpoint", ep, sizeof(ep));
+	if (!dpt__status_endpoint_ok(ep)) {
+		fprintf(stderr,
+			"dptrain: the status file of job %s names no "
+			"coordinator at tcp://HOST:PORT (ignored)\n",
+			job);
+		return -1;
+	}
+	dpt__status_record_get(text, "server_key", sk, sizeof(sk));
+	dpt__status_record_get(text, "public_key", pk, sizeof(pk));
+	dpt__status_record_get(text, "secret_key", sec, sizeof(sec));
+	rc = dpt__client_status(ep, sk, pk, sec, STATUS_TIMEOUT_MS, &st);
+	explicit_bzero(sec, sizeof(sec));
+	if (rc) {
 		fprintf(stderr,
 			"dptrain: the coordinator of job %s did not answer "
 			"(%s): reading the run's events instead\n",
 			job, dpt_strerror(rc));
-	} else if (errno == EACCES) {
-		fprintf(stderr,
-			"dptrain: permission denied: job %s is another user's; "
-			"only its owner and root may ask for its status\n",
-			job);
-		return 1;
+		return -1;
 	}
-	{
-		const char *rk[] = {"run"};
-		char *rv[] = {run};
+	/* The total and samples/s are in the events, which the coordinator
+	 * writes within a second or two: no need to carry them in
+	 * STATUS_REPLY. */
+	dpt__run_summary_init(&ev);
+	if (st.run[0])
+		(void)dpt__run_events_read(st.run, &ev);
+	dpt__status_render_live(stdout, &st, &ev, now_s(), color, tty, json);
+	dpt__run_summary_release(&ev);
+	return 0;
+}
 
-		if (find_job_file(job, "run", path, sizeof(path)) != 0) {
-			if (errno == EACCES) {
-				fprintf(stderr,
-					"dptrain: permission denied: job %s "
-					"is another user's; only its owner "
-					"and root may ask for its status\n",
-					job);
-				return 1;
-			}
+/* The run of JOB, from JOB.run in D: what it did, from its events. */
+static int status_of_job_run(const char *job, const struct dpt__status_dir *d,
+			     const struct dpt__job_record *r, bool json,
+			     bool color, bool tty)
+{
+	char text[1024], run[DPT_WIRE_TEXT_MAX + 1], when[64];
+	time_t mtime;
+
+	if (dpt__status_record_read(d, job, "run", text, sizeof(text),
+				    &mtime) != 0) {
+		if (errno == EACCES)
+			return permission_denied(job);
+		if (errno == ENOENT)
 			fprintf(stderr,
 				"dptrain: no job %s of dptrain known here: not "
 				"running with --dp-train, or not yours "
 				"(dptrain status RUN or URI reads a run's "
 				"events)\n",
 				job);
-			return 1;
-		}
-		if (read_kv_file(path, rk, rv, sizeof(run), 1) != 0 ||
-		    !run[0]) {
-			fprintf(stderr, "dptrain: '%s' names no run\n", path);
-			return 1;
-		}
+		return 1;
+	}
+	/* A job writes JOB.run when its coordinator ends, after the job was
+	 * submitted; a requeue submits it again, so only a job never
+	 * requeued can tell. */
+	if (r->known && r->restarts == 0 && r->submit &&
+	    mtime + STALE_SLACK_S < r->submit) {
+		fmt_time((double)mtime, when, sizeof(when));
+		fprintf(stderr,
+			"dptrain: the run file of job %s was written at %s, "
+			"before the job was submitted: a stale record of an "
+			"earlier job with the same id (ignored); job %s has "
+			"no status yet\n",
+			job, when, job);
+		return 1;
+	}
+	dpt__status_record_get(text, "run", run, sizeof(run));
+	if (!run[0]) {
+		fprintf(stderr, "dptrain: '%s/%s.run' names no run\n", d->path,
+			job);
+		return 1;
 	}
 	return status_of_run(run, json, color, tty);
+}
+
+/* Job JOB: from its coordinator while it runs, else from its run's
+ * events, through the status files of its owner only. Root asks Slurm
+ * who the owner is and becomes that user first. */
+static int status_of_job(const char *job, bool json, bool color, bool tty)
+{
+	struct dpt__job_record r;
+	struct dpt__status_dir d;
+	char text[1024];
+	bool own = true;
+	time_t mtime;
+	int rc;
+
+	dpt__job_record_read(job, &r);
+	if (r.known && r.uid != geteuid()) {
+		if (geteuid() != 0)
+			return permission_denied(job);
+		if (dpt__status_become(r.uid) != 0)
+			return 1;
+		own = false;
+	}
+	if (dpt__status_dir_open(&d, own) != 0) {
+		if (errno == EACCES)
+			return permission_denied(job);
+		if (errno)
+			fprintf(stderr,
+				"dptrain: no job %s of dptrain known here: "
+				"no status directory%s%s (dptrain status RUN "
+				"or URI reads a run's events)\n",
+				job, d.path[0] ? " " : "", d.path);
+		return 1;
+	}
+	rc = dpt__status_record_read(&d, job, "live", text, sizeof(text),
+				     &mtime);
+	if (rc == 0 && live_is_current(job, &r, mtime) &&
+	    ask_coordinator(job, text, json, color, tty) == 0) {
+		rc = 0;
+	} else if (rc != 0 && errno == EACCES) {
+		rc = permission_denied(job);
+	} else {
+		rc = status_of_job_run(job, &d, &r, json, color, tty);
+		if (rc && !r.known && geteuid() == 0)
+			fprintf(stderr,
+				"dptrain: Slurm does not know job %s: root "
+				"reads only its own status files then\n",
+				job);
+	}
+	explicit_bzero(text, sizeof(text));
+	dpt__status_dir_close(&d);
+	return rc;
 }
 
 int dpt__run_uri(const char *what, char *uri, size_t size)
@@ -738,7 +831,7 @@ int dpt__status_main(const char *what, bool json)
 	bool color = tty && !getenv("NO_COLOR");
 	char uri[PATH_MAX + 16];
 
-	if (all_digits(what))
+	if (all_digits(what) && strlen(what) <= 10)
 		return status_of_job(what, json, color, tty);
 	if (dpt__run_uri(what, uri, sizeof(uri)) != 0)
 		return 1;

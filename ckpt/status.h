@@ -5,10 +5,13 @@
 #ifndef DPT_CKPT_STATUS_H
 #define DPT_CKPT_STATUS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
 
 /* What a run's events say (doc/checkpoint-format.md, "Events"). */
 struct dpt__run_summary {
@@ -64,10 +67,61 @@ void dpt__status_render_run(FILE *f, const char *uri,
 			    const struct dpt__run_summary *s, double now,
 			    bool color, bool tty, bool json);
 
+/* S for a terminal, into BUF (SIZE bytes; truncated): each control
+ * character (C0, DEL, C1) and each byte that is not UTF-8 as '?'. What
+ * the status shows of a run's events, a coordinator's answer or a status
+ * file is the run's owner's to write, and must not drive the reader's
+ * terminal. Returns BUF. */
+const char *dpt__status_clean(const char *s, char *buf, size_t size);
+
 /* The URI of WHAT, a run name (under $DPTRAIN_CKPT_URI, else a
  * directory) or a URI, into URI (SIZE bytes). Returns 0, or -1 after
  * saying why on stderr. */
 int dpt__run_uri(const char *what, char *uri, size_t size);
+
+/* What Slurm says of a job (ckpt/status_job.c). */
+struct dpt__job_record {
+	bool known; /* Slurm answered for it */
+	uid_t uid;  /* its owner */
+	bool running;
+	time_t submit, start; /* 0: unknown */
+	int restarts;	      /* -1: unknown */
+};
+/* Ask Slurm about job JOB (digits): squeue (queued, running, or ended
+ * within MinJobAge), else sacct. Returns R->known. */
+bool dpt__job_record_read(const char *job, struct dpt__job_record *r);
+/* Drop root's rights for good: become UID, with its groups. Returns 0,
+ * or -1 after saying why on stderr. */
+int dpt__status_become(uid_t uid);
+
+/* The status directory of the effective user, open. */
+struct dpt__status_dir {
+	int fd;
+	uid_t owner;
+	char path[PATH_MAX];
+};
+/* Open the status directory of the effective user: OWN (the caller's
+ * own jobs), $DPTRAIN_STATUS_DIR or $HOME/.dptrain/jobs; else (root
+ * became the job's owner) the owner's ~/.dptrain/jobs. The directory
+ * (and ~/.dptrain) must be the user's (or root's) and writable by no one
+ * else, and not a symbolic link. Returns 0, or -1 with errno (ENOENT,
+ * EACCES; 0 when refused, after saying why on stderr). */
+int dpt__status_dir_open(struct dpt__status_dir *d, bool own);
+void dpt__status_dir_close(struct dpt__status_dir *d);
+/* Read D's JOB.SUFFIX into BUF (SIZE bytes, NUL terminated) and its
+ * modification time into *MTIME: opened without following a symbolic
+ * link and without blocking on a FIFO, and taken only when it is a
+ * regular file of one link, small, owned by D's owner and writable by no
+ * one else. Returns 0, or -1 with errno (ENOENT, EACCES; 0 when refused,
+ * after saying why on stderr). */
+int dpt__status_record_read(const struct dpt__status_dir *d, const char *job,
+			    const char *suffix, char *buf, size_t size,
+			    time_t *mtime);
+/* The value of KEY=VALUE in the status file TEXT into VAL ("" if none). */
+void dpt__status_record_get(const char *text, const char *key, char *val,
+			    size_t size);
+/* Whether EP is tcp://HOST:PORT, HOST a name or an address, PORT digits. */
+bool dpt__status_endpoint_ok(const char *ep);
 
 /* The command: WHAT is a job id, a run name or a run URI. Returns the
  * exit status. */

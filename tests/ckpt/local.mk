@@ -31,6 +31,7 @@ CKPT_TESTS = \
 	tests/ckpt/policy.sh \
 	tests/ckpt/device.sh \
 	tests/ckpt/cuda.sh \
+	tests/ckpt/plot_path.sh \
 	tests/ckpt/cli.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh tests/ckpt/torch_loop.py

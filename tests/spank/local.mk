@@ -12,6 +12,7 @@ TESTS += \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \
+	tests/spank/status_hostile.sh \
 	tests/spank/metrics.sh \
 	tests/spank/plot.sh \
 	tests/spank/netns.sh \
@@ -31,6 +32,7 @@ EXTRA_DIST += \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \
+	tests/spank/status_hostile.sh \
 	tests/spank/metrics.sh \
 	tests/spank/plot.sh \
 	tests/spank/netns.sh \
