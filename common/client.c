@@ -113,6 +113,9 @@ static int request_keys(const char *endpoint, const char *server_public,
 				   dpt__msg_type_name(req->type),
 				   reply->u.text.text);
 			rc = reply->u.text.code;
+			/* Only a reply that the caller takes is its to
+			 * release. */
+			dpt__msg_release(reply);
 		} else {
 			rc = 0;
 		}

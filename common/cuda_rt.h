@@ -41,12 +41,12 @@ static inline void dpt__cuda_forget(cudaError_t pending)
  * with cudaEventDisableTiming). Nothing waits on the host. Returns the
  * CUDA error, and what failed in *WHAT.
  */
-static inline cudaError_t dpt__cuda_order_after(cudaStream_t ours,
-						void *after, cudaEvent_t event,
+static inline cudaError_t dpt__cuda_order_after(cudaStream_t ours, void *after,
+						cudaEvent_t event,
 						const char **what)
 {
-	cudaError_t e = cudaEventRecord(
-		event, after ? (cudaStream_t)after : cudaStreamLegacy);
+	cudaError_t e = cudaEventRecord(event, after ? (cudaStream_t)after
+						     : cudaStreamLegacy);
 
 	*what = "cudaEventRecord on the caller's stream";
 	if (e != cudaSuccess)

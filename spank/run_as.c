@@ -74,8 +74,7 @@ int dpt__run_as(const struct dpt__run_as_user *u, int (*fn)(void *arg),
 			;
 		return DPT_ETIMEDOUT;
 	}
-	if (got < 0 || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) == CANNOT_DROP)
+	if (got < 0 || !WIFEXITED(status) || WEXITSTATUS(status) == CANNOT_DROP)
 		return DPT_ESYS;
 	return -WEXITSTATUS(status);
 }

@@ -234,9 +234,11 @@ int dpt__posix_create_tmp(struct dpt__posix *b, const char *key, int dirfd,
 		}
 		*fd = openat(dirfd, tmp,
 			     O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-			     b->conf.private_mode ? DPT__POSIX_PRIVATE_FILE_MODE : 0666);
+			     b->conf.private_mode ? DPT__POSIX_PRIVATE_FILE_MODE
+						  : 0666);
 		if (*fd >= 0 && b->conf.private_mode &&
-		    (rc = dpt__posix_make_private(*fd, DPT__POSIX_PRIVATE_FILE_MODE, tmp))) {
+		    (rc = dpt__posix_make_private(
+			     *fd, DPT__POSIX_PRIVATE_FILE_MODE, tmp))) {
 			close(*fd);
 			unlinkat(dirfd, tmp, 0);
 			return dpt__storage_errno(rc);
@@ -418,7 +420,8 @@ static int open_object(struct dpt__posix *b, const char *key, const char *what)
 
 	if (rc)
 		return rc;
-	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = openat(dirfd, name,
+		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	err = errno;
 	close(dirfd);
 	if (fd >= 0)
@@ -426,7 +429,8 @@ static int open_object(struct dpt__posix *b, const char *key, const char *what)
 	rc = dpt__storage_errno(err);
 	if (rc != DPT_ENOENT)
 		dpt__error("cannot %s '%s/%s': %s", what, b->root_msg, key,
-			   err == ELOOP ? DPT__POSIX_LINK_REFUSED : strerror(err));
+			   err == ELOOP ? DPT__POSIX_LINK_REFUSED
+					: strerror(err));
 	return rc;
 }
 
@@ -543,7 +547,8 @@ static int private_root(struct dpt__posix *b)
 			  (unsigned)(st.st_mode & 07777));
 		return 0;
 	}
-	int err = dpt__posix_make_private(b->rootfd, DPT__POSIX_PRIVATE_DIR_MODE, b->root);
+	int err = dpt__posix_make_private(b->rootfd,
+					  DPT__POSIX_PRIVATE_DIR_MODE, b->root);
 
 	return err ? dpt__storage_errno(err) : 0;
 }
@@ -577,13 +582,13 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 	}
 	/* The path to the root as the URI gives it, links included; what
 	 * this makes on the way is the user's alone. */
-	err = dpt__posix_open_dirs(fd, b->root + 1,
-				   &(struct dpt__posix_walk){
-					   .create = !conf->no_create,
-					   .priv = true,
-					   .any_owner = conf->no_create &&
-							geteuid() == 0},
-				   &b->rootfd, &failed, &refused);
+	err = dpt__posix_open_dirs(
+		fd, b->root + 1,
+		&(struct dpt__posix_walk){.create = !conf->no_create,
+					  .priv = true,
+					  .any_owner = conf->no_create &&
+						       geteuid() == 0},
+		&b->rootfd, &failed, &refused);
 	close(fd);
 	if (err == ENOENT && conf->no_create) {
 		rc = DPT_ENOENT; /* the caller says what it looked for */

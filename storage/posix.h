@@ -29,9 +29,9 @@
 #define DPT__POSIX_PRIVATE_DIR_MODE  0700
 #define DPT__POSIX_PRIVATE_FILE_MODE 0600
 /* Why a symbolic link below the root is refused, for messages. */
-#define DPT__POSIX_LINK_REFUSED                                              \
-	"it is a symbolic link, and dptrain follows none below the "         \
-	"checkpoint root (another user who can write there may have made "   \
+#define DPT__POSIX_LINK_REFUSED                                                \
+	"it is a symbolic link, and dptrain follows none below the "           \
+	"checkpoint root (another user who can write there may have made "     \
 	"it): remove it, or point the root itself at the real directory"
 /* dpt__posix_open_dirs's error for a directory below the root that is not
  * trusted: no errno has this value. */

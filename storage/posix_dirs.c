@@ -111,8 +111,9 @@ int dpt__posix_open_dirs(int base, const char *rel,
 		/* In a directory that others may write (/tmp, a shared
 		 * checkpoint directory of mode 1777), on the way to the root
 		 * too: no link, and only the user's (or root's) directory. */
-		shared = how->below_root ||
-			 (fstat(fd, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)));
+		shared =
+			how->below_root || (fstat(fd, &st) == 0 &&
+					    (st.st_mode & (S_IWGRP | S_IWOTH)));
 		next = open_subdir(fd, comp, shared);
 		if (next < 0 && errno == ENOENT && how->create) {
 			err = make_dir(fd, comp, how->priv, &made);
@@ -139,7 +140,8 @@ int dpt__posix_open_dirs(int base, const char *rel,
 		    (err = dpt__posix_make_private(
 			     fd, DPT__POSIX_PRIVATE_DIR_MODE, comp)))
 			break;
-		if (how->below_root && !dpt__posix_trusted(fd, how->owner, &st)) {
+		if (how->below_root &&
+		    !dpt__posix_trusted(fd, how->owner, &st)) {
 			if (refused)
 				*refused = st;
 			err = DPT__POSIX_UNTRUSTED;

@@ -149,11 +149,11 @@ static int walk(struct walk *wk)
 	dirpart = strndup(wk->prefix, slash ? (size_t)(slash - wk->prefix) : 0);
 	if (!dirpart)
 		return DPT_ENOMEM;
-	err = dpt__posix_open_dirs(wk->b->rootfd, dirpart,
-				   &(struct dpt__posix_walk){
-					   .below_root = true,
-					   .owner = wk->b->owner},
-				   &fd, &failed, NULL);
+	err = dpt__posix_open_dirs(
+		wk->b->rootfd, dirpart,
+		&(struct dpt__posix_walk){.below_root = true,
+					  .owner = wk->b->owner},
+		&fd, &failed, NULL);
 	if (err) {
 		free(dirpart);
 		if (err == ENOENT || err == ENOTDIR)
@@ -163,8 +163,8 @@ static int walk(struct walk *wk)
 			   err == DPT__POSIX_UNTRUSTED
 				   ? "a directory of it is another user's, or "
 				     "others can write it"
-				   : err == ELOOP ? DPT__POSIX_LINK_REFUSED
-						  : strerror(err));
+			   : err == ELOOP ? DPT__POSIX_LINK_REFUSED
+					  : strerror(err));
 		return err == DPT__POSIX_UNTRUSTED ? DPT_EIO
 						   : dpt__storage_errno(err);
 	}

@@ -539,7 +539,8 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 			 * forever. */
 			if (!kmark.len ||
 			    (km && !strcmp(km, kmark.data) &&
-			     !strcmp(um ? um : "", umark.len ? umark.data : "")))
+			     !strcmp(um ? um : "",
+				     umark.len ? umark.data : "")))
 				more = false;
 		}
 		if (rc == DPT_EPROTO)

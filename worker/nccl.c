@@ -251,8 +251,7 @@ int dpt__nccl_comm_new(struct dpt__nccl_comm **out,
 		e = cudaStreamCreateWithFlags(&c->stream,
 					      cudaStreamNonBlocking);
 	if (e == cudaSuccess)
-		e = cudaEventCreateWithFlags(&c->ready,
-					     cudaEventDisableTiming);
+		e = cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming);
 	if (e != cudaSuccess) {
 		dpt__error("cannot use cuda device %d: %s", device,
 			   cudaGetErrorString(e));

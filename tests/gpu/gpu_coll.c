@@ -452,8 +452,8 @@ static const char *compare(enum dpt_dtype dt, const void *got, const void *want,
 				      (const char *)want + i * sz, sz) != 0
 			     : !(fabs(g - w) <= allowed)) {
 			snprintf(why, sizeof(why),
-				 "element %zu is %g, want %g (within %g)", i,
-				 g, w, tol == 0 ? 0.0 : allowed);
+				 "element %zu is %g, want %g (within %g)", i, g,
+				 w, tol == 0 ? 0.0 : allowed);
 			return why;
 		}
 	}
@@ -755,8 +755,9 @@ static int hold(const char *arg)
 	cudaError_t e;
 
 	if (*end || end == arg || secs < 1 || secs > 86400) {
-		fprintf(stderr, "gpu_coll: --hold takes 1 to 86400 seconds, "
-				"not '%s'\n",
+		fprintf(stderr,
+			"gpu_coll: --hold takes 1 to 86400 seconds, "
+			"not '%s'\n",
 			arg);
 		return 2;
 	}

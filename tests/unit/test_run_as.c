@@ -96,8 +96,7 @@ static void cannot_become(void **state)
 	if (geteuid() != 0)
 		skip();
 	bad.ngroups = -1;
-	assert_int_equal(dpt__run_as(&bad, credentials, NULL, 5000),
-			 DPT_ESYS);
+	assert_int_equal(dpt__run_as(&bad, credentials, NULL, 5000), DPT_ESYS);
 }
 
 static uint16_t port;
@@ -130,7 +129,8 @@ static long socket_uid(unsigned local)
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f)) {
 		unsigned lport, u;
-		if (sscanf(line, " %*d: %*x:%x %*x:%*x %*x %*x:%*x %*x:%*x %*x %u",
+		if (sscanf(line,
+			   " %*d: %*x:%x %*x:%*x %*x %*x:%*x %*x:%*x %*x %u",
 			   &lport, &u) == 2 &&
 		    lport == local)
 			uid = (long)u;

@@ -166,7 +166,7 @@ static void task_exit(const char *host, const char *port)
 	dpt__stepd_task_exit(NULL);
 	close(report_pipe[1]);
 	/* The child has been reaped: whatever it wrote is in the pipe. */
-	for (char line[160]; ; reports++) {
+	for (char line[160];; reports++) {
 		unsigned uid;
 		ssize_t n = read(report_pipe[0], line, sizeof(line) - 1);
 

@@ -661,16 +661,16 @@ static void planted_links(void **state)
 	snprintf(p, sizeof(p), "%s/root/run", f->dir);
 	assert_int_equal(symlink(other, p), 0);
 	dpt__buf_reset(&logged);
-	assert_int_not_equal(dpt__storage_read(f->s, run_key[0], 0, 4, buf),
-			     0);
+	assert_int_not_equal(dpt__storage_read(f->s, run_key[0], 0, 4, buf), 0);
 	assert_non_null(strstr(logged.data, "it is a symbolic link"));
 	assert_int_not_equal(dpt__storage_stat(f->s, run_key[0], &size), 0);
 	assert_int_not_equal(dpt__storage_delete(f->s, run_key, 1), 0);
 	snprintf(p, sizeof(p), "%s/step-9/shard", other);
 	assert_file_is(p, "not yours");
-	assert_int_not_equal(dpt__storage_put_if_absent(
-				     f->s, "run/step-10/manifest.json", "{}", 2),
-			     0);
+	assert_int_not_equal(
+		dpt__storage_put_if_absent(f->s, "run/step-10/manifest.json",
+					   "{}", 2),
+		0);
 	snprintf(p, sizeof(p), "%s/step-10", other);
 	assert_int_equal(access(p, F_OK), -1);
 
@@ -681,8 +681,7 @@ static void planted_links(void **state)
 	snprintf(p, sizeof(p), "%s/root/step-5/shard", f->dir);
 	assert_int_equal(symlink(victim, p), 0);
 	dpt__buf_reset(&logged);
-	assert_int_not_equal(dpt__storage_read(f->s, obj_key[0], 0, 4, buf),
-			     0);
+	assert_int_not_equal(dpt__storage_read(f->s, obj_key[0], 0, 4, buf), 0);
 	assert_non_null(strstr(logged.data, "it is a symbolic link"));
 	l = list(f->s, "");
 	assert_string_equal(l, "step-1/shard=12293 step-2/shard=100 ");
@@ -864,9 +863,8 @@ static void untrusted_dirs(void **state)
 	snprintf(path, sizeof(path), "%s/root/mine", f->dir);
 	assert_int_equal(chmod(path, 0775), 0);
 	dpt__buf_reset(&logged);
-	assert_int_not_equal(dpt__storage_stat(f->s, "mine/step-1/shard",
-					       &size),
-			     0);
+	assert_int_not_equal(
+		dpt__storage_stat(f->s, "mine/step-1/shard", &size), 0);
 	assert_non_null(strstr(logged.data, "chmod go-w"));
 	assert_int_equal(chmod(path, 0755), 0);
 	assert_int_equal(dpt__storage_stat(f->s, "mine/step-1/shard", &size),
@@ -944,10 +942,10 @@ static void untrusted_dirs(void **state)
 
 		dpt__buf_reset(&logged);
 		rc = setgid(65534) || setuid(65534)
-				 ? 99
-				 : dpt__storage_open(uri, NULL, &p);
+			     ? 99
+			     : dpt__storage_open(uri, NULL, &p);
 		_exit(rc == DPT_ECONFIG && strstr(logged.data, "belongs to uid "
-								"65533")
+							       "65533")
 			      ? 0
 			      : 1);
 	}
@@ -978,7 +976,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(recycle_claims_race, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(planted_links, setup, teardown),
-		cmocka_unit_test_setup_teardown(untrusted_dirs, setup, teardown),
+		cmocka_unit_test_setup_teardown(untrusted_dirs, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(private_modes, setup, teardown),
 	};
