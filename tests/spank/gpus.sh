@@ -23,6 +23,8 @@ plan 18
 show='echo "$RANK $SLURMD_NODENAME ${LOCAL_RANK-unset} $CUDA_VISIBLE_DEVICES"'
 err=$(mktemp /tmp/dptrain-gpus-err.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$err")
+# (One-node steps name n1: Slurm may place one on n2 while n1 still ends
+# the step before.)
 layout() { # SRUN-OPTIONS...: the step's layout, or its error output
 	local out
 	if out=$(cd /tmp && srun_t "$@" sh -c "$show" 2>"$err"); then
@@ -69,22 +71,22 @@ wait_for 30 holder_gone
 # 6-7. --dp-gpu-bind=rank: one GPU per task, the one at its local rank.
 is "$(layout -N 2 --ntasks-per-node=2 --gres=gpu:4 --dp-train=gpus --dp-gpu-bind=rank)" \
 	"n1 0 0;n1 1 1;n2 0 0;n2 1 1;" "--dp-gpu-bind=rank: each task sees the GPU of its local rank"
-is "$(layout -N 1 -n 2 --gres=gpu:4 --dp-train=gpus --dp-gpu-bind=rank --dp-gpu-bind=none)" \
+is "$(layout -N 1 -w n1 -n 2 --gres=gpu:4 --dp-train=gpus --dp-gpu-bind=rank --dp-gpu-bind=none)" \
 	"n1 0 0,1,2,3;n1 1 0,1,2,3;" "the last --dp-gpu-bind given wins (none)"
 
 # 8-9. The site's default, and the user's option over it.
 printf '# site default\ngpu_bind = rank\n' >"$conf"
-is "$(layout -N 1 -n 2 --gres=gpu:4 --dp-train=gpus)" "n1 0 0;n1 1 1;" \
+is "$(layout -N 1 -w n1 -n 2 --gres=gpu:4 --dp-train=gpus)" "n1 0 0;n1 1 1;" \
 	"gpu_bind=rank in dptrain.conf: tasks get one GPU each without the option"
-is "$(layout -N 1 -n 2 --gres=gpu:4 --dp-train=gpus --dp-gpu-bind=none)" \
+is "$(layout -N 1 -w n1 -n 2 --gres=gpu:4 --dp-train=gpus --dp-gpu-bind=none)" \
 	"n1 0 0,1,2,3;n1 1 0,1,2,3;" "--dp-gpu-bind=none overrides the site's gpu_bind=rank"
 
 # 10. Without GPUs rank binding has nothing to do, and the step runs.
-is "$(layout -N 1 -n 2 --dp-train=gpus)" "n1 0 ;n1 1 ;" \
+is "$(layout -N 1 -w n1 -n 2 --dp-train=gpus)" "n1 0 ;n1 1 ;" \
 	"gpu_bind=rank and no --gres: the step runs, no CUDA_VISIBLE_DEVICES"
 
 # 11. Slurm's own per-task binding stays as Slurm made it.
-is "$(layout -N 1 -n 2 --gpus-per-task=1 --dp-train=gpus)" "n1 0 0;n1 1 1;" \
+is "$(layout -N 1 -w n1 -n 2 --gpus-per-task=1 --dp-train=gpus)" "n1 0 0;n1 1 1;" \
 	"gpu_bind=rank with --gpus-per-task=1: Slurm's binding stays"
 
 # 12. Fewer GPUs than tasks on a node: refused, saying what to ask for.
@@ -112,7 +114,7 @@ rc=$?
 ok $? "--dp-gpu-bind=socket: srun fails with the accepted values" || diag "exit $rc:" "$out"
 
 # 15. Without --dp-train the option changes nothing.
-is "$(layout -N 1 -n 2 --gres=gpu:4 --dp-gpu-bind=rank)" "n1 unset 0,1,2,3;n1 unset 0,1,2,3;" \
+is "$(layout -N 1 -w n1 -n 2 --gres=gpu:4 --dp-gpu-bind=rank)" "n1 unset 0,1,2,3;n1 unset 0,1,2,3;" \
 	"--dp-gpu-bind=rank without --dp-train: GPUs as Slurm sets them, no LOCAL_RANK"
 
 # 16-18. Batch jobs on a node range, srun without -n or -N (the world

@@ -23,6 +23,10 @@ export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
 cluster_up NODES=2 CPUS=4 GPUS=0
 work_dir secret
 plan 12
+# The job's tasks print their environments line by line into one output
+# file; make check's own variables (TEST_LOGS: several KiB on one line)
+# would be split and interleaved among the tasks' lines there.
+unset TEST_LOGS MAKEFLAGS MFLAGS MAKEOVERRIDES
 
 # The task: what it finds before and after dptrain.init(), in itself and in
 # its children, then 10 steps of training with a checkpoint each. Each run
