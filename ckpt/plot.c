@@ -224,19 +224,28 @@ static int put_quoted(struct dpt__buf *b, const char *s)
  * character as '?'. Returns 0 or -1. */
 static int refuse_control(const char *which, const char *what, const char *fix)
 {
+	char shown[PATH_MAX + 32];
+
 	if (!control_in(what))
 		return 0;
-	fputs("dptrain: ", stderr);
-	fputs(which, stderr);
-	fputs(" '", stderr);
-	for (const char *c = what; *c; c++)
-		fputc((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c,
-		      stderr);
 	fprintf(stderr,
-		"' holds a control character (shown as '?': a newline, "
-		"say), which gnuplot would run as a command: %s\n",
-		fix);
+		"dptrain: %s '%s' holds a control character (shown as '?': a "
+		"newline, say), which gnuplot would run as a command: %s\n",
+		which, dpt__status_clean(what, shown, sizeof(shown)), fix);
 	return -1;
+}
+
+/* The run URI and the output file's name, which go into gnuplot's
+ * script: 0, or -1 after saying which holds a control character. */
+static int names_ok(const char *uri, const char *out)
+{
+	if (refuse_control("the run", uri,
+			   "rename its directory (or object prefix) "
+			   "without it") != 0 ||
+	    refuse_control("the output file", out,
+			   "name another one with -o") != 0)
+		return -1;
+	return 0;
 }
 
 static int script_of(struct plot *p, const char *dir, const char *out,
@@ -411,11 +420,7 @@ int dpt__plot_main(const char *what, const char *out, const char **ys,
 			 base_name(uri, name, sizeof(name)));
 		out = outbuf;
 	}
-	if (refuse_control("the run", uri,
-			   "rename its directory (or object prefix) "
-			   "without it") != 0 ||
-	    refuse_control("the output file", out,
-			   "name another one with -o") != 0)
+	if (names_ok(uri, out) != 0)
 		return 1;
 	if (!mkdtemp(dir)) {
 		fprintf(stderr, "dptrain: cannot create '%s': %s\n", dir,

@@ -293,6 +293,54 @@ static void put_progress(FILE *f, json_t *o, int64_t step, uint64_t total,
 		fprintf(f, "  samples/s  %.1f\n", sps);
 }
 
+/* The live status as one JSON object on a line (dptrain status --json). */
+static void render_live_json(FILE *f, const struct dpt__msg_status *st,
+			     const char *state, int64_t step, uint64_t total,
+			     double sps, double now)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "source", json_string("coordinator"));
+	json_object_set_new(o, "job", json_integer(st->job_id));
+	json_object_set_new(o, "state", json_string(state));
+	json_object_set_new(o, "stopping",
+			    json_boolean(st->flags & DPT_STATUS_STOPPING));
+	json_object_set_new(o, "run", json_string(st->run));
+	json_object_set_new(o, "world", json_integer(st->world));
+	json_object_set_new(o, "nodes", json_integer(st->nodes));
+	json_object_set_new(o, "hosts", json_string(st->hosts));
+	json_object_set_new(o, "expected", json_integer(st->expected));
+	json_object_set_new(o, "generation", json_integer(st->generation));
+	put_progress(NULL, o, step, total, sps, false);
+	json_object_set_new(o, "committed",
+			    st->committed == DPT_STATUS_NO_STEP
+				    ? json_null()
+				    : json_integer((json_int_t)st->committed));
+	json_object_set_new(
+		o, "committed_age",
+		st->committed_at
+			? json_real(now - (double)st->committed_at / 1000.0)
+			: json_null());
+	json_object_set_new(o, "end_time",
+			    st->end_time
+				    ? json_integer((json_int_t)st->end_time)
+				    : json_null());
+	json_object_set_new(o, "time_left",
+			    st->end_time ? json_real((double)st->end_time - now)
+					 : json_null());
+	json_object_set_new(o, "stop_at",
+			    st->stop_at ? json_integer((json_int_t)st->stop_at)
+					: json_null());
+	json_object_set_new(o, "next_save",
+			    st->next_save
+				    ? json_real((double)st->next_save / 1000.0)
+				    : json_null());
+	json_object_set_new(o, "restarts", json_integer(st->restarts));
+	json_object_set_new(o, "last", json_string(st->last));
+	json_dumpf(o, f, JSON_COMPACT | JSON_ENSURE_ASCII);
+	fputc('\n', f);
+	json_decref(o);
+}
+
 void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 			     const struct dpt__run_summary *ev, double now,
 			     bool color, bool tty, bool json)
@@ -307,54 +355,7 @@ void dpt__status_render_live(FILE *f, const struct dpt__msg_status *st,
 	char a[64], b[64], c[CLEAN_MAX];
 
 	if (json) {
-		json_t *o = json_object();
-		json_object_set_new(o, "source", json_string("coordinator"));
-		json_object_set_new(o, "job", json_integer(st->job_id));
-		json_object_set_new(o, "state", json_string(state));
-		json_object_set_new(
-			o, "stopping",
-			json_boolean(st->flags & DPT_STATUS_STOPPING));
-		json_object_set_new(o, "run", json_string(st->run));
-		json_object_set_new(o, "world", json_integer(st->world));
-		json_object_set_new(o, "nodes", json_integer(st->nodes));
-		json_object_set_new(o, "hosts", json_string(st->hosts));
-		json_object_set_new(o, "expected", json_integer(st->expected));
-		json_object_set_new(o, "generation",
-				    json_integer(st->generation));
-		put_progress(NULL, o, step, total, sps, false);
-		json_object_set_new(
-			o, "committed",
-			st->committed == DPT_STATUS_NO_STEP
-				? json_null()
-				: json_integer((json_int_t)st->committed));
-		json_object_set_new(
-			o, "committed_age",
-			st->committed_at
-				? json_real(now -
-					    (double)st->committed_at / 1000.0)
-				: json_null());
-		json_object_set_new(
-			o, "end_time",
-			st->end_time ? json_integer((json_int_t)st->end_time)
-				     : json_null());
-		json_object_set_new(
-			o, "time_left",
-			st->end_time ? json_real((double)st->end_time - now)
-				     : json_null());
-		json_object_set_new(
-			o, "stop_at",
-			st->stop_at ? json_integer((json_int_t)st->stop_at)
-				    : json_null());
-		json_object_set_new(
-			o, "next_save",
-			st->next_save
-				? json_real((double)st->next_save / 1000.0)
-				: json_null());
-		json_object_set_new(o, "restarts", json_integer(st->restarts));
-		json_object_set_new(o, "last", json_string(st->last));
-		json_dumpf(o, f, JSON_COMPACT | JSON_ENSURE_ASCII);
-		fputc('\n', f);
-		json_decref(o);
+		render_live_json(f, st, state, step, total, sps, now);
 		return;
 	}
 	fprintf(f, "%sjob %" PRIu32 "%s  %s%s\n", color ? "\033[1m" : "",

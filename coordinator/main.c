@@ -650,26 +650,6 @@ static int metrics_page(void *arg, struct dpt__buf *out)
 	return dpt__metrics_render(&m, out);
 }
 
-/* The host of the --bind endpoint ("tcp://HOST:PORT"), brackets of an
- * IPv6 address removed, into BUF: the metrics listen there too. */
-static void bind_host(const char *bind, char *buf, size_t size)
-{
-	const char *h = strstr(bind, "://"), *colon = strrchr(bind, ':');
-	size_t len;
-
-	snprintf(buf, size, "*");
-	if (!h || !colon || colon < h + 3)
-		return;
-	h += 3;
-	len = (size_t)(colon - h);
-	if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
-		h++;
-		len -= 2;
-	}
-	if (len && len < size)
-		snprintf(buf, size, "%.*s", (int)len, h);
-}
-
 static bool check_end_time(struct dpt__walltime *w, const struct options *o,
 			   struct dpt__coord *coord, int64_t now)
 {
@@ -795,30 +775,10 @@ int main(int argc, char **argv)
 	    dpt__walltime_start(&walltime, (uint32_t)o.job_id,
 				(time_t)o.end_time, o.grace) != 0)
 		goto out;
-	/* Asked for and not available is said, but does not stop the
-	 * step: any user of the host can take a fixed port first, and the
-	 * training matters more than its scrape. Before the endpoint file,
-	 * which tells srun the start went well. */
-	if (o.metrics_port >= 0) {
-		char host[256];
-
-		bind_host(o.bind, host, sizeof(host));
-		if (dpt__metrics_server_new(&metrics, host, o.metrics_port,
-					    &metrics_port, metrics_page,
-					    &rep) != 0)
-			dpt__warn("the step goes on without a metrics "
-				  "endpoint");
-	}
-	if (metrics) {
-		char host[256];
-
-		/* The URL a scraper uses: the host workers are told, which
-		 * a wildcard bind also listens on. */
-		bind_host(endpoint, host, sizeof(host));
-		dpt__info("serving metrics at http://%s%s%s:%d/metrics",
-			  strchr(host, ':') ? "[" : "", host,
-			  strchr(host, ':') ? "]" : "", metrics_port);
-	}
+	/* Before the endpoint file, which tells srun the start went well. */
+	if (o.metrics_port >= 0)
+		dpt__metrics_start(&metrics, o.bind, endpoint, o.metrics_port,
+				   &metrics_port, metrics_page, &rep);
 	if (o.endpoint_file &&
 	    write_endpoint_file(o.endpoint_file, endpoint) != 0)
 		goto out;

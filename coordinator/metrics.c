@@ -493,3 +493,45 @@ void dpt__metrics_server_serve(struct dpt__metrics_server *s, int64_t now)
 			client_write(c);
 	}
 }
+
+/* The host of the --bind endpoint ("tcp://HOST:PORT"), brackets of an
+ * IPv6 address removed, into BUF. */
+static void bind_host(const char *bind, char *buf, size_t size)
+{
+	const char *h = strstr(bind, "://"), *colon = strrchr(bind, ':');
+	size_t len;
+
+	snprintf(buf, size, "*");
+	if (!h || !colon || colon < h + 3)
+		return;
+	h += 3;
+	len = (size_t)(colon - h);
+	if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
+		h++;
+		len -= 2;
+	}
+	if (len && len < size)
+		snprintf(buf, size, "%.*s", (int)len, h);
+}
+
+void dpt__metrics_start(struct dpt__metrics_server **out, const char *bind,
+			const char *endpoint, long port, int *bound,
+			dpt__metrics_page_fn *page, void *arg)
+{
+	char host[256];
+
+	bind_host(bind, host, sizeof(host));
+	/* Asked for and not available is said, but does not stop the step:
+	 * any user of the host can take a fixed port first, and the
+	 * training matters more than its scrape. */
+	if (dpt__metrics_server_new(out, host, port, bound, page, arg) != 0) {
+		dpt__warn("the step goes on without a metrics endpoint");
+		return;
+	}
+	/* The URL a scraper uses: the host workers are told, which a
+	 * wildcard bind also listens on. */
+	bind_host(endpoint, host, sizeof(host));
+	dpt__info("serving metrics at http://%s%s%s:%d/metrics",
+		  strchr(host, ':') ? "[" : "", host,
+		  strchr(host, ':') ? "]" : "", *bound);
+}

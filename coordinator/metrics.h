@@ -72,6 +72,15 @@ struct dpt__metrics_server;
 int dpt__metrics_server_new(struct dpt__metrics_server **out, const char *host,
 			    long port, int *bound, dpt__metrics_page_fn *page,
 			    void *arg);
+/*
+ * The coordinator's metrics endpoint: dpt__metrics_server_new on the host
+ * of BIND (the coordinator's --bind endpoint) and PORT, and the URL of
+ * ENDPOINT's host logged. A failure is logged and leaves *OUT NULL: the
+ * step goes on without metrics.
+ */
+void dpt__metrics_start(struct dpt__metrics_server **out, const char *bind,
+			const char *endpoint, long port, int *bound,
+			dpt__metrics_page_fn *page, void *arg);
 /* Closes every socket and frees *S; NULL is fine; *S becomes NULL. */
 void dpt__metrics_server_destroy(struct dpt__metrics_server **s);
 
