@@ -357,7 +357,7 @@ def case_lightning():
     # it, under Slurm).
     fit = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                        "python", "lightning_fit.py")
-    p = subprocess.run([sys.executable, fit, "6", "gpu", "16-mixed"], stdout=subprocess.PIPE,
+    p = subprocess.run([sys.executable, fit, "6", "gpu", "16-mixed", "--strategy", "auto"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     last = (p.stdout.strip().splitlines() or [""])[-1]
     if p.returncode != 0:

@@ -7,6 +7,10 @@ to TOTAL steps, resuming from the run's checkpoint, and prints
 
     lightning_fit.py TOTAL [ACCELERATOR [PRECISION]] [--accumulate K]
         [--manual] [--raise-at STEP] [--devices N] [--num-nodes N] [--pl]
+        [--strategy NAME]
+
+--strategy: the Trainer's (default ddp; auto on one task a device is a
+single-device strategy, which DptrainCallback refuses under more tasks).
 
 --pl: the script is written against pytorch_lightning, not lightning.pytorch.
 A stateful callback counts the batches ("batches=N"), restored on resume;
@@ -102,12 +106,10 @@ def main():
     ap.add_argument("--devices", type=int)
     ap.add_argument("--num-nodes", type=int)
     ap.add_argument("--pl", action="store_true")
+    ap.add_argument("--strategy", default="ddp")
     args = ap.parse_args()
     # One thread, as the examples: the tests compare final parameters bit
-    # for bit between runs, and a float reduction split over as many
-    # threads as the CPUs that Slurm happened to bind the task to is
-    # summed in another order (seen: bf16-mixed and accumulate runs that
-    # ended a few bits apart under make check's load).
+    # for bit between runs.
     torch.set_num_threads(1)
     torch.manual_seed(0)
     x = torch.linspace(-1, 1, 960).unsqueeze(1)
@@ -118,7 +120,7 @@ def main():
     counts = {k: v for k, v in (("devices", args.devices), ("num_nodes", args.num_nodes))
               if v is not None}
     trainer = pl.Trainer(max_steps=args.total * (2 if args.manual else 1),
-                         accelerator=args.accelerator, precision=args.precision,
+                         strategy=args.strategy, accelerator=args.accelerator, precision=args.precision,
                          accumulate_grad_batches=args.accumulate, callbacks=[cb, counter],
                          plugins=[DptrainEnvironment()], use_distributed_sampler=False,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,

@@ -5,7 +5,8 @@
 # optimization with two optimizers, bf16-mixed on the CPU and a script of
 # pytorch_lightning (not lightning.pytorch), each stopped
 # and resumed at the same world size and ending bitwise equal to an
-# uninterrupted run; Fabric with the environment and dptrain.torch; an
+# uninterrupted run, both ranks' replicas equal; a single-device strategy
+# refused; Fabric with the environment and dptrain.torch; an
 # exception in training_step (a clean exit, no step
 # claimed, no process left); Trainer counts that contradict the job; the
 # environment outside srun --dp-train.
@@ -23,7 +24,7 @@ dptrain=$top_builddir/dptrain
 cluster_up NODES=1 CPUS=4 GPUS=0
 dir=$(dpt_state_dir lightning-modes) || exit 1
 dpt_scratch+=("$dir")
-plan 22
+plan 23
 
 run() { # RUN TOTAL ARGS...: 2 ranks fit to TOTAL steps; output in $out
 	local name=$1 total=$2
@@ -31,7 +32,12 @@ run() { # RUN TOTAL ARGS...: 2 ranks fit to TOTAL steps; output in $out
 	out=$(DPT_TIMEOUT=240 srun_t -n 2 --dp-train="$name" --dp-ckpt="file://$dir/ckpt" \
 		"$py" "$fit" "$total" "$@" 2>&1)
 }
-sha() { grep -o 'batches=[0-9]* params_sha256=[0-9a-f]*' <<<"$out" | head -n 1; }
+# The ranks' counts and final parameters, one line each (DDP's replicas
+# agree, so one line when all is well).
+sha() { grep -o 'batches=[0-9]* params_sha256=[0-9a-f]*' <<<"$out" | sort -u; }
+ranks_agree() { # both ranks printed, the same
+	[ "$(grep -c 'params_sha256=' <<<"$out")" = 2 ] && [ "$(sha | wc -l)" = 1 ]
+}
 
 # resumes MODE ARGS...: MODE to 20 in one run, and to 10 then 20 in two:
 # the same final bits and the same count of a stateful callback, the
@@ -39,8 +45,8 @@ sha() { grep -o 'batches=[0-9]* params_sha256=[0-9a-f]*' <<<"$out" | head -n 1; 
 resumes() {
 	local mode=$1 ref
 	shift
-	run "$mode-ref" 20 "$@"
-	ok $? "$mode: 2 ranks fit to step 20" || diag "$out"
+	run "$mode-ref" 20 "$@" && ranks_agree
+	ok $? "$mode: 2 ranks fit to step 20, ending with the same parameters" || diag "$out"
 	ref=$(sha)
 	run "$mode" 10 "$@" && run "$mode" 20 "$@"
 	grep -q "^start=10 end=20 stopped=False global_step=$want_gs .* handlers=kept " <<<"$out"
@@ -55,6 +61,13 @@ resumes manual --manual
 want_gs=20
 resumes bf16 cpu bf16-mixed
 resumes pytorch_lightning --pl
+
+# Lightning's strategy "auto" with one CPU a task is a single-device
+# strategy: each task would train alone, and the callback says so.
+run alone 5 --strategy auto
+[ $? != 0 ] && grep -q "the Trainer's SingleDeviceStrategy runs 1 process, but srun --dp-train started 2 tasks: each would train alone.*strategy=.ddp." <<<"$out"
+ok $? "strategy=auto (one device a task) under srun -n 2 is refused, naming strategy=ddp" ||
+	diag "$out"
 
 # Fabric (contrib/examples/fabric_dptrain.py): the environment and
 # dptrain.torch, stopped at 10 and resumed, against one run to 20.

@@ -177,6 +177,22 @@ class DptrainEnvironment(_ClusterEnvironment):
                                   nnodes, "" if nnodes == 1 else "s", nlocal, nnodes))
 
 
+def _check_world(trainer):
+    """Every task of the job step in one Trainer. Lightning's strategy
+    "auto" with one device a task (devices="auto" on CPUs, one GPU a task)
+    is a single-device strategy that trains each task alone on its share
+    of the batches, with no error: refuse it, naming the fix."""
+    tasks = int(os.environ.get("WORLD_SIZE", "1"))
+    if trainer.world_size == tasks:
+        return
+    raise RuntimeError(
+        "DptrainCallback: the Trainer's %s runs %d process%s, but srun --dp-train started %d "
+        "tasks: each would train alone on its share of the batches. Make the Trainer with "
+        "strategy=\"ddp\" and plugins=[DptrainEnvironment()] (it takes the job's counts)" % (
+            type(trainer.strategy).__name__, trainer.world_size,
+            "" if trainer.world_size == 1 else "es", tasks))
+
+
 class _Adapter:
     """A part of the Trainer's state as an object with state_dict() and
     load_state_dict(), for dptrain.torch.Checkpoint."""
@@ -273,6 +289,7 @@ class DptrainCallback(_Callback):
     def setup(self, trainer, pl_module, stage):
         if stage != "fit":
             return
+        _check_world(trainer)
         if self.ck is None:
             # No signal handler of its own: on_train_start installs them
             # over Lightning's, which puts the previous ones back.
