@@ -169,19 +169,35 @@ int dpt__client_status(const char *endpoint, const char *coord_public,
 	return 0;
 }
 
+/* A request answered by an ACK; a reply of another type (a ROSTER that
+ * owns memory, say) is released and refused. */
+static int request_ack(const char *endpoint, const char *secret_hex,
+		       struct dpt__msg *req, int timeout_ms)
+{
+	struct dpt__msg reply;
+	int rc = request(endpoint, secret_hex, req, timeout_ms, &reply);
+
+	if (rc)
+		return rc;
+	if (reply.type != DPT_MSG_ACK) {
+		dpt__error("the coordinator answered %s with %s, not ACK",
+			   dpt__msg_type_name(req->type),
+			   dpt__msg_type_name(reply.type));
+		rc = DPT_EPROTO;
+	}
+	dpt__msg_release(&reply);
+	return rc;
+}
+
 int dpt__client_report_exit(const char *endpoint, const char *secret_hex,
 			    uint32_t task_id, int32_t status, int timeout_ms)
 {
-	struct dpt__msg m, reply;
-	int rc;
+	struct dpt__msg m;
 
 	dpt__msg_init(&m, DPT_MSG_TASK_EXIT, 0);
 	m.u.task_exit.task_id = task_id;
 	m.u.task_exit.status = status;
-	rc = request(endpoint, secret_hex, &m, timeout_ms, &reply);
-	if (!rc)
-		dpt__msg_release(&reply); /* whatever it holds */
-	return rc;
+	return request_ack(endpoint, secret_hex, &m, timeout_ms);
 }
 
 static int kv_msg(struct dpt__msg *m, enum dpt__msg_type type, const char *key,
@@ -201,14 +217,10 @@ static int kv_msg(struct dpt__msg *m, enum dpt__msg_type type, const char *key,
 int dpt__client_kv_put(const char *endpoint, const char *secret_hex,
 		       const char *key, const char *value, int timeout_ms)
 {
-	struct dpt__msg m, reply;
+	struct dpt__msg m;
 	int rc = kv_msg(&m, DPT_MSG_KV_PUT, key, value);
 
-	if (!rc)
-		rc = request(endpoint, secret_hex, &m, timeout_ms, &reply);
-	if (!rc)
-		dpt__msg_release(&reply);
-	return rc;
+	return rc ? rc : request_ack(endpoint, secret_hex, &m, timeout_ms);
 }
 
 int dpt__client_kv_get(const char *endpoint, const char *secret_hex,

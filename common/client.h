@@ -33,7 +33,8 @@ int dpt__client_limit(void *sock, int64_t max_msg, int connect_ms);
  * Report to the coordinator at ENDPOINT that task TASK_ID exited with
  * STATUS (a wait(2) status), authenticated with SECRET_HEX. Blocks at most
  * TIMEOUT_MS for the coordinator's ACK. Returns 0, DPT_ETIMEDOUT,
- * DPT_EINVAL, or another dpt_error. Meant for the SPANK plugin's
+ * DPT_EINVAL, DPT_EPROTO (a reply of another type, released), or another
+ * dpt_error. Meant for the SPANK plugin's
  * slurm_spank_task_exit: it never aborts and owns nothing on return.
  */
 int dpt__client_report_exit(const char *endpoint, const char *secret_hex,

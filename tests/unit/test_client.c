@@ -3,7 +3,10 @@
  * peer: an endpoint that a job's environment chose, answering the client's
  * ZMTP greeting with a frame header that announces 3 GiB. The client must
  * drop that connection at once and allocate nothing for it, as root's
- * slurmstepd runs this client for slurm_spank_task_exit.
+ * slurmstepd runs this client for slurm_spank_task_exit. And a coordinator
+ * that holds the secret but answers the exit report with a ROSTER (which
+ * owns memory once decoded): refused, and released (the sanitized run's
+ * leak check).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,9 +30,13 @@
 
 #include "client.h"
 #include "clock.h"
+#include "wire.h"
 
 #define HUGE_FRAME (3ull << 30)
 #define CLIENT_MS  3000
+
+static const char secret_hex[] = "00112233445566778899aabbccddeeff"
+				 "00112233445566778899aabbccddeeff";
 
 /* The fake coordinator: one connection, a valid ZMTP 3.0 CURVE greeting,
  * then a command frame header of HUGE_FRAME bytes and nothing more. */
@@ -113,8 +120,6 @@ static long vm_peak_kib(void)
 
 static void huge_frame_dropped(void **state)
 {
-	static const char secret[] = "00112233445566778899aabbccddeeff"
-				     "00112233445566778899aabbccddeeff";
 	struct hostile_peer p = {0};
 	char endpoint[64];
 	uint16_t port;
@@ -126,7 +131,7 @@ static void huge_frame_dropped(void **state)
 	snprintf(endpoint, sizeof(endpoint), "tcp://127.0.0.1:%u", port);
 	assert_int_equal(pthread_create(&t, NULL, hostile_peer_run, &p), 0);
 	before = vm_peak_kib();
-	rc = dpt__client_report_exit(endpoint, secret, 0, 0, CLIENT_MS);
+	rc = dpt__client_report_exit(endpoint, secret_hex, 0, 0, CLIENT_MS);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	close(p.lfd);
 	/* The request fails cleanly; nothing near the announced size was
@@ -137,6 +142,81 @@ static void huge_frame_dropped(void **state)
 	assert_true(p.sent_ms > 0);
 	assert_true(p.eof_ms > 0);
 	assert_true(p.eof_ms - p.sent_ms < CLIENT_MS / 2);
+}
+
+/* A coordinator that knows the secret: one request on a CURVE ROUTER,
+ * answered with a reply of type REPLY that echoes its SEQ. */
+struct fake_coord {
+	void *ctx, *sock;
+	enum dpt__msg_type reply;
+	int served;
+};
+
+static void *fake_coord_run(void *arg)
+{
+	struct fake_coord *f = arg;
+	struct dpt__peer peers[2] = {{"127.0.0.1", 1, 0}, {"127.0.0.1", 2, 0}};
+	uint8_t id[256], in[DPT_WIRE_IN_MAX], out[512];
+	struct dpt__msg req, rep;
+	int idlen = zmq_recv(f->sock, id, sizeof(id), 0);
+	int n = zmq_recv(f->sock, in, sizeof(in), 0);
+	long len;
+
+	if (idlen <= 0 || n <= 0 ||
+	    dpt__wire_decode(in, (size_t)n, sizeof(in), &req))
+		return NULL;
+	dpt__msg_init(&rep, f->reply, 1);
+	rep.seq = req.seq;
+	rep.world = 2;
+	rep.roster = peers;
+	len = dpt__wire_encode(&rep, out, sizeof(out));
+	if (len > 0 && zmq_send(f->sock, id, (size_t)idlen, ZMQ_SNDMORE) >= 0 &&
+	    zmq_send(f->sock, out, (size_t)len, 0) >= 0)
+		f->served = 1;
+	dpt__msg_release(&req);
+	return NULL;
+}
+
+static long ask_fake(enum dpt__msg_type reply)
+{
+	struct fake_coord f = {.reply = reply};
+	struct dpt__curve_keys keys;
+	int server = 1, zero = 0;
+	char endpoint[64];
+	size_t len = sizeof(endpoint);
+	pthread_t t;
+	long rc;
+
+	assert_int_equal(dpt__wire_derive_keys(secret_hex, &keys), 0);
+	f.ctx = zmq_ctx_new();
+	f.sock = zmq_socket(f.ctx, ZMQ_ROUTER);
+	assert_non_null(f.sock);
+	assert_int_equal(zmq_setsockopt(f.sock, ZMQ_CURVE_SERVER, &server,
+					sizeof(server)),
+			 0);
+	assert_int_equal(zmq_setsockopt(f.sock, ZMQ_CURVE_SECRETKEY,
+					keys.coord_secret, DPT_Z85_KEY_LEN),
+			 0);
+	assert_int_equal(zmq_setsockopt(f.sock, ZMQ_LINGER, &zero,
+					sizeof(zero)),
+			 0);
+	assert_int_equal(zmq_bind(f.sock, "tcp://127.0.0.1:*"), 0);
+	assert_int_equal(
+		zmq_getsockopt(f.sock, ZMQ_LAST_ENDPOINT, endpoint, &len), 0);
+	assert_int_equal(pthread_create(&t, NULL, fake_coord_run, &f), 0);
+	rc = dpt__client_report_exit(endpoint, secret_hex, 0, 0, CLIENT_MS);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(f.served);
+	zmq_close(f.sock);
+	zmq_ctx_term(f.ctx);
+	return rc;
+}
+
+static void other_reply_refused(void **state)
+{
+	(void)state;
+	assert_int_equal(ask_fake(DPT_MSG_ACK), 0);
+	assert_int_equal(ask_fake(DPT_MSG_ROSTER), DPT_EPROTO);
 }
 
 static void limits_set(void **state)
@@ -173,6 +253,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(huge_frame_dropped),
 		cmocka_unit_test(limits_set),
+		cmocka_unit_test(other_reply_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
