@@ -197,9 +197,8 @@ static long ask_fake(enum dpt__msg_type reply)
 	assert_int_equal(zmq_setsockopt(f.sock, ZMQ_CURVE_SECRETKEY,
 					keys.coord_secret, DPT_Z85_KEY_LEN),
 			 0);
-	assert_int_equal(zmq_setsockopt(f.sock, ZMQ_LINGER, &zero,
-					sizeof(zero)),
-			 0);
+	assert_int_equal(
+		zmq_setsockopt(f.sock, ZMQ_LINGER, &zero, sizeof(zero)), 0);
 	assert_int_equal(zmq_bind(f.sock, "tcp://127.0.0.1:*"), 0);
 	assert_int_equal(
 		zmq_getsockopt(f.sock, ZMQ_LAST_ENDPOINT, endpoint, &len), 0);
