@@ -775,10 +775,18 @@ int main(int argc, char **argv)
 	    dpt__walltime_start(&walltime, (uint32_t)o.job_id,
 				(time_t)o.end_time, o.grace) != 0)
 		goto out;
-	/* Before the endpoint file, which tells srun the start went well. */
-	if (o.metrics_port >= 0)
-		dpt__metrics_start(&metrics, o.bind, endpoint, o.metrics_port,
+	/* Before the endpoint file, which tells srun the start went well.
+	 * On the address the router bound: an interface name in --bind is
+	 * ZeroMQ's to resolve. */
+	if (o.metrics_port >= 0) {
+		char bound[ENDPOINT_MAX];
+		size_t len = sizeof(bound);
+
+		if (zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, bound, &len))
+			snprintf(bound, sizeof(bound), "%s", o.bind);
+		dpt__metrics_start(&metrics, bound, endpoint, o.metrics_port,
 				   &metrics_port, metrics_page, &rep);
+	}
 	if (o.endpoint_file &&
 	    write_endpoint_file(o.endpoint_file, endpoint) != 0)
 		goto out;

@@ -26,7 +26,8 @@
 #define COORD_OPTIONS(X)                                                      \
 	X(WORLD, "world-size", "DPTRAIN_WORLD_SIZE", "N",                     \
 	  "workers in generation 1", "required")                              \
-	X(BIND, "bind", "DPTRAIN_BIND", "ENDPOINT", "where to listen",        \
+	X(BIND, "bind", "DPTRAIN_BIND", "ENDPOINT",                           \
+	  "where to listen: tcp://ADDRESS:PORT or tcp://INTERFACE:PORT",      \
 	  "default tcp://0.0.0.0:*")                                          \
 	X(ADVERTISE, "advertise", "DPTRAIN_ADVERTISE", "HOST",                \
 	  "host name or address workers connect to",                          \

@@ -18,7 +18,7 @@ train=$top_builddir/tests/ckpt/train_loop
 conf_cluster_up "" NODES=2 CPUS=4 GPUS=0
 work_dir metrics
 export DPTRAIN_STATUS_DIR=$work/status
-plan 12
+plan 13
 
 is "$(timed srun --help 2>&1 | grep -c -- '--dp-metrics')" 1 "srun --help lists --dp-metrics"
 
@@ -148,3 +148,24 @@ kill "$squat_pid" 2>/dev/null
 	grep -q "cannot listen for metrics on port $held" <<<"$out" &&
 	grep -q "the step goes on without a metrics endpoint" <<<"$out"
 ok $? "--dp-metrics=$held held by nobody: the step trains and commits, saying it has no metrics" || diag "rc $rc" "$out"
+
+# 13. bind=lo in dptrain.conf: the coordinator and its metrics listen on
+# 127.0.0.1 only (the test cluster's SLURM_LAUNCH_NODE_IPADDR), and the
+# step trains.
+printf 'bind = lo\nmetrics_port = 0\n' >"$conf"
+srun_t -N 1 -n 2 -J bindlo --dp-train=bindlo --dp-ckpt="file://$work/ckpt" "$train" --steps 100000 --step-ms 100 --every 10 >"$work/bindlo.out" 2>&1 &
+srun_pid=$!
+id=
+for ((i = 0; i < 60; i++)); do
+	id=$(squeue -h -n bindlo -o %i | head -1)
+	[ -n "$id" ] && scrape "$id" && [ -n "$(value dptrain_committed_step)" ] && break
+	sleep 1
+done
+coord=$(pgrep -f "dptrain-coordinator.*--job-id $id( |$)" | head -1)
+listens=$(ss -Htlnp 2>/dev/null | grep "pid=$coord," | awk '{ print $4 }' | sed 's/:[0-9]*$//' | sort -u | xargs)
+[ -n "$coord" ] && [ "$listens" = 127.0.0.1 ] && [ -n "$(value dptrain_committed_step)" ]
+ok $? "bind=lo: the coordinator and its metrics listen on 127.0.0.1 only, and the step commits" ||
+	diag "listening on: $listens" "$page" "$(cat "$work/bindlo.out")"
+[ -n "$id" ] && timed scancel "$id"
+wait "$srun_pid"
+printf '' >"$conf"
