@@ -33,6 +33,17 @@ scrape() {
 }
 # value NAME: the value of the one sample of NAME in $page.
 value() { sed -n "s/^$1{[^}]*} //p" <<<"$page"; }
+# await_commit NAME: the id of the running job NAME in $id, once its page
+# shows a committed step (60 s at most).
+await_commit() {
+	local i
+	id= page=
+	for ((i = 0; i < 60; i++)); do
+		id=$(squeue -h -n "$1" -o %i | head -1)
+		[ -n "$id" ] && scrape "$id" && [ -n "$(value dptrain_committed_step)" ] && return
+		sleep 1
+	done
+}
 
 # 2-6. A batch job of 4 ranks on 2 nodes, committing every 10 steps of
 # 100 ms, with the endpoint on any free port.
@@ -111,13 +122,7 @@ ok $? "allow_user_metrics=no: --dp-metrics fails srun (exit $rc) naming the key"
 printf 'allow_user_metrics = no\nmetrics_port = 0\n' >"$conf"
 srun_t -N 1 -n 2 -J site --dp-train=site --dp-ckpt="file://$work/ckpt" "$train" --steps 100000 --step-ms 100 --every 10 >"$work/site.out" 2>&1 &
 srun_pid=$!
-id=
-page=
-for ((i = 0; i < 60; i++)); do
-	id=$(squeue -h -n site -o %i | head -1)
-	[ -n "$id" ] && scrape "$id" && [ -n "$(value dptrain_committed_step)" ] && break
-	sleep 1
-done
+await_commit site
 [ "$(value dptrain_world_size)" = 2 ] && [ -n "$(value dptrain_committed_step)" ]
 ok $? "metrics_port=0 in dptrain.conf: a job without the option serves /metrics (world size 2)" ||
 	diag "$page" "$(cat "$work/site.out")"
@@ -155,12 +160,7 @@ ok $? "--dp-metrics=$held held by nobody: the step trains and commits, saying it
 printf 'bind = lo\nmetrics_port = 0\n' >"$conf"
 srun_t -N 1 -n 2 -J bindlo --dp-train=bindlo --dp-ckpt="file://$work/ckpt" "$train" --steps 100000 --step-ms 100 --every 10 >"$work/bindlo.out" 2>&1 &
 srun_pid=$!
-id=
-for ((i = 0; i < 60; i++)); do
-	id=$(squeue -h -n bindlo -o %i | head -1)
-	[ -n "$id" ] && scrape "$id" && [ -n "$(value dptrain_committed_step)" ] && break
-	sleep 1
-done
+await_commit bindlo
 coord=$(pgrep -f "dptrain-coordinator.*--job-id $id( |$)" | head -1)
 listens=$(ss -Htlnp 2>/dev/null | grep "pid=$coord," | awk '{ print $4 }' | sed 's/:[0-9]*$//' | sort -u | xargs)
 [ -n "$coord" ] && [ "$listens" = 127.0.0.1 ] && [ -n "$(value dptrain_committed_step)" ]
