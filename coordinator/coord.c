@@ -700,16 +700,6 @@ static enum coord_event event_of(uint8_t type)
 	}
 }
 
-/* Unix time in ms: the events' and STATUS_REPLY's clock (NOW, the
- * state machine's, is monotonic). */
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /*
  * The library's reports (doc/checkpoint-format.md, "Events"): KEY was put
  * in the key-value store; a dptrain.* key holds the newest value. A commit
@@ -776,7 +766,7 @@ static void on_report(struct dpt__coord *c, const char *key, int64_t now)
 		if (fields < 1)
 			return;
 		c->committed = step;
-		c->committed_at_ms = wall_ms();
+		c->committed_at_ms = dpt__wall_ms();
 		if (c->step == DPT_STATUS_NO_STEP || step > c->step)
 			c->step = step;
 		n.step = step;

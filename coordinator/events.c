@@ -17,6 +17,7 @@
 
 #include <dptrain/error.h>
 
+#include "clock.h"
 #include "events.h"
 #include "jsonl.h"
 #include "log.h"
@@ -163,14 +164,6 @@ int dpt__events_format(const struct dpt__coord_note *n, uint32_t job_id,
 	return rc ? rc : dpt__jsonl_end(out);
 }
 
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void dpt__events_note(void *arg, const struct dpt__coord_note *n)
 {
 	struct dpt__events *ev = arg;
@@ -180,7 +173,8 @@ void dpt__events_note(void *arg, const struct dpt__coord_note *n)
 	if (!ev)
 		return;
 	dpt__buf_init(&line, LINE_MAX_BYTES);
-	rc = dpt__events_format(n, ev->job_id, ev->restarts, wall_ms(), &line);
+	rc = dpt__events_format(n, ev->job_id, ev->restarts, dpt__wall_ms(),
+				&line);
 	pthread_mutex_lock(&ev->lock);
 	if (rc == 1 && !ev->run && n->reason && n->reason[0]) {
 		ev->run = strdup(n->reason);
@@ -370,7 +364,7 @@ static void *writer_main(void *arg)
 		}
 		s3 = strncmp(ev->run, "file://", 7) != 0;
 		if (s3 && !ev->quit &&
-		    wall_ms() - last_s3 < DPT_EVENTS_S3_EVERY_MS) {
+		    dpt__wall_ms() - last_s3 < DPT_EVENTS_S3_EVERY_MS) {
 			/* Coalesce: one PUT per interval at most. */
 			struct timespec until;
 			clock_gettime(CLOCK_REALTIME, &until);
@@ -388,7 +382,7 @@ static void *writer_main(void *arg)
 
 		if (s3) {
 			rc = rewrite_s3(ev, run, batch.data, batch.len);
-			last_s3 = wall_ms();
+			last_s3 = dpt__wall_ms();
 		} else {
 			rc = append_posix(ev, run + 7, batch.data, batch.len);
 		}

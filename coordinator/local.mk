@@ -1,7 +1,10 @@
 # dptrain-coordinator: one per job step, started by the SPANK plugin.
 bin_PROGRAMS += coordinator/dptrain-coordinator
 coordinator_dptrain_coordinator_SOURCES = \
-	coordinator/main.c \
+	coordinator/main.c coordinator/service.h \
+	coordinator/loop.c coordinator/loop.h \
+	coordinator/router.c coordinator/signals.c \
+	coordinator/status_file.c coordinator/report.c \
 	coordinator/options.c coordinator/options.h \
 	coordinator/zap.c coordinator/zap.h \
 	coordinator/coord.c coordinator/coord.h coordinator/coord_int.h \

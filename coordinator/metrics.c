@@ -535,3 +535,42 @@ void dpt__metrics_start(struct dpt__metrics_server **out, const char *bind,
 		  strchr(host, ':') ? "[" : "", host,
 		  strchr(host, ':') ? "]" : "", *bound);
 }
+
+static size_t metrics_prepare(void *arg, zmq_pollitem_t *items, size_t max,
+			      int64_t now, int64_t *deadline)
+{
+	struct dpt__metrics_server *m = arg;
+	int fds[DPT_METRICS_MAX_CLIENTS + 1];
+	short evs[DPT_METRICS_MAX_CLIENTS + 1];
+	size_t n = dpt__metrics_server_fds(m, fds, evs,
+					   DPT_METRICS_MAX_CLIENTS + 1);
+	int64_t at = dpt__metrics_server_deadline(m);
+
+	(void)now;
+	if (n > max)
+		n = max;
+	for (size_t i = 0; i < n; i++)
+		items[i] = dpt__loop_item(NULL, fds[i],
+					  evs[i] & POLLOUT ? ZMQ_POLLOUT
+							   : ZMQ_POLLIN);
+	if (at)
+		dpt__loop_deadline(deadline, at);
+	return n;
+}
+
+static void metrics_ready(void *arg, const zmq_pollitem_t *items, size_t n,
+			  int64_t now)
+{
+	(void)items, (void)n;
+	dpt__metrics_server_serve(arg, now);
+}
+
+struct dpt__loop_source dpt__metrics_source(struct dpt__metrics_server *m)
+{
+	return (struct dpt__loop_source){
+		.name = "metrics",
+		.prepare = metrics_prepare,
+		.ready = metrics_ready,
+		.arg = m,
+	};
+}

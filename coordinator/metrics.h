@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loop.h"
+
 #include "buf.h"
 #include "wire.h"
 
@@ -100,5 +102,8 @@ size_t dpt__metrics_server_fds(const struct dpt__metrics_server *s, int *fds,
 void dpt__metrics_server_serve(struct dpt__metrics_server *s, int64_t now);
 /* The earliest client timeout (monotonic ms), or 0 with no client. */
 int64_t dpt__metrics_server_deadline(const struct dpt__metrics_server *s);
+
+/* The coordinator loop's source that serves M (coordinator/loop.h). */
+struct dpt__loop_source dpt__metrics_source(struct dpt__metrics_server *m);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -18,6 +19,7 @@
 
 #include "log.h"
 #include "parse.h"
+#include "service.h"
 #include "walltime.h"
 
 struct dpt__walltime {
@@ -371,4 +373,63 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 	}
 	give_range_back(f);
 	return 0;
+}
+
+/* ------------------------------------------------------------ source */
+
+/* Stops the step once the job's end time is within the grace; returns
+ * whether it did. */
+static bool check_end_time(struct dpt__walltime *w, const struct options *o,
+			   struct dpt__coord *coord, int64_t now)
+{
+	time_t end = dpt__walltime_end(w), t = time(NULL);
+	char who[32] = "the step", when[32], why[160];
+	struct tm tm;
+
+	if (end <= 0 || t < end - o->grace)
+		return false;
+	localtime_r(&end, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (o->job_id)
+		snprintf(who, sizeof(who), "job %ld", o->job_id);
+	snprintf(why, sizeof(why), "%s ends at %s, in %ld s (grace %ld s)", who,
+		 when, (long)(end - t), o->grace);
+	dpt__coord_stop(coord, why, now);
+	return true;
+}
+
+static size_t walltime_prepare(void *arg, zmq_pollitem_t *items, size_t max,
+			       int64_t now, int64_t *deadline)
+{
+	struct dpt__service *s = arg;
+
+	(void)items, (void)max;
+	if (!s->stopped)
+		dpt__loop_deadline(deadline, now + 1000);
+	return 0;
+}
+
+/* Every turn the state machine learns the end time, which may move
+ * (scontrol update); once a second, until it stopped the step, the end
+ * time is checked against the grace. */
+static void walltime_ready(void *arg, const zmq_pollitem_t *items, size_t n,
+			   int64_t now)
+{
+	struct dpt__service *s = arg;
+
+	(void)items, (void)n;
+	if (!s->stopped)
+		s->stopped = check_end_time(s->walltime, &s->o, s->coord, now);
+	dpt__coord_set_end_time(s->coord, dpt__walltime_end(s->walltime));
+}
+
+struct dpt__loop_source dpt__walltime_source(struct dpt__service *s)
+{
+	return (struct dpt__loop_source){
+		.name = "walltime",
+		.prepare = walltime_prepare,
+		.ready = walltime_ready,
+		.arg = s,
+		.every_turn = true,
+	};
 }

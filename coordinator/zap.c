@@ -110,3 +110,22 @@ void dpt__zap_serve(void *zap, const uint8_t *worker_key,
 			break;
 	}
 }
+
+static void zap_ready(void *arg, const zmq_pollitem_t *items, size_t n,
+		      int64_t now)
+{
+	struct dpt__zap *z = arg;
+
+	(void)items, (void)n;
+	dpt__zap_serve(z->sock, z->worker_key, z->status_key, now);
+}
+
+struct dpt__loop_source dpt__zap_source(struct dpt__zap *z)
+{
+	return (struct dpt__loop_source){
+		.name = "zap",
+		.item = dpt__loop_item(z->sock, -1, ZMQ_POLLIN),
+		.ready = zap_ready,
+		.arg = z,
+	};
+}

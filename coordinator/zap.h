@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "loop.h"
+
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 
 /* The user ids of accepted connections (6 bytes each). */
@@ -21,5 +23,17 @@
  */
 void dpt__zap_serve(void *zap, const uint8_t *worker_key,
 		    const uint8_t *status_key, int64_t now);
+
+/* The handler: its REP socket and the client keys it accepts (the Z85
+ * keys decoded; a zero STATUS_KEY accepts no status client). */
+struct dpt__zap {
+	void *sock;
+	uint8_t worker_key[32];
+	uint8_t status_key[32];
+};
+
+/* The loop's source that serves Z (the caller's, alive while the loop
+ * runs). */
+struct dpt__loop_source dpt__zap_source(struct dpt__zap *z);
 
 #endif

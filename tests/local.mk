@@ -98,7 +98,7 @@ tests_unit_test_requeue_LDADD = $(UNIT_LDADD)
 tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.c \
 	coordinator/metrics.c
 tests_unit_test_metrics_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
-tests_unit_test_metrics_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_metrics_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_metrics_LDADD = $(UNIT_LDADD)
 # The sampler's source is built in: the test also checks its internal
 # random stream (worker/sampler_int.h), which the library hides.
