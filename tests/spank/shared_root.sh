@@ -20,13 +20,15 @@
 # as a link and as a directory of its own (from a real run of its own:
 # train_loop's state is a function of the step, so they would load
 # "exact"). In the shared root it makes the directory of a second run
-# name first, and links a third to a directory of its own.
+# name first, and links a third to a directory of its own. In two more
+# runs it makes events.jsonl first: a file of its own, a FIFO.
 #
 # The checks: none of the neighbour's files changes or goes; the run
 # commits through it all, loses only the step whose name a link holds,
 # with a message that says so, and resumes from its own last committed
 # step; `dptrain ckpt ls` lists only its own steps; the second and third
-# run names are refused with what to do, and nothing is written there.
+# run names are refused with what to do, and nothing is written there;
+# no event goes to a file or FIFO of the neighbour's.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/spank/lib.sh"
@@ -48,9 +50,8 @@ umask 022
 as_victim() {
 	timed setpriv --reuid="$victim" --regid="$(id -g "$victim")" --init-groups env HOME="$vhome" "$@"
 }
-as_neighbour() {
-	timed setpriv --reuid=nobody --regid=nogroup --groups="$team_gid" env HOME="$nb" "$@"
-}
+neighbour=(setpriv --reuid=nobody --regid=nogroup --groups="$team_gid")
+as_neighbour() { timed "${neighbour[@]}" env HOME="$nb" "$@"; }
 for f in "$train" "$top_builddir/coordinator/dptrain-coordinator" "$dptrain"; do
 	as_victim test -x "$f" -a -r "$f" && as_neighbour test -x "$f" -a -r "$f" ||
 		skip_all "$victim or nobody cannot run $f: the build tree must be readable by all"
@@ -58,7 +59,7 @@ done
 
 cluster_up NODES=1 CPUS=4 GPUS=0
 work_dir shared-root
-plan 15
+plan 19
 
 root=$work/ckpt
 mkdir -m 1777 "$root"
@@ -66,10 +67,12 @@ vhome=$work/victim
 nb=$work/nb
 install -d -m 700 -o "$victim" -g "$(id -g "$victim")" "$vhome"
 install -d -m 755 -o nobody -g nogroup "$nb"
-# The victim's run directory that its group may write (chgrp by root:
-# the victim is in no such group on this machine).
+# team_dir NAME: a run directory of the victim's in the shared root that
+# its group may write (chgrp by root: the victim is in no such group on
+# this machine).
+team_dir() { install -d -m 1770 -o "$victim" -g "$team_gid" "$root/$1"; }
 team=$root/team
-install -d -m 1770 -o "$victim" -g "$team_gid" "$team"
+team_dir team
 
 # vsrun RUN [OPTION...] -- [TRAIN_LOOP OPTION...]: the victim's 2 ranks
 # train RUN in the shared root; stdout and stderr in $out, status in $rc.
@@ -129,7 +132,7 @@ vsrun team --dp-keep=2 -- --steps 8 --every 2
 ok $? "the victim's run commits steps 2 to 8 among the planted names (exit $rc)" || diag "$out"
 is "$(nb_state)" "$before" "none of the neighbour's files changed: no save wrote through a recycled name" ||
 	diag "$(ls -la "$team")"
-grep -q "cannot write the run's events to '$team/events.jsonl'" <<<"$out"
+grep -q "cannot write the run's events to '$team/events.jsonl': it is a symbolic link" <<<"$out"
 ok $? "the coordinator wrote no event through the linked events.jsonl, and said so" || diag "$out"
 
 # 4-9. Between two job steps: links named for a step to come and for an
@@ -193,3 +196,36 @@ refused linked "'$root/linked': it is a symbolic link in a directory that other 
 ok $? "a run name linked to the neighbour's directory is refused, saying what to do (exit $rc)" ||
 	diag "$out"
 is "$(find "$nb/runloot" -mindepth 1)" "" "nothing was written through the link"
+
+# 16-19. events.jsonl made first by the neighbour in two more runs of the
+# victim's: a file of its own, open to all; a FIFO, which nobody reads
+# during the run's first job step (a coordinator that opened it to write
+# would wait for a reader for good) and the neighbour holds open during
+# the second.
+team_dir team2
+team_dir team3
+as_neighbour touch "$root/team2/events.jsonl"
+as_neighbour chmod 666 "$root/team2/events.jsonl"
+as_neighbour mkfifo -m 666 "$root/team3/events.jsonl"
+vsrun team2 --dp-keep=2 -- --steps 2 --every 2
+[ "$rc" = 0 ] && both "finished step=2 rank=[01] committed" &&
+	grep -q "events to '$root/team2/events.jsonl': it is no regular file of this user's" <<<"$out"
+ok $? "a run whose events.jsonl the neighbour made first commits, and says why it writes no event" ||
+	diag "$out"
+is "$(stat -c %s "$root/team2/events.jsonl")" 0 "no event went to the neighbour's file"
+vsrun team3 --dp-keep=2 -- --steps 2 --every 2
+[ "$rc" = 0 ] && both "finished step=2 rank=[01] committed" &&
+	grep -q "events to '$root/team3/events.jsonl': it is a FIFO" <<<"$out"
+ok $? "a run whose events.jsonl is a FIFO commits, and says why it writes no event" || diag "$out"
+timeout 60 "${neighbour[@]}" bash -c 'exec 3<>"$1" && : >"$2" && exec sleep 60' _ \
+	"$root/team3/events.jsonl" "$nb/fifo-held" &
+holder=$!
+stop_holder() { kill "$holder" 2>/dev/null || true; }
+dpt_exit_hooks+=(stop_holder)
+wait_for 30 test -e "$nb/fifo-held" || bail_out "the neighbour could not hold its FIFO open"
+vsrun team3 --dp-keep=2 -- --steps 4 --every 2
+[ "$rc" = 0 ] && both "finished step=4 rank=[01] committed" &&
+	grep -q "events to '$root/team3/events.jsonl': it is no regular file of this user's" <<<"$out" &&
+	[ "$(timed dd if="$root/team3/events.jsonl" iflag=nonblock bs=64k count=1 2>/dev/null | wc -c)" = 0 ]
+ok $? "with the neighbour holding the FIFO open, the run commits and no event goes through it" ||
+	diag "$out"
