@@ -211,6 +211,12 @@ static void warn_once(struct dpt__events *ev, const char *what, const char *why)
 		  what, why);
 }
 
+/* Why an events.jsonl that another user may have planted is not written
+ * to: WHAT it is. */
+#define PLANTED(what)                                                          \
+	"it is " what ", which another user who can write the run directory "  \
+	"may have made: remove it"
+
 /* posix: append LINES to RUN/events.jsonl, 0600 in a private run
  * directory. Returns 0, or -1 to try again later. */
 static int append_posix(struct dpt__events *ev, const char *dir,
@@ -233,12 +239,31 @@ static int append_posix(struct dpt__events *ev, const char *dir,
 		return -1;
 	if ((sb.st_mode & 077) == 0)
 		mode = 0600;
-	/* Never through a link: whoever else can write the run directory
-	 * could point events.jsonl at a file of the coordinator's user. */
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	/* Whoever else can write the run directory (a team's, a 1777 root
+	 * used as one) could have made events.jsonl first: a link to a file
+	 * of the coordinator's user, a FIFO that would block this thread,
+	 * and the exit that waits for it, for good (O_NONBLOCK: no reader is
+	 * ENXIO), or a file of their own that would receive every line. Only
+	 * a regular file of this user's with one link is appended to. */
+	fd = open(path,
+		  O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+			  O_CLOEXEC,
 		  mode);
 	if (fd < 0) {
-		warn_once(ev, path, strerror(errno));
+		int err = errno;
+
+		warn_once(ev, path,
+			  err == ELOOP	 ? PLANTED("a symbolic link")
+			  : err == ENXIO ? PLANTED("a FIFO")
+					 : strerror(err));
+		return -1;
+	}
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    sb.st_uid != geteuid() || sb.st_nlink != 1) {
+		warn_once(ev, path,
+			  PLANTED("no regular file of this user's with one "
+				  "link"));
+		close(fd);
 		return -1;
 	}
 	/* A run made private after its events file was created (an earlier

@@ -17,6 +17,7 @@ TESTS += \
 	tests/spank/plot.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh \
+	tests/spank/shared_root.sh \
 	tests/spank/secret.sh
 EXTRA_DIST += \
 	tests/spank/lib.sh \
@@ -37,5 +38,6 @@ EXTRA_DIST += \
 	tests/spank/plot.sh \
 	tests/spank/netns.sh \
 	tests/spank/private.sh \
+	tests/spank/shared_root.sh \
 	tests/spank/secret.sh \
 	tests/spank/ddp.py
