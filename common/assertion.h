@@ -12,6 +12,9 @@
  * and no code is generated; it is still compiled (inside sizeof), so
  * that it keeps its variables used and its types checked.
  *
+ * The SPANK plugin links a copy of common/ built with NDEBUG
+ * (common/libdptcommon_spank.la): srun and slurmstepd never abort on one.
+ *
  * The name is not assert.h: common/ is on the include path (-I), where
  * a header named assert.h would be found by every #include <assert.h>,
  * system headers' included.

@@ -18,3 +18,12 @@ common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS
 # The wire code's keys and exit report need libzmq and libcrypto; whatever
 # links this library gets them too.
 common_libdptcommon_la_LIBADD = $(ZMQ_LIBS) $(CRYPTO_LIBS)
+
+# The plugin's copy, without internal assertions (NDEBUG): the plugin runs
+# inside srun and slurmstepd, which a broken invariant must not abort
+# (common/assertion.h); every other program and the unit tests check them.
+noinst_LTLIBRARIES += common/libdptcommon_spank.la
+common_libdptcommon_spank_la_SOURCES = $(common_libdptcommon_la_SOURCES)
+common_libdptcommon_spank_la_CPPFLAGS = $(AM_CPPFLAGS) -DNDEBUG
+common_libdptcommon_spank_la_CFLAGS = $(common_libdptcommon_la_CFLAGS)
+common_libdptcommon_spank_la_LIBADD = $(common_libdptcommon_la_LIBADD)

@@ -12,10 +12,10 @@ spank_dptrain_la_CPPFLAGS = $(AM_CPPFLAGS) \
 # The version script decides what is exported; hidden visibility would hide
 # the entry points Slurm looks up by name.
 spank_dptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS) -fvisibility=default
-spank_dptrain_la_LIBADD = common/libdptcommon.la $(ZMQ_LIBS) $(CRYPTO_LIBS)
+spank_dptrain_la_LIBADD = common/libdptcommon_spank.la $(ZMQ_LIBS) $(CRYPTO_LIBS)
 # No -lslurm: the symbols come from the process (srun, slurmstepd) that loads us.
 spank_dptrain_la_LDFLAGS = -module -avoid-version -shared \
 	-Wl,--version-script=$(srcdir)/spank/dptrain.lds
-spank_dptrain_la_DEPENDENCIES = common/libdptcommon.la $(srcdir)/spank/dptrain.lds
+spank_dptrain_la_DEPENDENCIES = common/libdptcommon_spank.la $(srcdir)/spank/dptrain.lds
 EXTRA_DIST += spank/dptrain.lds
 dist_man_MANS += doc/man/dptrain.8 doc/man/dptrain.conf.5

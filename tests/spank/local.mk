@@ -1,5 +1,6 @@
 # Integration tests of the SPANK plugin on the real test cluster.
 TESTS += \
+	tests/spank/plugin_link.sh \
 	tests/spank/options.sh \
 	tests/spank/coordinator.sh \
 	tests/spank/env.sh \
@@ -21,6 +22,7 @@ TESTS += \
 	tests/spank/secret.sh
 EXTRA_DIST += \
 	tests/spank/lib.sh \
+	tests/spank/plugin_link.sh \
 	tests/spank/options.sh \
 	tests/spank/coordinator.sh \
 	tests/spank/env.sh \
