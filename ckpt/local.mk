@@ -20,17 +20,6 @@ worker_libdptrain_la_SOURCES += ckpt/ckpt.c ckpt/ckpt_priv.h ckpt/commit.c \
 	ckpt/load.c ckpt/save.c
 worker_libdptrain_la_LIBADD += ckpt/libdptckpt.la $(JANSSON_LIBS) $(XXHASH_LIBS)
 
-# dptrain: the command-line tool (`dptrain ckpt ls|show|verify|gc URI`,
-# `dptrain status`, `dptrain plot`).
-bin_PROGRAMS += dptrain
-dptrain_SOURCES = ckpt/cli.c ckpt/status.c ckpt/status.h ckpt/plot.c \
-	ckpt/status_job.c \
-	ckpt/plot.h
-dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
-	common/libdptcommon.la worker/libdptrain.la \
-	$(JANSSON_LIBS) $(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS)
-dist_man_MANS += doc/man/dptrain.1
-
 # Device-memory tensors (doc/checkpoint-format.md, "Device memory"): all
 # the CUDA calls of the checkpoints, built only with CUDA; without it
 # ckpt/ckpt.c refuses device tensors at registration.

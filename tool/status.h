@@ -1,6 +1,6 @@
 /*
  * `dptrain status`: the run summary read from events, its rendering, and
- * the command itself (ckpt/status.c).
+ * the command itself (tool/status.c).
  */
 #ifndef DPT_CKPT_STATUS_H
 #define DPT_CKPT_STATUS_H
@@ -79,7 +79,7 @@ const char *dpt__status_clean(const char *s, char *buf, size_t size);
  * saying why on stderr. */
 int dpt__run_uri(const char *what, char *uri, size_t size);
 
-/* What Slurm says of a job (ckpt/status_job.c). */
+/* What Slurm says of a job (tool/status_job.c). */
 struct dpt__job_record {
 	bool known; /* Slurm answered for it */
 	uid_t uid;  /* its owner */

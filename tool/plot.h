@@ -1,6 +1,6 @@
 /*
  * `dptrain plot`: a run's logged scalars and samples/s as a PNG
- * (ckpt/plot.c).
+ * (tool/plot.c).
  */
 #ifndef DPT_CKPT_PLOT_H
 #define DPT_CKPT_PLOT_H

@@ -13,7 +13,7 @@
 
 #include <dptrain/dptrain.h>
 
-#include "ckpt_int.h"
+#include "ckpt/ckpt_int.h"
 #include "log.h"
 #include "parse.h"
 #include "plot.h"
