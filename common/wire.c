@@ -108,22 +108,202 @@ static int peer_ok(const struct dpt__peer *p)
 	return str_check(p->host, 1, DPT_HOST_MAX - 1, is_host_char) >= 0;
 }
 
+/* ------------------------------------------------------------ fields */
+
 /*
- * The field rules of doc/protocol.md, checked on both sides: the encoder
- * refuses to send what the decoder would refuse to accept.
+ * Each message's body, once: the fields of doc/protocol.md's table, in
+ * their order, each a member of struct dpt__msg. The encoder, the decoder,
+ * the size and the string rules all walk these lists; rules_ok() adds
+ * what relates one field to another. A new message is a row of
+ * DPT_WIRE_TYPE_MAP (wire.h), a list fields_NAME here and its rules.
  */
-static int fields_ok(const struct dpt__msg *m)
+enum field_kind {
+	F_END,
+	F_U8,
+	F_U16,
+	F_U32, /* also an i32, sent as its two's complement */
+	F_U64,
+	F_PAD16, /* reserved, 0 */
+	F_BYTES, /* the member's size */
+	F_STR,	 /* a str: a length byte, then at most the member's size - 1 */
+	F_ROSTER /* world u32, then world x (node u32, port u16, host str) */
+};
+
+enum str_class { S_HOST, S_NAME, S_TEXT };
+
+struct field {
+	uint8_t kind;
+	uint8_t cls; /* F_STR: enum str_class */
+	uint8_t min; /* F_STR: the fewest characters */
+	size_t offset, size;
+};
+
+#define MEMBER_SIZE(member) sizeof(((struct dpt__msg *)0)->member)
+/* The member's size, which must be N (a compile error otherwise). */
+#define SIZE_IS(member, n)                                                     \
+	(MEMBER_SIZE(member) +                                                 \
+	 0 * sizeof(char[MEMBER_SIZE(member) == (n) ? 1 : -1]))
+#define INT(kind, member, n)                                                   \
+	{                                                                      \
+		kind, 0, 0, offsetof(struct dpt__msg, member),                 \
+			SIZE_IS(member, n)                                     \
+	}
+#define U8(member)  INT(F_U8, member, 1)
+#define U16(member) INT(F_U16, member, 2)
+#define U32(member) INT(F_U32, member, 4)
+#define U64(member) INT(F_U64, member, 8)
+#define PAD16                                                                  \
+	{                                                                      \
+		F_PAD16, 0, 0, 0, 2                                            \
+	}
+#define BYTES(member)                                                          \
+	{                                                                      \
+		F_BYTES, 0, 0, offsetof(struct dpt__msg, member),              \
+			MEMBER_SIZE(member)                                    \
+	}
+#define STR(member, cls, min)                                                  \
+	{                                                                      \
+		F_STR, cls, min, offsetof(struct dpt__msg, member),            \
+			MEMBER_SIZE(member)                                    \
+	}
+#define ROSTER                                                                 \
+	{                                                                      \
+		F_ROSTER, 0, 0, 0, 0                                           \
+	}
+#define END                                                                    \
+	{                                                                      \
+		F_END, 0, 0, 0, 0                                              \
+	}
+
+/* The bodies that are empty, and those that are another's. */
+static const struct field fields_empty[] = {END};
+#define fields_BARRIER	    fields_empty
+#define fields_BARRIER_DONE fields_empty
+#define fields_HEARTBEAT    fields_empty
+#define fields_LEAVE	    fields_empty
+#define fields_ACK	    fields_empty
+#define fields_STATUS	    fields_empty
+#define fields_KV_VALUE	    fields_KV_PUT
+
+static const struct field fields_JOIN[] = {
+	U32(u.join.node),
+	U32(u.join.local_rank),
+	U32(u.join.task_id),
+	U32(u.join.pid),
+	U32(u.join.caps),
+	U16(u.join.addr.port),
+	STR(u.join.addr.host, S_HOST, 1),
+	STR(u.join.name, S_NAME, 0),
+	END,
+};
+static const struct field fields_WELCOME[] = {
+	U32(u.welcome.rank),
+	U32(u.welcome.world),
+	U32(u.welcome.local_rank),
+	U32(u.welcome.local_world),
+	U8(u.welcome.backend),
+	U8(u.welcome.flags),
+	PAD16,
+	U32(u.welcome.heartbeat_ms),
+	U32(u.welcome.timeout_ms),
+	END,
+};
+static const struct field fields_ROSTER[] = {ROSTER, END};
+static const struct field fields_UNIQUE_ID[] = {BYTES(u.unique_id), END};
+static const struct field fields_GEN_END[] = {
+	U32(u.text.code),
+	U32(u.text.lost_rank),
+	STR(u.text.text, S_TEXT, 0),
+	END,
+};
+static const struct field fields_TASK_EXIT[] = {
+	U32(u.task_exit.task_id),
+	U32(u.task_exit.status),
+	END,
+};
+static const struct field fields_FAULT[] = {U32(u.fault_code), END};
+static const struct field fields_ERROR[] = {
+	U32(u.text.code),
+	STR(u.text.text, S_TEXT, 0),
+	END,
+};
+static const struct field fields_KV_PUT[] = {
+	STR(u.kv.key, S_NAME, 1),
+	STR(u.kv.value, S_TEXT, 0),
+	END,
+};
+static const struct field fields_KV_GET[] = {
+	U32(u.kv.wait_ms),
+	STR(u.kv.key, S_NAME, 1),
+	END,
+};
+static const struct field fields_VOTE[] = {
+	U32(u.vote.code),
+	U32(u.vote.flags),
+	END,
+};
+static const struct field fields_VOTE_DONE[] = {
+	U32(u.vote.failed),
+	U32(u.vote.code),
+	U32(u.vote.flags),
+	END,
+};
+static const struct field fields_STATUS_REPLY[] = {
+	U8(u.status.state),
+	U8(u.status.flags),
+	PAD16,
+	U32(u.status.job_id),
+	U32(u.status.restarts),
+	U32(u.status.world),
+	U32(u.status.nodes),
+	U32(u.status.expected),
+	U64(u.status.step),
+	U64(u.status.committed),
+	U64(u.status.committed_at),
+	U64(u.status.started_at),
+	U64(u.status.end_time),
+	U32(u.status.generation),
+	U64(u.status.stop_at),
+	U64(u.status.next_save),
+	STR(u.status.run, S_TEXT, 0),
+	STR(u.status.hosts, S_TEXT, 0),
+	STR(u.status.last, S_TEXT, 0),
+	END,
+};
+
+/* Every type's list; a type of the map without one does not compile. */
+static const struct field *const codecs[256] = {
+#define DPT_WIRE_CODEC(name, num, w, c) [num] = fields_##name,
+	DPT_WIRE_TYPE_MAP(DPT_WIRE_CODEC)
+#undef DPT_WIRE_CODEC
+};
+
+static const void *member(const struct dpt__msg *m, const struct field *f)
+{
+	return (const char *)m + f->offset;
+}
+
+static int str_ok(const struct field *f, const char *s)
+{
+	static int (*const classes[])(int) = {
+		[S_HOST] = is_host_char,
+		[S_NAME] = is_name_char,
+		[S_TEXT] = is_text_char,
+	};
+
+	return str_check(s, f->min, f->size - 1, classes[f->cls]) >= 0;
+}
+
+/* What relates one field to another (doc/protocol.md, "Field values");
+ * each field's own rules are its list's. */
+static int rules_ok(const struct dpt__msg *m)
 {
 	switch (m->type) {
 	case DPT_MSG_JOIN: {
 		const struct dpt__msg_join *j = &m->u.join;
 		if (!j->caps || (j->caps & ~(DPT_CAP_CPU | DPT_CAP_NCCL)))
 			return 0;
-		if ((j->caps & DPT_CAP_CPU) && j->addr.port == 0)
-			return 0;
-		return peer_ok(&j->addr) &&
-		       str_check(j->name, 0, DPT_WIRE_NAME_MAX, is_name_char) >=
-			       0;
+		return !(j->caps & DPT_CAP_CPU) || j->addr.port != 0;
 	}
 	case DPT_MSG_WELCOME: {
 		const struct dpt__msg_welcome *w = &m->u.welcome;
@@ -142,27 +322,14 @@ static int fields_ok(const struct dpt__msg *m)
 			return 0;
 		return w->heartbeat_ms >= 1 && w->timeout_ms >= 1;
 	}
-	case DPT_MSG_ROSTER:
-		if (m->world < 1 || m->world > DPT_WIRE_WORLD_MAX || !m->roster)
-			return 0;
-		for (uint32_t i = 0; i < m->world; i++)
-			if (!peer_ok(&m->roster[i]))
-				return 0;
-		return 1;
 	case DPT_MSG_BARRIER:
 	case DPT_MSG_BARRIER_DONE:
 		return m->seq >= 1;
 	case DPT_MSG_GEN_END:
-		if (m->u.text.code < DPT_END_PEER_LOST ||
-		    m->u.text.code > DPT_END_EVICTED)
-			return 0;
-		return str_check(m->u.text.text, 0, DPT_WIRE_TEXT_MAX,
-				 is_text_char) >= 0;
+		return m->u.text.code >= DPT_END_PEER_LOST &&
+		       m->u.text.code <= DPT_END_EVICTED;
 	case DPT_MSG_ERROR:
-		if (m->u.text.code >= 0)
-			return 0;
-		return str_check(m->u.text.text, 0, DPT_WIRE_TEXT_MAX,
-				 is_text_char) >= 0;
+		return m->u.text.code < 0;
 	case DPT_MSG_FAULT:
 		return m->u.fault_code < 0;
 	case DPT_MSG_VOTE:
@@ -181,34 +348,41 @@ static int fields_ok(const struct dpt__msg *m)
 		if (m->type == DPT_MSG_KV_GET ? m->u.kv.value[0] != '\0'
 					      : m->u.kv.wait_ms != 0)
 			return 0;
-		return m->u.kv.wait_ms <= DPT_KV_WAIT_MAX &&
-		       str_check(m->u.kv.key, 1, DPT_KV_KEY_MAX,
-				 is_name_char) >= 0 &&
-		       str_check(m->u.kv.value, 0, DPT_KV_VALUE_MAX,
-				 is_text_char) >= 0;
+		return m->u.kv.wait_ms <= DPT_KV_WAIT_MAX;
 	case DPT_MSG_STATUS_REPLY: {
 		const struct dpt__msg_status *st = &m->u.status;
 		return st->state >= DPT_STATUS_GATHERING &&
 		       st->state <= DPT_STATUS_DONE &&
 		       (st->flags & ~DPT_STATUS_STOPPING) == 0 &&
 		       st->world <= DPT_WIRE_WORLD_MAX &&
-		       st->nodes <= st->world &&
-		       str_check(st->run, 0, DPT_WIRE_TEXT_MAX, is_text_char) >=
-			       0 &&
-		       str_check(st->hosts, 0, DPT_WIRE_TEXT_MAX,
-				 is_text_char) >= 0 &&
-		       str_check(st->last, 0, DPT_WIRE_TEXT_MAX,
-				 is_text_char) >= 0;
+		       st->nodes <= st->world;
 	}
-	case DPT_MSG_UNIQUE_ID:
-	case DPT_MSG_HEARTBEAT:
-	case DPT_MSG_LEAVE:
-	case DPT_MSG_TASK_EXIT:
-	case DPT_MSG_ACK:
-	case DPT_MSG_STATUS:
-		return 1;
 	}
-	return 0;
+	return 1;
+}
+
+/*
+ * The rules of doc/protocol.md, checked on both sides: the encoder
+ * refuses to send what the decoder would refuse to accept.
+ */
+static int fields_ok(const struct dpt__msg *m)
+{
+	const struct field *f = codecs[m->type];
+
+	if (!f)
+		return 0;
+	for (; f->kind != F_END; f++) {
+		if (f->kind == F_STR && !str_ok(f, member(m, f)))
+			return 0;
+		if (f->kind != F_ROSTER)
+			continue;
+		if (m->world < 1 || m->world > DPT_WIRE_WORLD_MAX || !m->roster)
+			return 0;
+		for (uint32_t i = 0; i < m->world; i++)
+			if (!peer_ok(&m->roster[i]))
+				return 0;
+	}
+	return rules_ok(m);
 }
 
 /* ------------------------------------------------------------ encoding */
@@ -257,43 +431,23 @@ static void put_str(struct writer *w, const char *s)
 
 static size_t body_size(const struct dpt__msg *m)
 {
-	size_t n;
+	size_t n = 0;
 
-	switch (m->type) {
-	case DPT_MSG_JOIN:
-		return 24 + strlen(m->u.join.addr.host) +
-		       strlen(m->u.join.name);
-	case DPT_MSG_WELCOME:
-		return 28;
-	case DPT_MSG_ROSTER:
-		n = 4;
-		for (uint32_t i = 0; i < m->world; i++)
-			n += 7 + strlen(m->roster[i].host);
-		return n;
-	case DPT_MSG_UNIQUE_ID:
-		return DPT_NCCL_ID_SIZE;
-	case DPT_MSG_GEN_END:
-		return 9 + strlen(m->u.text.text);
-	case DPT_MSG_ERROR:
-		return 5 + strlen(m->u.text.text);
-	case DPT_MSG_TASK_EXIT:
-		return 8;
-	case DPT_MSG_FAULT:
-		return 4;
-	case DPT_MSG_VOTE:
-		return 8;
-	case DPT_MSG_VOTE_DONE:
-		return 12;
-	case DPT_MSG_KV_PUT:
-	case DPT_MSG_KV_VALUE:
-		return 2 + strlen(m->u.kv.key) + strlen(m->u.kv.value);
-	case DPT_MSG_KV_GET:
-		return 5 + strlen(m->u.kv.key);
-	case DPT_MSG_STATUS_REPLY:
-		return 87 + strlen(m->u.status.run) +
-		       strlen(m->u.status.hosts) + strlen(m->u.status.last);
+	for (const struct field *f = codecs[m->type]; f->kind != F_END; f++) {
+		switch (f->kind) {
+		case F_STR:
+			n += 1 + strlen(member(m, f));
+			break;
+		case F_ROSTER:
+			n += 4;
+			for (uint32_t i = 0; i < m->world; i++)
+				n += 7 + strlen(m->roster[i].host);
+			break;
+		default:
+			n += f->size;
+		}
 	}
-	return 0;
+	return n;
 }
 
 size_t dpt__wire_size(const struct dpt__msg *m)
@@ -304,6 +458,50 @@ size_t dpt__wire_size(const struct dpt__msg *m)
 		return 0;
 	n = DPT_WIRE_HDR_SIZE + body_size(m);
 	return n <= DPT_WIRE_MSG_MAX ? n : 0;
+}
+
+static void put_field(struct writer *w, const struct dpt__msg *m,
+		      const struct field *f)
+{
+	const void *v = member(m, f);
+	uint16_t u16;
+	uint32_t u32;
+	uint64_t u64;
+
+	switch (f->kind) {
+	case F_U8:
+		put_u8(w, *(const uint8_t *)v);
+		break;
+	case F_U16:
+		memcpy(&u16, v, 2);
+		put_u16(w, u16);
+		break;
+	case F_U32:
+		memcpy(&u32, v, 4);
+		put_u32(w, u32);
+		break;
+	case F_U64:
+		memcpy(&u64, v, 8);
+		put_u64(w, u64);
+		break;
+	case F_PAD16:
+		put_u16(w, 0);
+		break;
+	case F_BYTES:
+		put_bytes(w, v, f->size);
+		break;
+	case F_STR:
+		put_str(w, v);
+		break;
+	case F_ROSTER:
+		put_u32(w, m->world);
+		for (uint32_t i = 0; i < m->world; i++) {
+			put_u32(w, m->roster[i].node);
+			put_u16(w, m->roster[i].port);
+			put_str(w, m->roster[i].host);
+		}
+		break;
+	}
 }
 
 long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size)
@@ -322,102 +520,8 @@ long dpt__wire_encode(const struct dpt__msg *m, void *buf, size_t size)
 	put_u32(&w, m->generation);
 	put_u32(&w, m->seq);
 	put_u32(&w, (uint32_t)(total - DPT_WIRE_HDR_SIZE));
-
-	switch (m->type) {
-	case DPT_MSG_JOIN: {
-		const struct dpt__msg_join *j = &m->u.join;
-		put_u32(&w, j->node);
-		put_u32(&w, j->local_rank);
-		put_u32(&w, j->task_id);
-		put_u32(&w, j->pid);
-		put_u32(&w, j->caps);
-		put_u16(&w, j->addr.port);
-		put_str(&w, j->addr.host);
-		put_str(&w, j->name);
-		break;
-	}
-	case DPT_MSG_WELCOME: {
-		const struct dpt__msg_welcome *wl = &m->u.welcome;
-		put_u32(&w, wl->rank);
-		put_u32(&w, wl->world);
-		put_u32(&w, wl->local_rank);
-		put_u32(&w, wl->local_world);
-		put_u8(&w, wl->backend);
-		put_u8(&w, wl->flags);
-		put_u16(&w, 0);
-		put_u32(&w, wl->heartbeat_ms);
-		put_u32(&w, wl->timeout_ms);
-		break;
-	}
-	case DPT_MSG_ROSTER:
-		put_u32(&w, m->world);
-		for (uint32_t i = 0; i < m->world; i++) {
-			put_u32(&w, m->roster[i].node);
-			put_u16(&w, m->roster[i].port);
-			put_str(&w, m->roster[i].host);
-		}
-		break;
-	case DPT_MSG_UNIQUE_ID:
-		put_bytes(&w, m->u.unique_id, DPT_NCCL_ID_SIZE);
-		break;
-	case DPT_MSG_GEN_END:
-		put_u32(&w, (uint32_t)m->u.text.code);
-		put_u32(&w, m->u.text.lost_rank);
-		put_str(&w, m->u.text.text);
-		break;
-	case DPT_MSG_ERROR:
-		put_u32(&w, (uint32_t)m->u.text.code);
-		put_str(&w, m->u.text.text);
-		break;
-	case DPT_MSG_TASK_EXIT:
-		put_u32(&w, m->u.task_exit.task_id);
-		put_u32(&w, (uint32_t)m->u.task_exit.status);
-		break;
-	case DPT_MSG_FAULT:
-		put_u32(&w, (uint32_t)m->u.fault_code);
-		break;
-	case DPT_MSG_VOTE_DONE:
-		put_u32(&w, m->u.vote.failed);
-		put_u32(&w, (uint32_t)m->u.vote.code);
-		put_u32(&w, m->u.vote.flags);
-		break;
-	case DPT_MSG_VOTE:
-		put_u32(&w, (uint32_t)m->u.vote.code);
-		put_u32(&w, m->u.vote.flags);
-		break;
-	case DPT_MSG_KV_PUT:
-	case DPT_MSG_KV_VALUE:
-		put_str(&w, m->u.kv.key);
-		put_str(&w, m->u.kv.value);
-		break;
-	case DPT_MSG_KV_GET:
-		put_u32(&w, m->u.kv.wait_ms);
-		put_str(&w, m->u.kv.key);
-		break;
-	case DPT_MSG_STATUS_REPLY: {
-		const struct dpt__msg_status *st = &m->u.status;
-		put_u8(&w, st->state);
-		put_u8(&w, st->flags);
-		put_u16(&w, 0);
-		put_u32(&w, st->job_id);
-		put_u32(&w, st->restarts);
-		put_u32(&w, st->world);
-		put_u32(&w, st->nodes);
-		put_u32(&w, st->expected);
-		put_u64(&w, st->step);
-		put_u64(&w, st->committed);
-		put_u64(&w, st->committed_at);
-		put_u64(&w, st->started_at);
-		put_u64(&w, st->end_time);
-		put_u32(&w, st->generation);
-		put_u64(&w, st->stop_at);
-		put_u64(&w, st->next_save);
-		put_str(&w, st->run);
-		put_str(&w, st->hosts);
-		put_str(&w, st->last);
-		break;
-	}
-	}
+	for (const struct field *f = codecs[m->type]; f->kind != F_END; f++)
+		put_field(&w, m, f);
 	return (long)w.len;
 }
 
@@ -514,6 +618,46 @@ static int decode_roster(struct reader *r, struct dpt__msg *m)
 	return 0;
 }
 
+static int get_field(struct reader *r, struct dpt__msg *m,
+		     const struct field *f)
+{
+	void *v = (char *)m + f->offset;
+	uint16_t u16;
+	uint32_t u32;
+	uint64_t u64;
+
+	switch (f->kind) {
+	case F_U8:
+		*(uint8_t *)v = get_u8(r);
+		break;
+	case F_U16:
+		u16 = get_u16(r);
+		memcpy(v, &u16, 2);
+		break;
+	case F_U32:
+		u32 = get_u32(r);
+		memcpy(v, &u32, 4);
+		break;
+	case F_U64:
+		u64 = get_u64(r);
+		memcpy(v, &u64, 8);
+		break;
+	case F_PAD16:
+		if (get_u16(r) != 0)
+			r->bad = 1;
+		break;
+	case F_BYTES:
+		get_bytes(r, v, f->size);
+		break;
+	case F_STR:
+		get_str(r, v, f->size);
+		break;
+	case F_ROSTER:
+		return decode_roster(r, m);
+	}
+	return 0;
+}
+
 int dpt__wire_decode(const void *buf, size_t len, size_t max,
 		     struct dpt__msg *m)
 {
@@ -537,109 +681,13 @@ int dpt__wire_decode(const void *buf, size_t len, size_t max,
 	m->seq = get_u32(&r);
 	if (get_u32(&r) != len - DPT_WIRE_HDR_SIZE)
 		return DPT_EPROTO;
-
-	switch (m->type) {
-	case DPT_MSG_JOIN: {
-		struct dpt__msg_join *j = &m->u.join;
-		j->node = get_u32(&r);
-		j->local_rank = get_u32(&r);
-		j->task_id = get_u32(&r);
-		j->pid = get_u32(&r);
-		j->caps = get_u32(&r);
-		j->addr.port = get_u16(&r);
-		get_str(&r, j->addr.host, sizeof(j->addr.host));
-		get_str(&r, j->name, sizeof(j->name));
-		j->addr.node = j->node;
-		break;
-	}
-	case DPT_MSG_WELCOME: {
-		struct dpt__msg_welcome *w = &m->u.welcome;
-		w->rank = get_u32(&r);
-		w->world = get_u32(&r);
-		w->local_rank = get_u32(&r);
-		w->local_world = get_u32(&r);
-		w->backend = get_u8(&r);
-		w->flags = get_u8(&r);
-		if (get_u16(&r) != 0)
-			r.bad = 1;
-		w->heartbeat_ms = get_u32(&r);
-		w->timeout_ms = get_u32(&r);
-		break;
-	}
-	case DPT_MSG_ROSTER:
-		rc = decode_roster(&r, m);
-		break;
-	case DPT_MSG_UNIQUE_ID:
-		get_bytes(&r, m->u.unique_id, DPT_NCCL_ID_SIZE);
-		break;
-	case DPT_MSG_GEN_END:
-		m->u.text.code = (int32_t)get_u32(&r);
-		m->u.text.lost_rank = get_u32(&r);
-		get_str(&r, m->u.text.text, sizeof(m->u.text.text));
-		break;
-	case DPT_MSG_ERROR:
-		m->u.text.code = (int32_t)get_u32(&r);
-		get_str(&r, m->u.text.text, sizeof(m->u.text.text));
-		break;
-	case DPT_MSG_TASK_EXIT:
-		m->u.task_exit.task_id = get_u32(&r);
-		m->u.task_exit.status = (int32_t)get_u32(&r);
-		break;
-	case DPT_MSG_FAULT:
-		m->u.fault_code = (int32_t)get_u32(&r);
-		break;
-	case DPT_MSG_VOTE_DONE:
-		m->u.vote.failed = get_u32(&r);
-		m->u.vote.code = (int32_t)get_u32(&r);
-		m->u.vote.flags = get_u32(&r);
-		break;
-	case DPT_MSG_VOTE:
-		m->u.vote.code = (int32_t)get_u32(&r);
-		m->u.vote.flags = get_u32(&r);
-		break;
-	case DPT_MSG_KV_PUT:
-	case DPT_MSG_KV_VALUE:
-		get_str(&r, m->u.kv.key, sizeof(m->u.kv.key));
-		get_str(&r, m->u.kv.value, sizeof(m->u.kv.value));
-		break;
-	case DPT_MSG_KV_GET:
-		m->u.kv.wait_ms = get_u32(&r);
-		get_str(&r, m->u.kv.key, sizeof(m->u.kv.key));
-		break;
-	case DPT_MSG_STATUS_REPLY: {
-		struct dpt__msg_status *st = &m->u.status;
-		st->state = get_u8(&r);
-		st->flags = get_u8(&r);
-		if (get_u16(&r) != 0)
-			r.bad = 1;
-		st->job_id = get_u32(&r);
-		st->restarts = get_u32(&r);
-		st->world = get_u32(&r);
-		st->nodes = get_u32(&r);
-		st->expected = get_u32(&r);
-		st->step = get_u64(&r);
-		st->committed = get_u64(&r);
-		st->committed_at = get_u64(&r);
-		st->started_at = get_u64(&r);
-		st->end_time = get_u64(&r);
-		st->generation = get_u32(&r);
-		st->stop_at = get_u64(&r);
-		st->next_save = get_u64(&r);
-		get_str(&r, st->run, sizeof(st->run));
-		get_str(&r, st->hosts, sizeof(st->hosts));
-		get_str(&r, st->last, sizeof(st->last));
-		break;
-	}
-	case DPT_MSG_BARRIER:
-	case DPT_MSG_BARRIER_DONE:
-	case DPT_MSG_HEARTBEAT:
-	case DPT_MSG_LEAVE:
-	case DPT_MSG_ACK:
-	case DPT_MSG_STATUS:
-		break;
-	default:
+	if (!codecs[m->type])
 		return DPT_EPROTO;
-	}
+	for (const struct field *f = codecs[m->type];
+	     f->kind != F_END && !rc && !r.bad; f++)
+		rc = get_field(&r, m, f);
+	if (m->type == DPT_MSG_JOIN)
+		m->u.join.addr.node = m->u.join.node; /* not sent: it is NODE */
 	if (rc == 0 && (r.bad || r.off != r.len || !fields_ok(m)))
 		rc = DPT_EPROTO;
 	if (rc)
