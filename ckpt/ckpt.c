@@ -30,6 +30,7 @@
 #include "wire.h"
 #include "worker/abi.h"
 #include "worker/internal.h"
+#include "setting_names.h"
 
 #define DEFAULT_KEEP_LAST 3
 
@@ -42,7 +43,7 @@ static void opts_default(struct dpt_ckpt_opts *opts)
  * its directories 0700 and files 0600 whatever the umask. */
 static int private_from_env(bool *out)
 {
-	const char *v = getenv("DPTRAIN_PRIVATE");
+	const char *v = getenv(DPT_ENV(PRIVATE));
 
 	*out = false;
 	if (!v || !*v)
@@ -74,8 +75,8 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		opts_default(&def);
 		opts = &def;
 	}
-	uri = dpt__opt_or_env(opts->uri, "DPTRAIN_CKPT_URI");
-	run = dpt__opt_or_env(opts->run, "DPTRAIN_RUN");
+	uri = dpt__opt_or_env(opts->uri, DPT_ENV(CKPT_URI));
+	run = dpt__opt_or_env(opts->run, DPT_ENV(RUN));
 	if (!uri) {
 		dpt__error("no checkpoint URI: set DPTRAIN_CKPT_URI (or "
 			   "srun --dp-ckpt=URI) to file:///path or "
@@ -103,7 +104,7 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		return DPT_EINVAL;
 	}
 	keep = opts->keep_last;
-	if (keep == 0 && (v = dpt__opt_or_env(NULL, "DPTRAIN_KEEP"))) {
+	if (keep == 0 && (v = dpt__opt_or_env(NULL, DPT_ENV(KEEP)))) {
 		long k;
 		if (dpt__parse_long(v, 1, INT_MAX, &k)) {
 			dpt__error("DPTRAIN_KEEP='%s': expected the number of "
@@ -114,7 +115,7 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		}
 		keep = (int)k;
 	}
-	if ((v = dpt__opt_or_env(NULL, "DPTRAIN_CKPT_EVERY")) &&
+	if ((v = dpt__opt_or_env(NULL, DPT_ENV(CKPT_EVERY))) &&
 	    dpt__parse_ckpt_every(v, &secs, &every_steps)) {
 		dpt__error("DPTRAIN_CKPT_EVERY='%s': expected auto, a duration "
 			   "or Nsteps (srun --dp-ckpt-every)",
@@ -122,7 +123,7 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		return DPT_ECONFIG;
 	}
 	auto_every = v && strcmp(v, "auto") == 0;
-	if (auto_every && (v = dpt__opt_or_env(NULL, "DPTRAIN_MTBF")) &&
+	if (auto_every && (v = dpt__opt_or_env(NULL, DPT_ENV(MTBF))) &&
 	    dpt__parse_long(v, 1, LONG_MAX, &mtbf)) {
 		dpt__error("DPTRAIN_MTBF='%s': expected the job's mean time "
 			   "between failures in seconds, at least 1 (the "
@@ -131,7 +132,7 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		return DPT_ECONFIG;
 	}
 	if (auto_every &&
-	    (v = dpt__opt_or_env(NULL, "DPTRAIN_MIN_CKPT_INTERVAL")) &&
+	    (v = dpt__opt_or_env(NULL, DPT_ENV(MIN_CKPT_INTERVAL))) &&
 	    dpt__parse_long(v, 0, LONG_MAX, &min_interval)) {
 		dpt__error("DPTRAIN_MIN_CKPT_INTERVAL='%s': expected seconds "
 			   "(the site's min_ckpt_interval= in dptrain.conf)",

@@ -13,7 +13,8 @@ common_libdptcommon_la_SOURCES = \
 	common/scalars.c common/scalars.h \
 	common/wire.c common/wire.h \
 	common/client.c common/client.h \
-	common/net.c common/net.h
+	common/net.c common/net.h \
+	common/setting_names.c common/setting_names.h
 common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)
 # The wire code's keys and exit report need libzmq and libcrypto; whatever
 # links this library gets them too.

@@ -11,6 +11,7 @@
 
 #include "assertion.h"
 #include "log.h"
+#include "setting_names.h"
 
 static struct {
 	const char *ident;
@@ -49,7 +50,7 @@ enum dpt__log_level dpt__log_get_level(void)
 		enum dpt__log_level l = DPT_LOG_INFO;
 		/* An unparsable value keeps the default rather than silencing
 		 * errors. */
-		dpt__log_parse_level(getenv("DPTRAIN_LOG_LEVEL"), &l);
+		dpt__log_parse_level(getenv(DPT_ENV(LOG_LEVEL)), &l);
 		logger.level = (int)l;
 	}
 	return (enum dpt__log_level)logger.level;

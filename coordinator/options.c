@@ -16,77 +16,80 @@
 #include "log.h"
 #include "options.h"
 #include "parse.h"
+#include "setting_names.h"
 #include "wire.h"
 
 /*
- * Every option, once: its name, its environment variable, its argument,
- * what it does and its default, for getopt, the environment and --help.
+ * Every option, once: its setting in common/setting_names.h (whose flag is
+ * the option's name, which srun's plugin passes), its environment variable
+ * (NULL: the setting's, which the tasks get too), its argument, what it
+ * does and its default, for getopt, the environment and --help.
  */
 /* clang-format off */
 #define COORD_OPTIONS(X)                                                      \
-	X(WORLD, "world-size", "DPTRAIN_WORLD_SIZE", "N",                     \
+	X(WORLD, WORLD_SIZE, "DPTRAIN_WORLD_SIZE", "N",                     \
 	  "workers in generation 1", "required")                              \
-	X(BIND, "bind", "DPTRAIN_BIND", "ENDPOINT",                           \
+	X(BIND, BIND, "DPTRAIN_BIND", "ENDPOINT",                           \
 	  "where to listen: tcp://ADDRESS:PORT or tcp://INTERFACE:PORT",      \
 	  "default tcp://0.0.0.0:*")                                          \
-	X(ADVERTISE, "advertise", "DPTRAIN_ADVERTISE", "HOST",                \
+	X(ADVERTISE, ADVERTISE, "DPTRAIN_ADVERTISE", "HOST",                \
 	  "host name or address workers connect to",                          \
 	  "default: this host's address")                                     \
-	X(SECRET_FILE, "secret-file", "DPTRAIN_SECRET_FILE", "FILE",          \
+	X(SECRET_FILE, SECRET_FILE, "DPTRAIN_SECRET_FILE", "FILE",          \
 	  "file holding the step secret, 64 hex characters",                  \
 	  "else DPTRAIN_SECRET holds it")                                     \
-	X(ENDPOINT_FILE, "endpoint-file", "DPTRAIN_ENDPOINT_FILE", "FILE",    \
+	X(ENDPOINT_FILE, ENDPOINT_FILE, "DPTRAIN_ENDPOINT_FILE", "FILE",    \
 	  "write the endpoint there once listening", "")                      \
-	X(PARENT, "parent-pid", "DPTRAIN_PARENT_PID", "PID",                  \
+	X(PARENT, PARENT_PID, "DPTRAIN_PARENT_PID", "PID",                  \
 	  "exit when PID exits", "")                                          \
-	X(HEARTBEAT, "heartbeat-ms", "DPTRAIN_HEARTBEAT_MS", "MS",            \
+	X(HEARTBEAT, HEARTBEAT_MS, "DPTRAIN_HEARTBEAT_MS", "MS",            \
 	  "heartbeat interval", "default 500")                                \
-	X(TIMEOUT, "timeout-ms", "DPTRAIN_TIMEOUT_MS", "MS",                  \
+	X(TIMEOUT, TIMEOUT_MS, "DPTRAIN_TIMEOUT_MS", "MS",                  \
 	  "silence that evicts a worker", "default 2000")                     \
-	X(MIN, "min-workers", "DPTRAIN_MIN_WORKERS", "N",                     \
+	X(MIN, MIN_WORKERS, NULL, "N",                     \
 	  "smallest generation allowed", "default 1")                         \
-	X(JOIN_TIMEOUT, "join-timeout-ms", "DPTRAIN_JOIN_TIMEOUT_MS", "MS",   \
+	X(JOIN_TIMEOUT, JOIN_TIMEOUT_MS, "DPTRAIN_JOIN_TIMEOUT_MS", "MS",   \
 	  "longest wait for (re-)joins, 0 for none", "default 300000")        \
-	X(IO_THREADS, "io-threads", "DPTRAIN_IO_THREADS", "N",                \
+	X(IO_THREADS, IO_THREADS, "DPTRAIN_IO_THREADS", "N",                \
 	  "threads for connections and CURVE handshakes",                     \
 	  "default: the CPUs, at most 4")                                     \
-	X(JOB_ID, "job-id", "DPTRAIN_JOB_ID", "ID",                           \
+	X(JOB_ID, JOB_ID, "DPTRAIN_JOB_ID", "ID",                           \
 	  "the Slurm job whose end time stops the step, and which is "        \
 	  "requeued", "")                                                     \
-	X(STEP_ID, "step-id", "DPTRAIN_STEP_ID", "ID",                        \
+	X(STEP_ID, STEP_ID, "DPTRAIN_STEP_ID", "ID",                        \
 	  "the step of that job: ended when the coordinator gives up on "    \
 	  "the job and a task still runs 30 s later", "")                    \
-	X(END_TIME, "end-time", "DPTRAIN_END_TIME", "EPOCH",                  \
+	X(END_TIME, END_TIME, "DPTRAIN_END_TIME", "EPOCH",                  \
 	  "a fixed end time instead, in seconds since the epoch", "")         \
-	X(GRACE, "grace", "DPTRAIN_GRACE", "DURATION",                        \
+	X(GRACE, GRACE, NULL, "DURATION",                        \
 	  "stop the step this long before the end time", "default 10m")       \
-	X(REQUEUE, "requeue", "DPTRAIN_REQUEUE", "auto|off",                  \
+	X(REQUEUE, REQUEUE, NULL, "auto|off",                  \
 	  "requeue the job (--job-id) after a stopped step ended cleanly",    \
 	  "default off")                                                      \
-	X(MAX_REQUEUES, "max-requeues", "DPTRAIN_MAX_REQUEUES", "N",          \
+	X(MAX_REQUEUES, MAX_REQUEUES, NULL, "N",          \
 	  "not when the job was requeued N times already",                    \
 	  "default: no limit")                                                \
-	X(NODES, "nodes", "DPTRAIN_NODES", "MIN[-MAX]",                       \
+	X(NODES, NODES, "DPTRAIN_NODES", "MIN[-MAX]",                       \
 	  "after a requeue, give the job this node range back (and "         \
 	  "MIN x its tasks per node as its task count)",                      \
 	  "default: Slurm's pinned count")                                    \
-	X(RESTART_COUNT, "restart-count", "SLURM_RESTART_COUNT", "N",         \
+	X(RESTART_COUNT, RESTART_COUNT, "SLURM_RESTART_COUNT", "N",         \
 	  "the job's requeues so far", "default 0")                           \
-	X(CKPT_EVERY, "ckpt-every", "DPTRAIN_CKPT_EVERY",                     \
+	X(CKPT_EVERY, CKPT_EVERY, NULL,                     \
 	  "auto|DURATION|Nsteps",                                             \
 	  "tell the workers a checkpoint is due this often; auto: every 30m " \
 	  "at most, the workers ask sooner from the save's cost and the "     \
 	  "MTBF; Nsteps is the workers' own count", "default: never")         \
-	X(METRICS, "metrics", "DPTRAIN_METRICS", "PORT|off",                  \
+	X(METRICS, METRICS, "DPTRAIN_METRICS", "PORT|off",                  \
 	  "serve Prometheus metrics at http://HOST:PORT/metrics, HOST the "  \
 	  "bind address's; 0: any free port, written to the log and the "    \
 	  "status file", "default off")                                       \
-	X(LOG, "log-level", "DPTRAIN_LOG_LEVEL", "LEVEL",                     \
+	X(LOG, LOG_LEVEL, NULL, "LEVEL",                     \
 	  "error, warn, info or debug", "default info")
 /* clang-format on */
 
 enum {
-#define X(id, name, env, arg, help, def) OPT_##id,
+#define X(id, setting, env, arg, help, def) OPT_##id,
 	COORD_OPTIONS(X)
 #undef X
 		OPT_COUNT,
@@ -95,12 +98,25 @@ enum {
 };
 
 static const struct {
-	const char *name, *env, *arg, *help, *def;
+	enum dpt__setting setting;
+	const char *env, *arg, *help, *def;
 } options[OPT_COUNT] = {
-#define X(id, name, env, arg, help, def) {name, env, arg, help, def},
+#define X(id, setting, env, arg, help, def)                                    \
+	{DPT_SET_##setting, env, arg, help, def},
 	COORD_OPTIONS(X)
 #undef X
 };
+
+static const char *opt_name(int i)
+{
+	return dpt__setting_names[options[i].setting].flag;
+}
+
+static const char *opt_env(int i)
+{
+	return options[i].env ? options[i].env
+			      : dpt__setting_names[options[i].setting].env;
+}
 
 /* WORDS from column INDENT on (where the caller stands), wrapped at 79
  * with continuation lines indented to INDENT. */
@@ -137,10 +153,10 @@ static void usage(FILE *f)
 	for (int i = 0; i < OPT_COUNT; i++) {
 		char head[64], text[512];
 
-		snprintf(head, sizeof(head), "  --%s %s", options[i].name,
+		snprintf(head, sizeof(head), "  --%s %s", opt_name(i),
 			 options[i].arg);
 		snprintf(text, sizeof(text), "%s (%s%s%s)", options[i].help,
-			 options[i].env, options[i].def[0] ? "; " : "",
+			 opt_env(i), options[i].def[0] ? "; " : "",
 			 options[i].def);
 		/* A long head puts the text on the next line. */
 		if (fprintf(f, "%-25s", head) > 25)
@@ -190,10 +206,10 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 	int c, rc = 0;
 
 	for (int i = 0; i < OPT_COUNT; i++) {
-		longopts[i] = (struct option){options[i].name,
-					      required_argument, NULL, i};
-		val[i] = getenv(options[i].env);
-		name[i] = options[i].env;
+		longopts[i] = (struct option){opt_name(i), required_argument,
+					      NULL, i};
+		val[i] = getenv(opt_env(i));
+		name[i] = opt_env(i);
 		if (val[i] && !val[i][0])
 			val[i] = NULL;
 	}
@@ -217,8 +233,7 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 		}
 		val[c] = optarg;
 		/* Messages name the option as the user wrote it. */
-		snprintf(optname[c], sizeof(optname[0]), "--%s",
-			 options[c].name);
+		snprintf(optname[c], sizeof(optname[0]), "--%s", opt_name(c));
 		name[c] = optname[c];
 	}
 	if (optind < argc) {

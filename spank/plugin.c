@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "plugin.h"
+#include "setting_names.h"
 
 SPANK_PLUGIN(dptrain, 1)
 
@@ -43,99 +44,87 @@ struct dpt__plugin dpt__plugin = {
 };
 
 /*
- * Every --dp-* option, once: its name without "dp-" (what dpt__user_set()
- * takes), its argument, whether it has one (0 no, 1 required, 2
- * optional), and its line in srun --help. A value's index is its val.
+ * Every --dp-* option, once: its setting (common/setting_names.h, whose
+ * option is its name without "dp-", what dpt__user_set() takes), its
+ * argument, whether it has one (0 no, 1 required, 2 optional), and its
+ * line in srun --help. The setting is the option's val.
  */
 #define DURATION "DURATION"
 /* clang-format off */
 #define DPT_OPTIONS(X)                                                        \
-	X(TRAIN, "train", "[RUN]", 2,                                         \
+	X(RUN, "[RUN]", 2,                                         \
 	  "Run this step under dptrain (elastic data-parallel training): "    \
 	  "rendezvous, ranks, checkpoints, requeue before the walltime. RUN " \
 	  "names the training run (default: the job name)")                   \
-	X(CKPT, "ckpt", "URI", 1,                                             \
+	X(CKPT_URI, "URI", 1,                                             \
 	  "dptrain: where runs are checkpointed, file:///path or "            \
 	  "s3://bucket/prefix; the run's checkpoints go to URI/RUN (%u: "     \
 	  "user, %j: job id; default: the site's root)")                      \
-	X(CKPT_EVERY, "ckpt-every", "auto|" DURATION "|Nsteps", 1,            \
+	X(CKPT_EVERY, "auto|" DURATION "|Nsteps", 1,            \
 	  "dptrain: checkpoint interval of programs that call dpt_ckpt_step " \
 	  "(default: the site's, or auto: sqrt(2 x measured save cost x "     \
 	  "job MTBF), at most 30 minutes; dptrain(8))")                       \
-	X(KEEP, "keep", "N", 1,                                               \
+	X(KEEP, "N", 1,                                               \
 	  "dptrain: committed checkpoints to keep (default: the site's, or "  \
 	  "3)")                                                               \
-	X(GRACE, "grace", DURATION, 1,                                        \
+	X(GRACE, DURATION, 1,                                        \
 	  "dptrain: checkpoint and requeue this long before the walltime "    \
 	  "(default: the site's, or 10m)")                                    \
-	X(REQUEUE, "requeue", "auto|off", 1,                                  \
+	X(REQUEUE, "auto|off", 1,                                  \
 	  "dptrain: requeue the job before its walltime (default auto)")      \
-	X(MAX_REQUEUES, "max-requeues", "N", 1,                               \
+	X(MAX_REQUEUES, "N", 1,                               \
 	  "dptrain: requeue the job at most N times (default and largest: "   \
 	  "the site's, or 100; 0: never)")                                    \
-	X(NODES, "nodes", "MIN[-MAX]", 1,                                     \
+	X(NODES, "MIN[-MAX]", 1,                                     \
 	  "dptrain: the node range to requeue the job with, as sbatch "       \
 	  "--nodes (Slurm keeps only the count the job started on; "          \
 	  "dptrain(8))")                                                      \
-	X(MIN_WORKERS, "min-workers", "N", 1,                                 \
+	X(MIN_WORKERS, "N", 1,                                 \
 	  "dptrain: smallest world size a step may shrink to when workers "   \
 	  "die (default 1)")                                                  \
-	X(BACKEND, "backend", "auto|nccl|cpu", 1,                             \
+	X(BACKEND, "auto|nccl|cpu", 1,                             \
 	  "dptrain: collective backend (default: the site's, or auto: NCCL "  \
 	  "with GPUs)")                                                       \
-	X(VERBOSE, "verbose", NULL, 0, "dptrain: log what the service does")  \
-	X(GPU_BIND, "gpu-bind", "none|rank", 1,                               \
+	X(LOG_LEVEL, NULL, 0, "dptrain: log what the service does")  \
+	X(GPU_BIND, "none|rank", 1,                               \
 	  "dptrain: GPUs each task sees: none, every GPU of the step on its " \
 	  "node (LOCAL_RANK picks one, as under torchrun), or rank, only "    \
 	  "the GPU of its local rank (default: the site's, or none)")         \
-	X(TORCHELASTIC, "torchelastic", NULL, 0,                              \
+	X(TORCHELASTIC, NULL, 0,                              \
 	  "dptrain: also export TORCHELASTIC_RUN_ID, so that Lightning and "  \
 	  "torch.distributed take the step for a torchrun launch")            \
-	X(METRICS, "metrics", "PORT|off", 1,                                  \
+	X(METRICS, "PORT|off", 1,                                  \
 	  "dptrain: serve the job's metrics in Prometheus' text format at "  \
 	  "http://COORDINATOR-HOST:PORT/metrics (0: any free port, in "      \
 	  "~/.dptrain/jobs/JOB.live; default: the site's, or off)")          \
-	X(PRIVATE, "private", "[yes|no]", 2,                                  \
+	X(PRIVATE, "[yes|no]", 2,                                  \
 	  "dptrain: make the run's checkpoints private, directories 0700 "    \
 	  "and files 0600 whatever the umask (default: the site's, or no: "   \
 	  "the umask decides; no effect on s3://, where the bucket's policy " \
 	  "does)")
 /* clang-format on */
 
-enum {
-#define X(id, name, arg, has_arg, help) OPT_##id,
-	DPT_OPTIONS(X)
-#undef X
-		OPT_COUNT
-};
-
-static const char *const option_names[OPT_COUNT] = {
-#define X(id, name, arg, has_arg, help) [OPT_##id] = name,
-	DPT_OPTIONS(X)
-#undef X
-};
-
 static int opt_cb(int val, const char *optarg, int remote)
 {
 	(void)remote;
-	if (val < 0 || val >= OPT_COUNT)
+	if (val < 0 || val >= DPT_SET_COUNT || !dpt__setting_names[val].option)
 		return -1;
-	if (val == OPT_VERBOSE) {
+	if (val == DPT_SET_LOG_LEVEL) {
 		dpt__plugin.user.verbose = true;
 		return 0;
 	}
-	return dpt__user_set(&dpt__plugin.user, option_names[val], optarg,
-			     slurm_error)
+	return dpt__user_set(&dpt__plugin.user, dpt__setting_names[val].option,
+			     optarg, slurm_error)
 		       ? -1
 		       : 0;
 }
 
-static struct spank_option options[OPT_COUNT + 1] = {
-#define X(id, name, arg, has_arg, help)                                        \
-	[OPT_##id] = {"dp-" name, arg, help, has_arg, OPT_##id, opt_cb},
+static struct spank_option options[] = {
+#define X(id, arg, has_arg, help)                                              \
+	{NULL, arg, help, has_arg, DPT_SET_##id, opt_cb},
 	DPT_OPTIONS(X)
 #undef X
-		[OPT_COUNT] = SPANK_OPTIONS_TABLE_END,
+		SPANK_OPTIONS_TABLE_END,
 };
 
 static void log_to_slurm(enum dpt__log_level level, const char *msg)
@@ -193,8 +182,15 @@ int dpt__plugin_settings(spank_t sp, struct dpt__settings *s)
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
+	static char names[sizeof(options) / sizeof(*options)][32];
+
 	dpt__log_set_sink(log_to_slurm);
-	for (struct spank_option *o = options; o->name; o++) {
+	for (size_t i = 0; options[i].cb; i++) {
+		struct spank_option *o = &options[i];
+
+		snprintf(names[i], sizeof(names[i]), "dp-%s",
+			 dpt__setting_names[o->val].option);
+		o->name = names[i];
 		if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
 			slurm_error("dptrain: cannot register --%s", o->name);
 			return -1;

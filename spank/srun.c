@@ -28,6 +28,7 @@
 #include <slurm/spank.h>
 
 #include "plugin.h"
+#include "setting_names.h"
 
 #define START_TIMEOUT_MS 10000
 
@@ -135,6 +136,24 @@ static long read_port(const char *path)
 	return (*end || port <= 0 || port > 65535) ? 0 : port;
 }
 
+/* The coordinator's command line: its options by their names in
+ * common/setting_names.h, each with its value (the caller's). */
+struct coord_argv {
+	char *v[40];
+	char flags[18][32];
+	int n, nflags;
+};
+
+static void add(struct coord_argv *cmd, enum dpt__setting id, const char *value)
+{
+	char *flag = cmd->flags[cmd->nflags++];
+
+	snprintf(flag, sizeof(cmd->flags[0]), "--%s",
+		 dpt__setting_names[id].flag);
+	cmd->v[cmd->n++] = flag;
+	cmd->v[cmd->n++] = (char *)value;
+}
+
 int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 {
 	const struct dpt__admin *a = &dpt__plugin.admin;
@@ -196,42 +215,27 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	snprintf(maxrq, sizeof(maxrq), "%ld", s->max_requeues);
 	snprintf(nodes, sizeof(nodes), "%ld-%ld", s->nodes_min, s->nodes_max);
 	snprintf(metrics, sizeof(metrics), "%ld", s->metrics_port);
-	char *argv[] = {
-		(char *)a->coordinator,
-		"--world-size",
-		world,
-		"--bind",
-		bind,
-		"--endpoint-file",
-		endpoint_file,
-		"--parent-pid",
-		ppid,
-		"--heartbeat-ms",
-		hb,
-		"--timeout-ms",
-		to,
-		"--min-workers",
-		minw,
-		"--job-id",
-		job,
-		"--step-id",
-		step,
-		"--grace",
-		grace,
-		"--requeue",
-		s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off",
-		"--max-requeues",
-		maxrq,
-		"--ckpt-every",
-		(char *)dpt__every_string(&s->every, every, sizeof(every)),
-		"--log-level",
-		s->verbose ? "info" : "warn",
-		"--metrics",
-		s->metrics_port >= 0 ? metrics : "off",
-		s->nodes_min ? "--nodes" : NULL, /* --dp-nodes, if given */
-		nodes,
-		NULL,
-	};
+	struct coord_argv cmd = {.v = {(char *)a->coordinator}, .n = 1};
+
+	add(&cmd, DPT_SET_WORLD_SIZE, world);
+	add(&cmd, DPT_SET_BIND, bind);
+	add(&cmd, DPT_SET_ENDPOINT_FILE, endpoint_file);
+	add(&cmd, DPT_SET_PARENT_PID, ppid);
+	add(&cmd, DPT_SET_HEARTBEAT_MS, hb);
+	add(&cmd, DPT_SET_TIMEOUT_MS, to);
+	add(&cmd, DPT_SET_MIN_WORKERS, minw);
+	add(&cmd, DPT_SET_JOB_ID, job);
+	add(&cmd, DPT_SET_STEP_ID, step);
+	add(&cmd, DPT_SET_GRACE, grace);
+	add(&cmd, DPT_SET_REQUEUE,
+	    s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off");
+	add(&cmd, DPT_SET_MAX_REQUEUES, maxrq);
+	add(&cmd, DPT_SET_CKPT_EVERY,
+	    dpt__every_string(&s->every, every, sizeof(every)));
+	add(&cmd, DPT_SET_LOG_LEVEL, s->verbose ? "info" : "warn");
+	add(&cmd, DPT_SET_METRICS, s->metrics_port >= 0 ? metrics : "off");
+	if (s->nodes_min) /* --dp-nodes, if given */
+		add(&cmd, DPT_SET_NODES, nodes);
 
 	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0) {
@@ -249,7 +253,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	}
 	pid = fork();
 	if (pid == 0)
-		exec_coordinator(a->coordinator, argv, devnull);
+		exec_coordinator(a->coordinator, cmd.v, devnull);
 	close(devnull);
 	if (pid < 0) {
 		slurm_error("dptrain: cannot start the coordinator: %s",

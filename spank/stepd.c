@@ -34,6 +34,7 @@
 #include "net.h"
 #include "parse.h"
 #include "plugin.h"
+#include "setting_names.h"
 #include "run_as.h"
 #include "wire.h"
 
@@ -105,29 +106,28 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 		return -1;
 	}
 
-	rc |= set(sp, "DPTRAIN_RUN", s->run);
-	rc |= set(sp, "DPTRAIN_CKPT_URI", s->ckpt_uri);
-	rc |= set(sp, "DPTRAIN_CKPT_EVERY",
+	rc |= set(sp, DPT_ENV(RUN), s->run);
+	rc |= set(sp, DPT_ENV(CKPT_URI), s->ckpt_uri);
+	rc |= set(sp, DPT_ENV(CKPT_EVERY),
 		  dpt__every_string(&s->every, every, sizeof(every)));
 	/* --dp-ckpt-every=auto: a job fails when any of its nodes does, so
 	 * its MTBF is one node's divided by the nodes of the step. */
-	rc |= setf(sp, "DPTRAIN_MTBF", "%ld",
+	rc |= setf(sp, DPT_ENV(MTBF), "%ld",
 		   nnodes > 1 ? (s->node_mtbf + nnodes - 1) / nnodes
 			      : s->node_mtbf);
-	rc |= setf(sp, "DPTRAIN_MIN_CKPT_INTERVAL", "%ld",
-		   s->min_ckpt_interval);
-	rc |= setf(sp, "DPTRAIN_KEEP", "%ld", s->keep);
-	rc |= setf(sp, "DPTRAIN_GRACE", "%ld", s->grace);
-	rc |= set(sp, "DPTRAIN_REQUEUE",
+	rc |= setf(sp, DPT_ENV(MIN_CKPT_INTERVAL), "%ld", s->min_ckpt_interval);
+	rc |= setf(sp, DPT_ENV(KEEP), "%ld", s->keep);
+	rc |= setf(sp, DPT_ENV(GRACE), "%ld", s->grace);
+	rc |= set(sp, DPT_ENV(REQUEUE),
 		  s->requeue == DPT_REQUEUE_OFF ? "off" : "auto");
-	rc |= setf(sp, "DPTRAIN_MAX_REQUEUES", "%ld", s->max_requeues);
-	rc |= setf(sp, "DPTRAIN_MIN_WORKERS", "%ld", s->min_workers);
-	rc |= set(sp, "DPTRAIN_BACKEND", s->backend);
-	rc |= set(sp, "DPTRAIN_GPU_BIND", dpt__gpu_bind_string(s->gpu_bind));
-	rc |= set(sp, "DPTRAIN_PRIVATE", s->private_run ? "1" : "0");
-	rc |= setf(sp, "DPTRAIN_RESTART_COUNT", "%ld", nrestart);
+	rc |= setf(sp, DPT_ENV(MAX_REQUEUES), "%ld", s->max_requeues);
+	rc |= setf(sp, DPT_ENV(MIN_WORKERS), "%ld", s->min_workers);
+	rc |= set(sp, DPT_ENV(BACKEND), s->backend);
+	rc |= set(sp, DPT_ENV(GPU_BIND), dpt__gpu_bind_string(s->gpu_bind));
+	rc |= set(sp, DPT_ENV(PRIVATE), s->private_run ? "1" : "0");
+	rc |= setf(sp, DPT_ENV(RESTART_COUNT), "%ld", nrestart);
 	if (s->verbose)
-		rc |= set(sp, "DPTRAIN_LOG_LEVEL", "info");
+		rc |= set(sp, DPT_ENV(LOG_LEVEL), "info");
 	rc |= setf(sp, "WORLD_SIZE", "%u", ntasks);
 	rc |= setf(sp, "LOCAL_WORLD_SIZE", "%u", nlocal);
 	rc |= setf(sp, "NODE_RANK", "%u", nodeid);

@@ -109,6 +109,14 @@ require_prog() { # PROGRAM...
 # The Python of the PyTorch tests: Debian's /usr/bin/python3 (python3-torch
 # 1.13, the baseline), or DPT_PYTHON (tests/python/torch2/ sets the torch 2
 # venv's). Never the python3 first on PATH: pyenv's has no torch.
+# x_rows FILE: the rows X(A, B, "C", ...) of the X-macro tables of a C
+# file, one a line, as A, B, C, ... (no quotes): for tests that check
+# something against the code's own tables rather than a copy.
+x_rows() {
+	sed 's/\\$//' "$1" | tr -d '\n\t' | grep -o 'X([A-Z_][A-Z_]*, [^)]*)' |
+		sed 's/^X(//; s/)$//; s/"//g; s/  */ /g'
+}
+
 require_python() { # MODULE...: sets $py; SKIP unless it imports each MODULE
 	py=${DPT_PYTHON:-/usr/bin/python3}
 	"$py" -c '' 2>/dev/null || skip_all "$py does not run"

@@ -21,6 +21,7 @@ UNIT_TESTS = \
 	tests/unit/test_jsonl \
 	tests/unit/test_scalars \
 	tests/unit/test_spank_config \
+	tests/unit/test_setting_names \
 	tests/unit/test_wire \
 	tests/unit/test_client \
 	tests/unit/test_net \
@@ -54,6 +55,12 @@ tests_unit_test_scalars_LDADD = $(UNIT_LDADD) -lm
 tests_unit_test_spank_config_SOURCES = tests/unit/test_spank_config.c spank/settings.c
 tests_unit_test_spank_config_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
+# The names of the settings, walked through the plugin's and the
+# coordinator's parsers.
+tests_unit_test_setting_names_SOURCES = tests/unit/test_setting_names.c \
+	spank/settings.c coordinator/options.c
+tests_unit_test_setting_names_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_setting_names_LDADD = $(UNIT_LDADD)
 tests_unit_test_wire_SOURCES = tests/unit/test_wire.c
 tests_unit_test_wire_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_wire_LDADD = $(UNIT_LDADD)

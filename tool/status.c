@@ -26,6 +26,7 @@
 #include "status.h"
 #include "storage/storage.h"
 #include "wire.h"
+#include "setting_names.h"
 
 #define STATUS_TIMEOUT_MS 3000
 
@@ -798,7 +799,7 @@ static int status_of_job(const char *job, bool json, bool color, bool tty)
 
 int dpt__run_uri(const char *what, char *uri, size_t size)
 {
-	const char *root = getenv("DPTRAIN_CKPT_URI");
+	const char *root = getenv(DPT_ENV(CKPT_URI));
 	int n;
 
 	if (strstr(what, "://")) {

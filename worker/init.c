@@ -34,6 +34,7 @@
 #include "nccl.h"
 #include "parse.h"
 #include "wire.h"
+#include "setting_names.h"
 
 /* ------------------------------------------------------------ the secret */
 
@@ -222,7 +223,7 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 {
 	const char *endpoint =
 		dpt__opt_or_env(o->coordinator, "DPTRAIN_COORDINATOR");
-	const char *backend = dpt__opt_or_env(o->backend, "DPTRAIN_BACKEND");
+	const char *backend = dpt__opt_or_env(o->backend, DPT_ENV(BACKEND));
 	const char *data_host =
 		dpt__opt_or_env(o->data_host, "DPTRAIN_DATA_HOST");
 	long node, local, task, connect_ms, timeout_ms, comm_ms;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # dptrain-coordinator's command line: --help documents every option that
-# the program accepts (the list is read from coordinator/options.c, not
-# copied here) with its environment variable; bad options and values end
+# the program accepts (the list is read from coordinator/options.c and the
+# names from common/setting_names.h, not copied here) with its environment
+# variable; bad options and values end
 # with status 2 and a message naming the option; environment variables
 # work like options and options win over them; --parent-pid ends the
 # coordinator with its parent.
@@ -10,10 +11,22 @@
 . "$top_srcdir/tests/coord/lib.sh"
 
 main_c=$top_srcdir/coordinator/options.c
-[ -r "$main_c" ] || skip_all "no $main_c to read the option list from"
-# X(WORLD, "world-size", "DPTRAIN_WORLD_SIZE", ...: the table of options
-mapfile -t opts < <(grep -o 'X([A-Z_]*, "[a-z-]*", "[A-Z_]*"' "$main_c" | cut -d'"' -f2)
-mapfile -t envs < <(grep -o 'X([A-Z_]*, "[a-z-]*", "[A-Z_]*"' "$main_c" | cut -d'"' -f4)
+names_h=$top_srcdir/common/setting_names.h
+[ -r "$main_c" ] && [ -r "$names_h" ] || skip_all "no $main_c or $names_h to read the option list from"
+# X(ID, OPTION, ENV, FLAG) in setting_names.h: each setting's names.
+declare -A flag_of env_of
+while IFS=', ' read -r id _ env flag; do
+	flag_of[$id]=$flag env_of[$id]=$env
+done < <(x_rows "$names_h")
+# X(WORLD, WORLD_SIZE, "DPTRAIN_WORLD_SIZE" or NULL, ...) in options.c:
+# the coordinator's options, by setting; NULL is the setting's variable.
+opts=() envs=()
+while IFS=', ' read -r _ setting env _; do
+	[ -n "${flag_of[$setting]:-}" ] || continue
+	opts+=("${flag_of[$setting]}")
+	[ "$env" = NULL ] && env=${env_of[$setting]}
+	envs+=("$env")
+done < <(x_rows "$main_c")
 opts+=(help version)
 [ "${#opts[@]}" -ge 10 ] || bail_out "could not read the options from $main_c"
 

@@ -7,4 +7,4 @@
 fuzz_run manifest "jansson libcurl libcrypto" 16384 \
 	ckpt/manifest.c ckpt/plan.c ckpt/shard.c worker/version.c \
 	$fuzz_storage_sources \
-	common/buf.c common/parse.c common/error.c common/log.c
+	common/buf.c common/parse.c common/error.c common/log.c common/setting_names.c

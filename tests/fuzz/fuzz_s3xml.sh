@@ -7,4 +7,4 @@
 . "${top_srcdir:?}/tests/fuzz/lib.sh"
 fuzz_run s3xml "libcurl libcrypto" 4096 \
 	$fuzz_storage_sources \
-	common/buf.c common/parse.c common/error.c common/log.c
+	common/buf.c common/parse.c common/error.c common/log.c common/setting_names.c

@@ -6,4 +6,4 @@
 . "${top_srcdir:?}/tests/fuzz/lib.sh"
 fuzz_run uri "libcurl libcrypto" 2048 \
 	$fuzz_storage_sources \
-	common/buf.c common/parse.c common/error.c common/log.c
+	common/buf.c common/parse.c common/error.c common/log.c common/setting_names.c

@@ -5,4 +5,4 @@
 # See tests/fuzz/lib.sh.
 . "${top_srcdir:?}/tests/fuzz/lib.sh"
 fuzz_run wire "libzmq libcrypto" 4096 \
-	common/wire.c common/error.c common/log.c common/parse.c
+	common/wire.c common/error.c common/log.c common/setting_names.c common/parse.c

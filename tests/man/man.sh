@@ -5,8 +5,8 @@
 # system does not have. Installed paths (/usr/share/doc/dptrain/...) are
 # fine; everything they name must be installed too. And the pages agree
 # with the code's option tables: every admin key (spank/settings.c) is in
-# dptrain.conf(5), every --dp-* option (spank/plugin.c) in dptrain(8), and
-# every coordinator option (coordinator/options.c) in
+# dptrain.conf(5), every --dp-* option (common/setting_names.h) in
+# dptrain(8), and every coordinator option (the same table) in
 # dptrain-coordinator(1).
 . "$top_srcdir/tests/lib.sh"
 require_prog man groff
@@ -43,8 +43,11 @@ missing() {
 	echo "${out# }"
 }
 mapfile -t keys < <(grep -oE '^\s*X\("[a-z_]+", K_' "$top_srcdir/spank/settings.c" | cut -d'"' -f2)
-mapfile -t opts < <(grep -oE '^\s*X\([A-Z_]+, "[a-z-]+"' "$top_srcdir/spank/plugin.c" | cut -d'"' -f2)
-mapfile -t copts < <(grep -oE '^\s*X\([A-Z_]+, "[a-z-]+", "[A-Z_]+"' "$top_srcdir/coordinator/options.c" | cut -d'"' -f2)
+# X(ID, OPTION, ENV, FLAG) in common/setting_names.h: srun's options and
+# the coordinator's, NULL where a setting has none.
+names_h=$top_srcdir/common/setting_names.h
+mapfile -t opts < <(x_rows "$names_h" | awk -F', ' '$2 != "NULL" { print $2 }')
+mapfile -t copts < <(x_rows "$names_h" | awk -F', ' '$4 != "NULL" { print $4 }')
 [ ${#keys[@]} -gt 20 ] && [ ${#opts[@]} -gt 10 ] && [ ${#copts[@]} -gt 15 ] ||
 	bail_out "cannot read the option tables (${#keys[@]} keys, ${#opts[@]} options, ${#copts[@]} coordinator options)"
 is "$(missing dptrain.conf.5 "${keys[@]/%/=}")" "" \

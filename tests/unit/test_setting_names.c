@@ -1,0 +1,173 @@
+/*
+ * The names of the step's settings (common/setting_names.h), walked: each
+ * name once, well formed; every srun option of the table is parsed by the
+ * plugin's settings (spank/settings.c) and every coordinator flag by the
+ * coordinator (coordinator/options.c), under the names the table gives.
+ * A setting added to the table without a sample below fails here, so
+ * that its names are tried end to end before they ship.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+#include <getopt.h>
+
+#include <dptrain/error.h>
+
+#include "coordinator/options.h"
+#include "setting_names.h"
+#include "spank/settings.h"
+
+/* A value each name accepts (NULL: a flag without one). */
+static const struct sample {
+	enum dpt__setting id;
+	const char *option, *flag;
+} samples[] = {
+	{DPT_SET_RUN, "run-1", NULL},
+	{DPT_SET_CKPT_URI, "file:///ckpt/%u", NULL},
+	{DPT_SET_CKPT_EVERY, "10m", "10m"},
+	{DPT_SET_KEEP, "4", NULL},
+	{DPT_SET_GRACE, "90s", "90s"},
+	{DPT_SET_REQUEUE, "off", "auto"},
+	{DPT_SET_MAX_REQUEUES, "7", "7"},
+	{DPT_SET_NODES, "1-2", "1-2"},
+	{DPT_SET_MIN_WORKERS, "2", "2"},
+	{DPT_SET_BACKEND, "cpu", NULL},
+	{DPT_SET_LOG_LEVEL, NULL, "info"},
+	{DPT_SET_GPU_BIND, "rank", NULL},
+	{DPT_SET_TORCHELASTIC, NULL, NULL},
+	{DPT_SET_METRICS, "0", "0"},
+	{DPT_SET_PRIVATE, "yes", NULL},
+	{DPT_SET_MTBF, NULL, NULL},
+	{DPT_SET_MIN_CKPT_INTERVAL, NULL, NULL},
+	{DPT_SET_RESTART_COUNT, NULL, "3"},
+	{DPT_SET_HEARTBEAT_MS, NULL, "250"},
+	{DPT_SET_TIMEOUT_MS, NULL, "3000"},
+	{DPT_SET_BIND, NULL, "tcp://127.0.0.1:*"},
+	{DPT_SET_WORLD_SIZE, NULL, "4"},
+	{DPT_SET_ADVERTISE, NULL, "127.0.0.1"},
+	{DPT_SET_SECRET_FILE, NULL, "/run/secret"},
+	{DPT_SET_ENDPOINT_FILE, NULL, "/run/endpoint"},
+	{DPT_SET_PARENT_PID, NULL, "1"},
+	{DPT_SET_JOIN_TIMEOUT_MS, NULL, "1000"},
+	{DPT_SET_IO_THREADS, NULL, "2"},
+	{DPT_SET_JOB_ID, NULL, "42"},
+	{DPT_SET_STEP_ID, NULL, "0"},
+	{DPT_SET_END_TIME, NULL, "2000000000"},
+};
+
+static const struct sample *sample_of(enum dpt__setting id)
+{
+	for (size_t i = 0; i < sizeof(samples) / sizeof(*samples); i++)
+		if (samples[i].id == id)
+			return &samples[i];
+	return NULL;
+}
+
+static void report(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static int well_formed(const char *name, const char *chars)
+{
+	return name[0] && strspn(name, chars) == strlen(name);
+}
+
+static void names_once_and_well_formed(void **state)
+{
+	(void)state;
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
+		const struct dpt__setting_names *a = &dpt__setting_names[i];
+
+		assert_true(a->option || a->env || a->flag);
+		if (!sample_of(i))
+			fail_msg("setting %d (%s) has no sample in this test",
+				 i,
+				 a->option ? a->option
+				 : a->flag ? a->flag
+					   : a->env);
+		if (a->option)
+			assert_true(well_formed(a->option, "abcdefghijklmnopqrs"
+							   "tuvwxyz-"));
+		if (a->flag)
+			assert_true(well_formed(a->flag, "abcdefghijklmnopqrstu"
+							 "vwxyz-"));
+		if (a->env)
+			assert_true(strncmp(a->env, "DPTRAIN_", 8) == 0 &&
+				    well_formed(a->env, "ABCDEFGHIJKLMNOPQRSTU"
+							"VWXYZ_"));
+		for (int j = 0; j < i; j++) {
+			const struct dpt__setting_names *b =
+				&dpt__setting_names[j];
+
+			assert_false(a->option && b->option &&
+				     !strcmp(a->option, b->option));
+			assert_false(a->env && b->env &&
+				     !strcmp(a->env, b->env));
+			assert_false(a->flag && b->flag &&
+				     !strcmp(a->flag, b->flag));
+		}
+	}
+}
+
+/* Each option of srun under its name; --dp-verbose is the plugin's own
+ * flag (spank/plugin.c). */
+static void options_parsed(void **state)
+{
+	(void)state;
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
+		const char *name = dpt__setting_names[i].option;
+		struct dpt__user u = {0};
+
+		if (!name || i == DPT_SET_LOG_LEVEL)
+			continue;
+		if (dpt__user_set(&u, name, sample_of(i)->option, report))
+			fail_msg("--dp-%s=%s is refused", name,
+				 sample_of(i)->option);
+	}
+}
+
+/* Each flag of the coordinator under its name, with --world-size and
+ * --job-id (which --requeue auto needs; --end-time excludes it). */
+static void flags_parsed(void **state)
+{
+	(void)state;
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
+		const char *name = dpt__setting_names[i].flag;
+		char flag[64], world[] = "--world-size", four[] = "4",
+			       job[] = "--job-id", id[] = "42";
+
+		if (i == DPT_SET_END_TIME) /* instead of a job's */
+			snprintf(job, sizeof(job), "--grace");
+		char *argv[] = {
+			"dptrain-coordinator",	    world, four, job, id, flag,
+			(char *)sample_of(i)->flag, NULL};
+		struct options o;
+
+		if (!name)
+			continue;
+		snprintf(flag, sizeof(flag), "--%s", name);
+		optind = 0; /* GNU getopt starts afresh */
+		if (dpt__coord_parse_options(7, argv, &o))
+			fail_msg("%s %s is refused", flag, sample_of(i)->flag);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(names_once_and_well_formed),
+		cmocka_unit_test(options_parsed),
+		cmocka_unit_test(flags_parsed),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
