@@ -184,6 +184,11 @@ void dpt__coord_text_msg(struct dpt__msg *m, enum dpt__msg_type type,
 			 const char *text);
 void dpt__coord_send_error(struct dpt__coord *c, struct peer *p, int code,
 			   const char *text, int64_t now);
+/* coord_report.c: KEY was put in the key-value store (a report of the
+ * library's, when it is a dptrain.* key); a STATUS from ID to answer. */
+void dpt__coord_on_report(struct dpt__coord *c, const char *key, int64_t now);
+void dpt__coord_answer_status(struct dpt__coord *c, const void *id,
+			      size_t id_len, uint32_t seq, int64_t now);
 /* A note of EVENT ("stop", "failure") with REASON and nothing else: no
  * rank, task or step. */
 void dpt__coord_note_reason(struct dpt__coord *c, const char *event,

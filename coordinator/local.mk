@@ -8,7 +8,7 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/options.c coordinator/options.h \
 	coordinator/zap.c coordinator/zap.h \
 	coordinator/coord.c coordinator/coord.h coordinator/coord_int.h \
-	coordinator/coord_gen.c \
+	coordinator/coord_gen.c coordinator/coord_report.c \
 	coordinator/peers.c coordinator/peers.h \
 	coordinator/kv.c coordinator/kv.h \
 	coordinator/walltime.c coordinator/walltime.h \

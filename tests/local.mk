@@ -86,13 +86,13 @@ tests_unit_test_stepd_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_stepd_LDADD = $(UNIT_LDADD)
 # The coordinator's state machine and key-value store, with no socket: the
 # test injects the sender (libzmq only for its message buffers).
-tests_unit_test_coord_SOURCES = tests/unit/test_coord.c coordinator/coord.c coordinator/coord_gen.c \
+tests_unit_test_coord_SOURCES = tests/unit/test_coord.c coordinator/coord.c coordinator/coord_gen.c coordinator/coord_report.c \
 	coordinator/kv.c coordinator/peers.c
 tests_unit_test_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator \
 	-DDPT_TOP_SRCDIR='"$(abs_top_srcdir)"' 
 tests_unit_test_coord_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_coord_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
-tests_unit_test_kv_SOURCES = tests/unit/test_kv.c coordinator/kv.c coordinator/coord_gen.c \
+tests_unit_test_kv_SOURCES = tests/unit/test_kv.c coordinator/kv.c coordinator/coord_gen.c coordinator/coord_report.c \
 	coordinator/coord.c coordinator/peers.c
 tests_unit_test_kv_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
 tests_unit_test_kv_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
