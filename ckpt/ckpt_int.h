@@ -27,6 +27,20 @@
 /* The largest read (and staging buffer) of a load. */
 #define DPT__CKPT_READ_MAX (32u << 20)
 #define DPT__CKPT_MANIFEST "manifest.json"
+/*
+ * The largest manifest that is written or read (doc/checkpoint-format.md,
+ * "Size of a manifest"). A manifest holds about 110 bytes per chunk (one
+ * chunk of each tensor per rank that writes part of it: tensors times
+ * ranks), 19 per further checksum and 150 per tensor: the 900 tensors of
+ * a 7B-parameter model with Adam saved by 512 ranks take 47 MiB,
+ * ResNet-50 on 16 ranks less than 1 MiB. Every rank that loads a step
+ * parses its manifest, with about 16 bytes of memory per byte of JSON
+ * (jansson's tree, then ours): 1 GiB per rank at this bound. A shared
+ * checkpoint root lets another user write the manifest that a job reads,
+ * so that is all a planted one may cost; a step whose manifest would be
+ * larger is not committed (ckpt/commit.c), never written unreadable.
+ */
+#define DPT__CKPT_MANIFEST_MAX (64u << 20)
 /* A quarantined step's manifest (doc/checkpoint-format.md, "Damaged
  * steps"): the step is no longer committed, and `dptrain ckpt ls` shows it
  * as damaged until gc removes it. */

@@ -186,15 +186,16 @@ static int read_manifest(struct dpt__storage *s, uint64_t step,
 	rc = dpt__storage_stat(s, key, &size);
 	if (rc)
 		return rc;
-	if (size > (256u << 20)) {
-		dpt__error("manifest '%s/%s' is %" PRIu64 " bytes: not a "
-			   "manifest",
-			   dpt__storage_uri(s), key, size);
+	if (size > DPT__CKPT_MANIFEST_MAX) {
+		dpt__error("manifest '%s/%s' is %" PRIu64 " bytes, more than "
+			   "the %u of any manifest: not read",
+			   dpt__storage_uri(s), key, size,
+			   DPT__CKPT_MANIFEST_MAX);
 		if (why)
 			snprintf(why, whylen,
-				 "manifest is %" PRIu64 " bytes: "
-				 "not a manifest",
-				 size);
+				 "manifest is %" PRIu64 " bytes, more than "
+				 "the %u of any manifest",
+				 size, DPT__CKPT_MANIFEST_MAX);
 		return DPT_ECORRUPT;
 	}
 	buf = malloc(size + 1);
@@ -461,7 +462,7 @@ int dpt__ckpt_quarantine(struct dpt__storage *s, uint64_t step, bool recycle)
 	/* The manifest's bytes are kept for whoever investigates; one too
 	 * large to be a manifest is not copied (an empty record is enough
 	 * to mark the step). */
-	if (size > (256u << 20))
+	if (size > DPT__CKPT_MANIFEST_MAX)
 		size = 0;
 	buf = malloc(size + 1);
 	if (!buf) {

@@ -12,10 +12,17 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <jansson.h>
 
 #include "ckpt/ckpt_int.h"
+#include "buf.h"
 #include "log.h"
+
+/* What the library logged since the last dpt__buf_reset. */
+static struct dpt__buf logged;
 
 /* A manifest of two ranks: a replicated [10, 3] float32 split in rows
  * 0..5 and 5..10, a sharded int64 scalar held by rank 1, block 64. */
@@ -437,7 +444,63 @@ static void safetensors_header_new_dtypes(void **state)
 static void quiet(enum dpt__log_level level, const char *msg)
 {
 	(void)level;
-	(void)msg;
+	(void)dpt__buf_printf(&logged, "%s\n", msg);
+}
+
+/* Writes the sample's manifest as step 1200's in DIR, padded with spaces
+ * (which JSON allows) to SIZE bytes. */
+static void write_padded(const char *dir, size_t size)
+{
+	struct dpt__manifest m;
+	char path[512], *json;
+	size_t len;
+	FILE *f;
+
+	sample(&m);
+	assert_int_equal(dpt__manifest_encode(&m, &json, &len), 0);
+	assert_true(len <= size);
+	snprintf(path, sizeof(path), "%s/step-0000001200", dir);
+	(void)mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/step-0000001200/manifest.json", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(json, 1, len, f), len);
+	for (size_t i = len; i < size; i++)
+		assert_int_not_equal(putc(' ', f), EOF);
+	assert_int_equal(fclose(f), 0);
+	free(json);
+	dpt__manifest_release(&m);
+}
+
+/* A manifest of DPT__CKPT_MANIFEST_MAX bytes is read; one byte more and
+ * it is refused before it is read, saying why (the bound was 256 MiB). */
+static void size_bound(void **state)
+{
+	char dir[] = "/tmp/dpt-manifest-XXXXXX", uri[64], path[512], want[128];
+	struct dpt__storage *s;
+	struct dpt__manifest m;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(uri, sizeof(uri), "file://%s", dir);
+	assert_int_equal(dpt__storage_open(uri, NULL, &s), 0);
+	write_padded(dir, DPT__CKPT_MANIFEST_MAX);
+	assert_int_equal(dpt__ckpt_read_manifest(s, 1200, &m), 0);
+	assert_int_equal(m.step, 1200);
+	dpt__manifest_release(&m);
+	write_padded(dir, DPT__CKPT_MANIFEST_MAX + 1);
+	dpt__buf_reset(&logged);
+	assert_int_equal(dpt__ckpt_read_manifest(s, 1200, &m), DPT_ECORRUPT);
+	snprintf(want, sizeof(want), "is %u bytes, more than the %u of any",
+		 DPT__CKPT_MANIFEST_MAX + 1, DPT__CKPT_MANIFEST_MAX);
+	assert_non_null(logged.data);
+	assert_non_null(strstr(logged.data, want));
+	dpt__storage_destroy(&s);
+	snprintf(path, sizeof(path), "%s/step-0000001200/manifest.json", dir);
+	assert_int_equal(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/step-0000001200", dir);
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(rmdir(dir), 0);
 }
 
 int main(void)
@@ -450,7 +513,13 @@ int main(void)
 		cmocka_unit_test(every_dtype_named),
 		cmocka_unit_test(new_dtypes_round_trip),
 		cmocka_unit_test(safetensors_header_new_dtypes),
+		cmocka_unit_test(size_bound),
 	};
+	int failed;
+
+	dpt__buf_init(&logged, 1 << 16);
 	dpt__log_set_sink(quiet);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	failed = cmocka_run_group_tests(tests, NULL, NULL);
+	dpt__buf_release(&logged);
+	return failed;
 }
