@@ -161,10 +161,14 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 
 /*
  * dpt__manifest_check - the rules of doc/checkpoint-format.md: unique
- * names, chunks inside their tensor and file, disjoint and covering, the
- * right length and number of checksums. With PARTIAL (a rank's fragment
- * before the merge) coverage and file sizes are not checked.
- * Returns 0 or DPT_ECORRUPT with a message in ERR.
+ * tensor and file names, chunks inside their tensor and file, disjoint and
+ * covering, at most one per rank of the world, the right length and number
+ * of checksums; in O(n log n) time for n tensors, files or chunks of a
+ * tensor (times 2^k for a tensor cut in k dimensions: dpt__chunks_cover).
+ * With PARTIAL (a rank's fragment before the merge) coverage and file
+ * sizes are not checked, and a tensor has at most one chunk (a rank writes
+ * one chunk of each tensor). Returns 0, DPT_ENOMEM, or DPT_ECORRUPT with a
+ * message in ERR.
  */
 int dpt__manifest_check(const struct dpt__manifest *m, bool partial, char *err,
 			size_t errlen);
@@ -175,6 +179,15 @@ uint64_t dpt__box_volume(const struct dpt__box *b);
 /* True and *OUT when A and B share at least one element. */
 bool dpt__box_intersect(const struct dpt__box *a, const struct dpt__box *b,
 			struct dpt__box *out);
+
+/*
+ * dpt__chunks_cover - whether the chunks of T cover it exactly, every
+ * element in one chunk and none in two (*EXACT), in O(2^k n log n) time
+ * for n chunks that cut T in k dimensions (ckpt/cover.c). Every chunk's
+ * box must lie inside T. Returns 0, DPT_ENOMEM, or DPT_ERANGE for 2^32 - 1
+ * chunks or more.
+ */
+int dpt__chunks_cover(const struct dpt__tensor_desc *t, bool *exact);
 
 /*
  * dpt__box_split - the part of a replicated tensor of shape SHAPE that
