@@ -304,6 +304,15 @@ int dpt__ckpt_list(struct dpt__storage *s, const char *prefix,
 int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 			    struct dpt__manifest *m);
 
+/*
+ * dpt__ckpt_stored_bytes - the bytes of the files of M (the manifest of
+ * its step) as S reports their sizes, from one listing of the step: what
+ * the step's tensors can hold, whatever M says (a file S lacks counts 0).
+ * Returns 0 and *BYTES, DPT_ENOMEM or the storage's error.
+ */
+int dpt__ckpt_stored_bytes(struct dpt__storage *s,
+			   const struct dpt__manifest *m, uint64_t *bytes);
+
 /* "NAME" or "NAME@o0,o1" for chunk C of T, into BUF. */
 void dpt__chunk_label(const struct dpt__tensor_desc *t,
 		      const struct dpt__chunk *c, char *buf, size_t size);

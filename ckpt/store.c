@@ -228,6 +228,52 @@ out:
 	return rc;
 }
 
+struct stored {
+	const char **names; /* the manifest's file names, sorted */
+	size_t n;
+	size_t skip; /* the length of "step-N/" */
+	uint64_t bytes;
+};
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int add_stored(void *arg, const char *key, uint64_t size)
+{
+	struct stored *st = arg;
+	const char *name = key + st->skip;
+
+	/* Names are unique (dpt__manifest_check): a file counts once. */
+	if (bsearch(&name, st->names, st->n, sizeof(*st->names), by_name) &&
+	    __builtin_add_overflow(st->bytes, size, &st->bytes))
+		st->bytes = UINT64_MAX;
+	return 0;
+}
+
+int dpt__ckpt_stored_bytes(struct dpt__storage *s,
+			   const struct dpt__manifest *m, uint64_t *bytes)
+{
+	struct stored st = {.n = m->nfiles};
+	char dir[32], prefix[40];
+	int rc;
+
+	dpt__step_dir(m->step, dir, sizeof(dir));
+	snprintf(prefix, sizeof(prefix), "%s/", dir);
+	st.skip = strlen(prefix);
+	st.names = malloc((m->nfiles + 1) * sizeof(*st.names));
+	if (!st.names)
+		return DPT_ENOMEM;
+	for (size_t i = 0; i < m->nfiles; i++)
+		st.names[i] = m->files[i].name;
+	qsort(st.names, st.n, sizeof(*st.names), by_name);
+	rc = dpt__storage_list(s, prefix, add_stored, &st);
+	free(st.names);
+	*bytes = st.bytes;
+	return rc;
+}
+
 int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 			    struct dpt__manifest *m)
 {
