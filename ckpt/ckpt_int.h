@@ -27,6 +27,23 @@
 /* The largest read (and staging buffer) of a load. */
 #define DPT__CKPT_READ_MAX (32u << 20)
 #define DPT__CKPT_MANIFEST "manifest.json"
+/*
+ * The largest manifest that is written or read (doc/checkpoint-format.md,
+ * "Size of a manifest"). A manifest holds about 110 bytes per chunk (one
+ * chunk of each tensor per rank that writes part of it: tensors times
+ * ranks), 19 per further checksum and 150 per tensor: the 900 tensors of
+ * a 7B-parameter model with Adam saved by 512 ranks take 47 MiB,
+ * ResNet-50 on 16 ranks less than 1 MiB; this bound holds 900 tensors on
+ * about 2,600 ranks, what steps could hold before it was one constant.
+ * Every rank that loads a step parses its manifest, with about 16 bytes of
+ * memory per byte of JSON (jansson's tree, then ours): 4 GiB per rank at
+ * this bound. A shared checkpoint root lets another user write the
+ * manifest that a job reads, so that is all a planted one may cost (such a
+ * user can deny the job its checkpoints anyway); a step whose manifest
+ * would be larger is not committed (ckpt/commit.c), never written
+ * unreadable.
+ */
+#define DPT__CKPT_MANIFEST_MAX (256u << 20)
 /* A quarantined step's manifest (doc/checkpoint-format.md, "Damaged
  * steps"): the step is no longer committed, and `dptrain ckpt ls` shows it
  * as damaged until gc removes it. */
@@ -147,10 +164,14 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 
 /*
  * dpt__manifest_check - the rules of doc/checkpoint-format.md: unique
- * names, chunks inside their tensor and file, disjoint and covering, the
- * right length and number of checksums. With PARTIAL (a rank's fragment
- * before the merge) coverage and file sizes are not checked.
- * Returns 0 or DPT_ECORRUPT with a message in ERR.
+ * tensor and file names, chunks inside their tensor and file, disjoint and
+ * covering, at most one per rank of the world, the right length and number
+ * of checksums; in O(n log n) time for n tensors, files or chunks of a
+ * tensor (times 2^k for a tensor cut in k dimensions: dpt__chunks_cover).
+ * With PARTIAL (a rank's fragment before the merge) coverage and file
+ * sizes are not checked, and a tensor has at most one chunk (a rank writes
+ * one chunk of each tensor). Returns 0, DPT_ENOMEM, or DPT_ECORRUPT with a
+ * message in ERR.
  */
 int dpt__manifest_check(const struct dpt__manifest *m, bool partial, char *err,
 			size_t errlen);
@@ -161,6 +182,15 @@ uint64_t dpt__box_volume(const struct dpt__box *b);
 /* True and *OUT when A and B share at least one element. */
 bool dpt__box_intersect(const struct dpt__box *a, const struct dpt__box *b,
 			struct dpt__box *out);
+
+/*
+ * dpt__chunks_cover - whether the chunks of T cover it exactly, every
+ * element in one chunk and none in two (*EXACT), in O(2^k n log n) time
+ * for n chunks that cut T in k dimensions (ckpt/cover.c). Every chunk's
+ * box must lie inside T. Returns 0, DPT_ENOMEM, or DPT_ERANGE for 2^32 - 1
+ * chunks or more.
+ */
+int dpt__chunks_cover(const struct dpt__tensor_desc *t, bool *exact);
 
 /*
  * dpt__box_split - the part of a replicated tensor of shape SHAPE that
@@ -276,6 +306,15 @@ int dpt__ckpt_list(struct dpt__storage *s, const char *prefix,
  */
 int dpt__ckpt_read_manifest(struct dpt__storage *s, uint64_t step,
 			    struct dpt__manifest *m);
+
+/*
+ * dpt__ckpt_stored_bytes - the bytes of the files of M (the manifest of
+ * its step) as S reports their sizes, from one listing of the step: what
+ * the step's tensors can hold, whatever M says (a file S lacks counts 0).
+ * Returns 0 and *BYTES, DPT_ENOMEM or the storage's error.
+ */
+int dpt__ckpt_stored_bytes(struct dpt__storage *s,
+			   const struct dpt__manifest *m, uint64_t *bytes);
 
 /* "NAME" or "NAME@o0,o1" for chunk C of T, into BUF. */
 void dpt__chunk_label(const struct dpt__tensor_desc *t,

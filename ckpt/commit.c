@@ -182,12 +182,47 @@ static int merge(struct dpt_ckpt *ck, const char *frags, uint64_t stride,
 	return 0;
 }
 
+/* Rank 0: commits the step of M by putting its manifest. */
+static int put_manifest(struct dpt_ckpt *ck, const struct dpt__manifest *m)
+{
+	char *json = NULL, dir[32], key[64];
+	size_t len = 0, nchunks = 0;
+	int rc;
+
+	rc = dpt__manifest_encode(m, &json, &len);
+	if (rc)
+		return rc;
+	/* A manifest that no reader would read is not committed: the step
+	 * would look saved and never load. */
+	if (len > DPT__CKPT_MANIFEST_MAX) {
+		for (size_t i = 0; i < m->ntensors; i++)
+			nchunks += m->tensors[i].nchunks;
+		dpt__error("step %" PRIu64 " cannot be committed: its manifest "
+			   "would be %zu bytes (%zu tensors in %zu chunks), "
+			   "more than the %u that readers accept: save fewer, "
+			   "larger tensors (flatten parameters) or use fewer "
+			   "ranks",
+			   m->step, len, m->ntensors, nchunks,
+			   DPT__CKPT_MANIFEST_MAX);
+		free(json);
+		return DPT_ETOOBIG;
+	}
+	dpt__step_dir(m->step, dir, sizeof(dir));
+	snprintf(key, sizeof(key), "%s/%s", dir, DPT__CKPT_MANIFEST);
+	rc = dpt__storage_put_if_absent(ck->st, key, json, len);
+	if (rc == DPT_EEXIST)
+		dpt__error("step %" PRIu64 " was committed by someone else "
+			   "meanwhile in '%s'",
+			   m->step, dpt__storage_uri(ck->st));
+	free(json);
+	return rc;
+}
+
 static int commit(struct dpt_ckpt *ck)
 {
-	char *mine = NULL, *all = NULL, *json = NULL, dir[32], key[64];
+	char *mine = NULL, *all = NULL;
 	uint64_t len = 0, *lens = NULL, stride = 0;
 	struct dpt__manifest m = {0};
-	size_t jlen = 0;
 	int32_t result = 0;
 	int rc;
 
@@ -225,18 +260,7 @@ static int commit(struct dpt_ckpt *ck)
 	if (ck->rank == 0) {
 		result = merge(ck, all, stride, lens, &m);
 		if (!result)
-			result = dpt__manifest_encode(&m, &json, &jlen);
-		if (!result) {
-			dpt__step_dir(m.step, dir, sizeof(dir));
-			snprintf(key, sizeof(key), "%s/%s", dir,
-				 DPT__CKPT_MANIFEST);
-			result = dpt__storage_put_if_absent(ck->st, key, json,
-							    jlen);
-			if (result == DPT_EEXIST)
-				dpt__error("step %" PRIu64 " was committed by "
-					   "someone else meanwhile in '%s'",
-					   m.step, dpt__storage_uri(ck->st));
-		}
+			result = put_manifest(ck, &m);
 	}
 	if (ck->ctx) {
 		rc = dpt_broadcast(ck->ctx, &result, 1, DPT_INT32, 0);
@@ -277,7 +301,6 @@ static int commit(struct dpt_ckpt *ck)
 	}
 out:
 	dpt__manifest_release(&m);
-	free(json);
 	free(all);
 	free(lens);
 	free(mine);

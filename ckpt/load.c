@@ -541,9 +541,10 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 }
 
 /* Rank 0: the manifest of the newest committed step at or below STEP that
- * reads and checks, encoded into *JSON. DPT_ENOENT: none. */
+ * reads and checks, encoded into *JSON, and the bytes its files hold in
+ * *STORED. DPT_ENOENT: none. */
 static int newest_manifest(struct dpt_ckpt *ck, uint64_t step, char **json,
-			   size_t *len)
+			   size_t *len, uint64_t *stored)
 {
 	struct dpt__step_list l = {0};
 	struct dpt__manifest m = {0};
@@ -565,6 +566,8 @@ static int newest_manifest(struct dpt_ckpt *ck, uint64_t step, char **json,
 			break;
 	}
 	if (!rc)
+		rc = dpt__ckpt_stored_bytes(ck->st, &m, stored);
+	if (!rc)
 		rc = dpt__manifest_encode(&m, json, len);
 out:
 	dpt__manifest_release(&m);
@@ -575,7 +578,9 @@ out:
 int dpt__ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
 		      struct dpt_ckpt_contents *out)
 {
-	int64_t head[2] = {0, 0}; /* the manifest's length, rank 0's error */
+	/* The manifest's length, rank 0's error, the bytes of its files. */
+	int64_t head[3] = {0, 0, 0};
+	uint64_t stored = 0;
 	char *json = NULL, err[256];
 	size_t len = 0;
 	int rank, rc;
@@ -589,8 +594,9 @@ int dpt__ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
 	free(ck->entries);
 	ck->entries = NULL;
 	if (rank == 0) {
-		head[1] = newest_manifest(ck, step, &json, &len);
+		head[1] = newest_manifest(ck, step, &json, &len, &stored);
 		head[0] = (int64_t)len;
+		head[2] = stored > INT64_MAX ? INT64_MAX : (int64_t)stored;
 	}
 	if (ck->ctx) {
 		rc = dpt_broadcast(ck->ctx, head, sizeof(head), DPT_UINT8, 0);
@@ -646,6 +652,7 @@ int dpt__ckpt_inspect(struct dpt_ckpt *ck, uint64_t step,
 		.rng_len = ck->inspected.rng_len,
 		.user = ck->inspected.user,
 		.user_len = ck->inspected.user_len,
+		.stored_bytes = (uint64_t)head[2],
 	};
 out:
 	free(json);

@@ -7,6 +7,7 @@
 noinst_LTLIBRARIES += ckpt/libdptckpt.la
 ckpt_libdptckpt_la_SOURCES = \
 	ckpt/ckpt_int.h \
+	ckpt/cover.c \
 	ckpt/interval.c \
 	ckpt/manifest.c \
 	ckpt/plan.c \

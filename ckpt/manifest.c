@@ -14,6 +14,7 @@
 
 #include "ckpt_int.h"
 #include "parse.h"
+#include "wire.h"
 
 /*
  * Manifest names and safetensors names, indexed by enum dpt_dtype. The
@@ -479,9 +480,12 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 			      errlen);
 	if (rc)
 		goto out;
-	if (world == 0 || world > INT32_MAX) {
-		rc = bad(err, errlen, "world_size %" PRIu64 " is out of range",
-			 world);
+	/* No coordinator forms a larger world; the world caps the chunks of
+	 * a tensor (dpt__manifest_check). */
+	if (world == 0 || world > DPT_WIRE_WORLD_MAX) {
+		rc = bad(err, errlen,
+			 "world_size %" PRIu64 " is out of range (1 to %d)",
+			 world, DPT_WIRE_WORLD_MAX);
 		goto out;
 	}
 	m->world_size = (uint32_t)world;
@@ -572,83 +576,155 @@ static bool tensor_bytes_overflow(const struct dpt__tensor_desc *t, size_t esz)
 	return false;
 }
 
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A name that NAMES[0..N) holds twice, or NULL; sorts NAMES. */
+static const char *twice(const char **names, size_t n)
+{
+	qsort(names, n, sizeof(*names), by_name);
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(names[i - 1], names[i]) == 0)
+			return names[i];
+	return NULL;
+}
+
+/* No tensor and no file is named twice: sorted, O(n log n) comparisons
+ * (each of at most the length of a name) where comparing every pair took
+ * O(n^2). */
+static int check_names(const struct dpt__manifest *m, char *err, size_t errlen)
+{
+	size_t n = m->ntensors > m->nfiles ? m->ntensors : m->nfiles;
+	const char **names = malloc((n + 1) * sizeof(*names)), *dup;
+	int rc = 0;
+
+	if (!names)
+		return DPT_ENOMEM;
+	for (size_t i = 0; i < m->ntensors; i++)
+		names[i] = m->tensors[i].name;
+	dup = twice(names, m->ntensors);
+	if (dup) {
+		rc = bad(err, errlen, "tensor '%.200s' appears twice", dup);
+		goto out;
+	}
+	/* A shard counts once: the bytes of a step are its files' sizes. */
+	for (size_t i = 0; i < m->nfiles; i++)
+		names[i] = m->files[i].name;
+	dup = twice(names, m->nfiles);
+	if (dup)
+		rc = bad(err, errlen, "file '%.200s' appears twice", dup);
+out:
+	free(names);
+	return rc;
+}
+
+/* The rules of one chunk C of T: inside T and its file, of the length of
+ * its box and with one checksum per block. */
+static int check_chunk(const struct dpt__manifest *m,
+		       const struct dpt__tensor_desc *t,
+		       const struct dpt__chunk *c, bool partial, char *err,
+		       size_t errlen)
+{
+	size_t esz = dpt_dtype_size(t->dtype);
+	uint64_t vol = dpt__box_volume(&c->box);
+	char label[256];
+
+	dpt__chunk_label(t, c, label, sizeof(label));
+	for (int d = 0; d < t->ndim; d++)
+		if (c->box.off[d] > t->shape[d] ||
+		    c->box.len[d] > t->shape[d] - c->box.off[d])
+			return bad(err, errlen,
+				   "chunk '%s' lies outside its tensor", label);
+	if (vol == 0 || c->length / esz != vol || c->length % esz)
+		return bad(err, errlen,
+			   "chunk '%s' has length %" PRIu64
+			   ", its box holds %" PRIu64 " elements",
+			   label, c->length, vol);
+	if (c->nblocks != (c->length + m->block_size - 1) / m->block_size)
+		return bad(err, errlen,
+			   "chunk '%s' has %zu checksums for %" PRIu64 " bytes",
+			   label, c->nblocks, c->length);
+	if (c->file >= m->nfiles)
+		return bad(err, errlen, "chunk '%s' names file %u of %zu",
+			   label, c->file, m->nfiles);
+	if (!partial && (c->begin > m->files[c->file].size ||
+			 c->length > m->files[c->file].size - c->begin))
+		return bad(err, errlen, "chunk '%s' lies past the end of '%s'",
+			   label, m->files[c->file].name);
+	return 0;
+}
+
+/* The chunks of T are disjoint and cover it: their volumes add up to T's,
+ * and they tile it (dpt__chunks_cover: equal volumes with an element in
+ * two chunks leave another in none). */
+static int check_cover(const struct dpt__tensor_desc *t, char *err,
+		       size_t errlen)
+{
+	struct dpt__box whole = {.ndim = t->ndim};
+	uint64_t covered = 0, vol;
+	bool over = false, exact;
+	int rc;
+
+	for (int d = 0; d < t->ndim; d++)
+		whole.len[d] = t->shape[d];
+	vol = dpt__box_volume(&whole);
+	for (size_t j = 0; j < t->nchunks && !over; j++)
+		over = __builtin_add_overflow(
+			covered, dpt__box_volume(&t->chunks[j].box), &covered);
+	if (over || covered > vol)
+		return bad(err, errlen,
+			   "chunks of '%s' overlap: they hold more than its "
+			   "%" PRIu64 " elements",
+			   t->name, vol);
+	if (covered < vol)
+		return bad(err, errlen,
+			   "the chunks of '%s' cover %" PRIu64
+			   " of its %" PRIu64 " elements",
+			   t->name, covered, vol);
+	rc = dpt__chunks_cover(t, &exact);
+	if (!rc && !exact)
+		rc = bad(err, errlen, "chunks of '%s' overlap", t->name);
+	return rc;
+}
+
 int dpt__manifest_check(const struct dpt__manifest *m, bool partial, char *err,
 			size_t errlen)
 {
-	for (size_t i = 0; i < m->ntensors; i++) {
-		const struct dpt__tensor_desc *t = &m->tensors[i];
-		size_t esz = dpt_dtype_size(t->dtype);
-		struct dpt__box whole = {.ndim = t->ndim};
-		uint64_t covered = 0;
+	int rc = check_names(m, err, errlen);
 
-		for (size_t k = 0; k < i; k++)
-			if (strcmp(m->tensors[k].name, t->name) == 0)
-				return bad(err, errlen,
-					   "tensor '%s' appears twice",
-					   t->name);
-		for (int d = 0; d < t->ndim; d++)
-			whole.len[d] = t->shape[d];
+	for (size_t i = 0; !rc && i < m->ntensors; i++) {
+		const struct dpt__tensor_desc *t = &m->tensors[i];
+
 		/* Volumes below are computed modulo 2^64: a tensor whose size
 		 * in bytes does not fit could pass every rule with chunks
 		 * whose volumes wrap around (shape [2^32+1, 2^32+1] holds
 		 * 2^33+1 elements mod 2^64). A chunk's box lies inside the
 		 * tensor, so its volume fits when the tensor's does. */
-		if (tensor_bytes_overflow(t, esz))
+		if (tensor_bytes_overflow(t, dpt_dtype_size(t->dtype)))
 			return bad(err, errlen,
 				   "tensor '%s' is larger than 2^64 bytes",
 				   t->name);
-		for (size_t j = 0; j < t->nchunks; j++) {
-			const struct dpt__chunk *c = &t->chunks[j];
-			uint64_t vol = dpt__box_volume(&c->box);
-			struct dpt__box x;
-			char label[256];
-
-			dpt__chunk_label(t, c, label, sizeof(label));
-			for (int d = 0; d < t->ndim; d++)
-				if (c->box.off[d] > t->shape[d] ||
-				    c->box.len[d] > t->shape[d] - c->box.off[d])
-					return bad(
-						err, errlen,
-						"chunk '%s' lies outside its "
-						"tensor",
-						label);
-			if (vol == 0 || c->length / esz != vol ||
-			    c->length % esz)
-				return bad(err, errlen,
-					   "chunk '%s' has length %" PRIu64
-					   ", its box holds %" PRIu64
-					   " elements",
-					   label, c->length, vol);
-			if (c->nblocks !=
-			    (c->length + m->block_size - 1) / m->block_size)
-				return bad(err, errlen,
-					   "chunk '%s' has %zu checksums for "
-					   "%" PRIu64 " bytes",
-					   label, c->nblocks, c->length);
-			if (c->file >= m->nfiles)
-				return bad(err, errlen,
-					   "chunk '%s' names file %u of %zu",
-					   label, c->file, m->nfiles);
-			if (!partial &&
-			    (c->begin > m->files[c->file].size ||
-			     c->length > m->files[c->file].size - c->begin))
-				return bad(
-					err, errlen,
-					"chunk '%s' lies past the end of '%s'",
-					label, m->files[c->file].name);
-			for (size_t k = 0; k < j; k++)
-				if (dpt__box_intersect(&c->box,
-						       &t->chunks[k].box, &x))
-					return bad(err, errlen,
-						   "chunks of '%s' overlap",
-						   t->name);
-			covered += vol;
-		}
-		if (!partial && covered != dpt__box_volume(&whole))
+		/* A rank writes one chunk of a tensor (ckpt/save.c,
+		 * build_fragment): a cap that also bounds the work below. */
+		if (partial && t->nchunks > 1)
 			return bad(err, errlen,
-				   "the chunks of '%s' cover %" PRIu64
-				   " of its %" PRIu64 " elements",
-				   t->name, covered, dpt__box_volume(&whole));
+				   "a rank's part holds %zu chunks of '%s', "
+				   "not one",
+				   t->nchunks, t->name);
+		if (t->nchunks > m->world_size)
+			return bad(err, errlen,
+				   "tensor '%s' has %zu chunks, more than "
+				   "the %" PRIu32 " ranks that wrote it",
+				   t->name, t->nchunks, m->world_size);
+		for (size_t j = 0; !rc && j < t->nchunks; j++)
+			rc = check_chunk(m, t, &t->chunks[j], partial, err,
+					 errlen);
+		if (!rc && !partial)
+			rc = check_cover(t, err, errlen);
 	}
-	return 0;
+	if (rc == DPT_ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return rc;
 }

@@ -186,15 +186,16 @@ static int read_manifest(struct dpt__storage *s, uint64_t step,
 	rc = dpt__storage_stat(s, key, &size);
 	if (rc)
 		return rc;
-	if (size > (256u << 20)) {
-		dpt__error("manifest '%s/%s' is %" PRIu64 " bytes: not a "
-			   "manifest",
-			   dpt__storage_uri(s), key, size);
+	if (size > DPT__CKPT_MANIFEST_MAX) {
+		dpt__error("manifest '%s/%s' is %" PRIu64 " bytes, more than "
+			   "the %u of any manifest: not read",
+			   dpt__storage_uri(s), key, size,
+			   DPT__CKPT_MANIFEST_MAX);
 		if (why)
 			snprintf(why, whylen,
-				 "manifest is %" PRIu64 " bytes: "
-				 "not a manifest",
-				 size);
+				 "manifest is %" PRIu64 " bytes, more than "
+				 "the %u of any manifest",
+				 size, DPT__CKPT_MANIFEST_MAX);
 		return DPT_ECORRUPT;
 	}
 	buf = malloc(size + 1);
@@ -224,6 +225,52 @@ out:
 	free(buf);
 	if (rc)
 		dpt__manifest_release(m);
+	return rc;
+}
+
+struct stored {
+	const char **names; /* the manifest's file names, sorted */
+	size_t n;
+	size_t skip; /* the length of "step-N/" */
+	uint64_t bytes;
+};
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int add_stored(void *arg, const char *key, uint64_t size)
+{
+	struct stored *st = arg;
+	const char *name = key + st->skip;
+
+	/* Names are unique (dpt__manifest_check): a file counts once. */
+	if (bsearch(&name, st->names, st->n, sizeof(*st->names), by_name) &&
+	    __builtin_add_overflow(st->bytes, size, &st->bytes))
+		st->bytes = UINT64_MAX;
+	return 0;
+}
+
+int dpt__ckpt_stored_bytes(struct dpt__storage *s,
+			   const struct dpt__manifest *m, uint64_t *bytes)
+{
+	struct stored st = {.n = m->nfiles};
+	char dir[32], prefix[40];
+	int rc;
+
+	dpt__step_dir(m->step, dir, sizeof(dir));
+	snprintf(prefix, sizeof(prefix), "%s/", dir);
+	st.skip = strlen(prefix);
+	st.names = malloc((m->nfiles + 1) * sizeof(*st.names));
+	if (!st.names)
+		return DPT_ENOMEM;
+	for (size_t i = 0; i < m->nfiles; i++)
+		st.names[i] = m->files[i].name;
+	qsort(st.names, st.n, sizeof(*st.names), by_name);
+	rc = dpt__storage_list(s, prefix, add_stored, &st);
+	free(st.names);
+	*bytes = st.bytes;
 	return rc;
 }
 
@@ -461,7 +508,7 @@ int dpt__ckpt_quarantine(struct dpt__storage *s, uint64_t step, bool recycle)
 	/* The manifest's bytes are kept for whoever investigates; one too
 	 * large to be a manifest is not copied (an empty record is enough
 	 * to mark the step). */
-	if (size > (256u << 20))
+	if (size > DPT__CKPT_MANIFEST_MAX)
 		size = 0;
 	buf = malloc(size + 1);
 	if (!buf) {

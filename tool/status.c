@@ -29,6 +29,11 @@
 #include "setting_names.h"
 
 #define STATUS_TIMEOUT_MS 3000
+/* The largest events object read whole. Events are not a manifest
+ * (DPT__CKPT_MANIFEST_MAX): file://'s events.jsonl of a run that logs
+ * every step grows by 4 MB an hour (doc/checkpoint-format.md, "Fields"),
+ * so this holds some 60 hours of it; S3's objects end at 4 MiB. */
+#define EVENTS_OBJECT_MAX (256u << 20)
 
 /* ------------------------------------------------------------ summary */
 
@@ -511,7 +516,7 @@ static int read_object(struct read_ctx *c, const char *key, uint64_t size)
 	char *buf;
 	int rc;
 
-	if (size > (256u << 20))
+	if (size > EVENTS_OBJECT_MAX)
 		return DPT_ETOOBIG;
 	buf = malloc(size ? size : 1);
 	if (!buf)

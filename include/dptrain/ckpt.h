@@ -347,6 +347,12 @@ struct dpt_ckpt_contents {
 	size_t rng_len;
 	const void *user;
 	size_t user_len;
+	/* The bytes of the step's shard files as the storage reports their
+	 * sizes (a file of the manifest that the storage lacks counts 0): a
+	 * bound on the bytes of its tensors, whose shapes come from a
+	 * manifest that may be another user's (a shared checkpoint root).
+	 * Allocate no more than this from the shapes above. */
+	uint64_t stored_bytes;
 };
 
 /*
@@ -355,10 +361,11 @@ struct dpt_ckpt_contents {
  * reading a shard: the tensors' names, dtypes and global shapes and the
  * blobs of its meta, so that a program can allocate and register what it
  * loads (state created lazily, like an optimizer's) or say exactly how
- * its own state differs. A step whose manifest is damaged is skipped for
- * the one before. Collective: rank 0 reads, every rank receives the same
- * answer. Returns 0, DPT_ENOENT (no committed step), DPT_EINVAL, or the
- * storage's or the collective's error.
+ * its own state differs, and the bytes its shards hold (one listing of
+ * the step), which bound what it may allocate. A step whose manifest is
+ * damaged is skipped for the one before. Collective: rank 0 reads, every
+ * rank receives the same answer. Returns 0, DPT_ENOENT (no committed
+ * step), DPT_EINVAL, or the storage's or the collective's error.
  */
 DPT_EXPORT int dpt_ckpt_inspect_sized(struct dpt_ckpt *ck, uint64_t step,
 				      struct dpt_ckpt_contents *out,

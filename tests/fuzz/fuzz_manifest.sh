@@ -5,6 +5,6 @@
 # in for its key check. See tests/fuzz/lib.sh.
 . "${top_srcdir:?}/tests/fuzz/lib.sh"
 fuzz_run manifest "jansson libcurl libcrypto" 16384 \
-	ckpt/manifest.c ckpt/plan.c ckpt/shard.c worker/version.c \
+	ckpt/manifest.c ckpt/cover.c ckpt/plan.c ckpt/shard.c worker/version.c \
 	$fuzz_storage_sources \
 	common/buf.c common/parse.c common/error.c common/log.c common/setting_names.c

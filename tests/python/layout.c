@@ -81,6 +81,7 @@ int main(void)
 	FIELD(dpt_ckpt_contents, rng_len);
 	FIELD(dpt_ckpt_contents, user);
 	FIELD(dpt_ckpt_contents, user_len);
+	FIELD(dpt_ckpt_contents, stored_bytes);
 
 	STRUCT(dpt_ckpt_info);
 	FIELD(dpt_ckpt_info, step);

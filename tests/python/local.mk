@@ -16,6 +16,10 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 # Trainer's other modes.
 TESTS += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
 EXTRA_DIST += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
+# A manifest another user planted names a tensor of 1 TiB: refused before
+# anything is allocated (without a cluster).
+TESTS += tests/python/planted.sh
+EXTRA_DIST += tests/python/planted.sh tests/python/planted.py
 # import dptrain before import torch: one libnccl, torch's.
 TESTS += tests/python/nccl.sh
 EXTRA_DIST += tests/python/nccl.sh
@@ -26,7 +30,8 @@ EXTRA_DIST += tests/python/nccl.sh
 TORCH2_TESTS = tests/python/torch2/binding.sh tests/python/torch2/torch.sh \
 	tests/python/torch2/fmnist.sh tests/python/torch2/preempt.sh \
 	tests/python/torch2/errors.sh tests/python/torch2/log.sh \
-	tests/python/torch2/layout.sh tests/python/torch2/nccl.sh
+	tests/python/torch2/layout.sh tests/python/torch2/nccl.sh \
+	tests/python/torch2/planted.sh
 TESTS += $(TORCH2_TESTS)
 EXTRA_DIST += $(TORCH2_TESTS) tests/python/torch2/run.sh
 # The package installed by pip into a fresh venv of the python3 first on

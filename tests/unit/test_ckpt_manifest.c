@@ -3,6 +3,7 @@
  * what a reader refuses (newer versions, broken fields), the cross-field
  * rules, and the safetensors header of a shard file.
  */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,12 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "ckpt/ckpt_int.h"
+#include "buf.h"
 #include "log.h"
+
+/* What the library logged since the last dpt__buf_reset. */
+static struct dpt__buf logged;
 
 /* A manifest of two ranks: a replicated [10, 3] float32 split in rows
  * 0..5 and 5..10, a sharded int64 scalar held by rank 1, block 64. */
@@ -210,7 +219,10 @@ static void rules(void **state)
 	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
 			 DPT_ECORRUPT);
 	assert_non_null(strstr(err, "cover"));
-	/* ...which a rank's fragment may have. */
+	/* ...which a rank's fragment, one chunk of each tensor, may have. */
+	free(m.tensors[0].chunks[0].xxh3);
+	m.tensors[0].chunks[0] = m.tensors[0].chunks[1];
+	m.tensors[0].nchunks = 1;
 	assert_int_equal(dpt__manifest_check(&m, true, err, sizeof(err)), 0);
 	dpt__manifest_release(&m);
 	/* Outside the tensor. */
@@ -267,6 +279,278 @@ static void rules(void **state)
 	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
 			 DPT_ECORRUPT);
 	assert_non_null(strstr(err, "twice"));
+	dpt__manifest_release(&m);
+}
+
+/* A manifest of WORLD ranks with one file of SIZE bytes and no tensor. */
+static void bare(struct dpt__manifest *m, uint32_t world, uint64_t size)
+{
+	memset(m, 0, sizeof(*m));
+	m->version = 1;
+	m->world_size = world;
+	m->block_size = 1 << 20;
+	m->rng = malloc(1);
+	m->user = malloc(1);
+	m->files = calloc(1, sizeof(*m->files));
+	m->files[0].name = strdup("rank-00000-of-00001.safetensors");
+	m->files[0].size = size;
+	m->nfiles = 1;
+}
+
+/* Adds to T a uint8 chunk of box OFF..OFF+LEN, at BEGIN of file 0. */
+static void add_box(struct dpt__tensor_desc *t, const uint64_t *off,
+		    const uint64_t *len, uint64_t begin)
+{
+	struct dpt__chunk *c = dpt__tensor_add_chunk(t);
+
+	assert_non_null(c);
+	c->box.ndim = t->ndim;
+	for (int d = 0; d < t->ndim; d++) {
+		c->box.off[d] = off[d];
+		c->box.len[d] = len[d];
+	}
+	c->begin = begin;
+	c->length = dpt__box_volume(&c->box);
+	c->nblocks = 1;
+	c->xxh3 = calloc(1, sizeof(uint64_t));
+}
+
+/* A uint8 tensor of shape SHAPE (NDIM dimensions) made of the N boxes of
+ * BOXES (offsets then lengths, NDIM each), checked in full. */
+static int check_boxes(int ndim, const uint64_t *shape, const uint64_t *boxes,
+		       size_t n, char *err, size_t errlen)
+{
+	struct dpt__manifest m;
+	struct dpt__tensor_desc *t;
+	uint64_t begin = 0;
+	int rc;
+
+	bare(&m, 64, 1 << 20);
+	t = dpt__manifest_add_tensor(&m, "t", DPT_UINT8, DPT_CKPT_SHARDED, ndim,
+				     shape);
+	for (size_t i = 0; i < n; i++) {
+		add_box(t, boxes + 2 * ndim * i, boxes + 2 * ndim * i + ndim,
+			begin);
+		begin += t->chunks[i].length;
+	}
+	rc = dpt__manifest_check(&m, false, err, errlen);
+	dpt__manifest_release(&m);
+	return rc;
+}
+
+/* Overlaps that chunks next to each other in the order of their offsets
+ * do not show, with volumes that add up to the tensor's (a sweep that
+ * compares neighbours only would pass them); tilings that no straight cut
+ * divides, accepted. */
+static void every_overlap(void **state)
+{
+	static const uint64_t two[] = {2, 2}, three[] = {3, 3};
+	static const uint64_t cube[] = {2, 2, 2};
+	/* [0,2)x[0,1), [0,1)x[1,2), [1,2)x[0,1): the first and the last
+	 * share (1, 0); (1, 1) is in none. */
+	static const uint64_t apart[] = {0, 0, 2, 1, 0, 1, 1, 1, 1, 0, 1, 1};
+	/* The pinwheel: four 2x1 boxes around the centre of a 3x3. */
+	static const uint64_t pinwheel[] = {0, 0, 1, 2, 1, 0, 2, 1, 2, 1,
+					    1, 2, 0, 2, 2, 1, 1, 1, 1, 1};
+	/* A 2x2x2 cube: a 2x2x1 slab, then two 1x2x1 bars; moving the
+	 * second bar down to the slab's layer keeps every volume. */
+	uint64_t cubes[] = {0, 0, 0, 2, 2, 1, 0, 0, 1,
+			    1, 2, 1, 1, 0, 1, 1, 2, 1};
+	char err[256];
+	(void)state;
+
+	assert_int_equal(check_boxes(2, two, apart, 3, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "chunks of 't' overlap"));
+	assert_int_equal(check_boxes(2, three, pinwheel, 5, err, sizeof(err)),
+			 0);
+	assert_int_equal(check_boxes(3, cube, cubes, 3, err, sizeof(err)), 0);
+	cubes[2 * 3 * 2 + 2] = 0;
+	assert_int_equal(check_boxes(3, cube, cubes, 3, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "overlap"));
+}
+
+static uint64_t next_random(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* Whether the boxes of T are disjoint and cover it, pair by pair. */
+static bool pairwise(const struct dpt__tensor_desc *t)
+{
+	struct dpt__box whole = {.ndim = t->ndim}, x;
+	uint64_t sum = 0;
+
+	for (int d = 0; d < t->ndim; d++)
+		whole.len[d] = t->shape[d];
+	for (size_t i = 0; i < t->nchunks; i++) {
+		sum += dpt__box_volume(&t->chunks[i].box);
+		for (size_t k = 0; k < i; k++)
+			if (dpt__box_intersect(&t->chunks[i].box,
+					       &t->chunks[k].box, &x))
+				return false;
+	}
+	return sum == dpt__box_volume(&whole);
+}
+
+/* Cuts T (no chunk yet) into about N boxes, each cut across one box. */
+static void random_tiling(struct dpt__tensor_desc *t, size_t n, uint64_t *x)
+{
+	uint64_t zero[DPT__CKPT_MAXDIM] = {0};
+
+	add_box(t, zero, t->shape, 0);
+	for (int tries = 0; t->nchunks < n && tries < 1000; tries++) {
+		struct dpt__box *b =
+			&t->chunks[next_random(x) % t->nchunks].box;
+		int d = (int)(next_random(x) % (uint64_t)t->ndim);
+		struct dpt__box rest = *b;
+		uint64_t cut;
+
+		if (b->len[d] < 2)
+			continue;
+		cut = 1 + next_random(x) % (b->len[d] - 1);
+		b->len[d] = cut;
+		rest.off[d] += cut;
+		rest.len[d] -= cut;
+		add_box(t, rest.off, rest.len, 0);
+	}
+}
+
+/* dpt__chunks_cover says what comparing every pair says, on tilings of
+ * up to 4 dimensions, the same with one box moved by one (equal volumes,
+ * an overlap), and boxes drawn at random. */
+static void cover_agrees_with_pairs(void **state)
+{
+	uint64_t x = 88172645463325252ull;
+	int exact = 0;
+	(void)state;
+
+	for (int i = 0; i < 3000; i++) {
+		struct dpt__tensor_desc t = {.name = "t", .dtype = DPT_UINT8};
+		uint64_t v = 1;
+		bool fast;
+
+		t.ndim = 1 + (int)(next_random(&x) % 4);
+		for (int d = 0; d < t.ndim; d++)
+			v *= t.shape[d] = 1 + next_random(&x) % 5;
+		random_tiling(&t, 1 + next_random(&x) % (v < 12 ? v : 12), &x);
+		for (size_t j = 0; i % 3 == 2 && j < t.nchunks; j++)
+			for (int d = 0; d < t.ndim; d++) {
+				struct dpt__box *b = &t.chunks[j].box;
+				b->off[d] = next_random(&x) % t.shape[d];
+				b->len[d] = 1 + next_random(&x) % (t.shape[d] -
+								   b->off[d]);
+			}
+		if (i % 3 == 1) {
+			struct dpt__box *b =
+				&t.chunks[next_random(&x) % t.nchunks].box;
+			int d = (int)(next_random(&x) % (uint64_t)t.ndim);
+
+			if (b->off[d] > 0)
+				b->off[d]--;
+			else if (b->off[d] + b->len[d] < t.shape[d])
+				b->off[d]++;
+		}
+		assert_int_equal(dpt__chunks_cover(&t, &fast), 0);
+		assert_int_equal(fast, pairwise(&t));
+		exact += fast;
+		for (size_t j = 0; j < t.nchunks; j++)
+			free(t.chunks[j].xxh3);
+		free(t.chunks);
+	}
+	/* Both answers were seen, often. */
+	assert_true(exact > 1000 && exact < 2500);
+}
+
+static double cpu_seconds(void)
+{
+	return (double)clock() / CLOCKS_PER_SEC;
+}
+
+/* The checks of a manifest that another user may have written take time
+ * in O(n log n): a tensor of 65536 chunks (the largest world, 2^31 pairs)
+ * and 65536 tensors (2^31 pairs of names) take well under a second each;
+ * comparing every pair took 10 s and more each. */
+static void many_chunks_and_tensors(void **state)
+{
+	struct dpt__manifest m;
+	struct dpt__tensor_desc *t;
+	uint64_t shape[] = {65536, 3}, len[] = {1, 3}, off[] = {0, 0};
+	char err[256], name[32];
+	double t0;
+	(void)state;
+
+	bare(&m, 65536, 3 * 65536);
+	t = dpt__manifest_add_tensor(&m, "w", DPT_UINT8, DPT_CKPT_REPLICATED, 2,
+				     shape);
+	for (off[0] = 0; off[0] < 65536; off[0]++)
+		add_box(t, off, len, 3 * off[0]);
+	t0 = cpu_seconds();
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)), 0);
+	assert_true(cpu_seconds() - t0 < 2.0);
+	/* One row twice, in place of the last. */
+	t->chunks[65535].box.off[0] = 0;
+	t0 = cpu_seconds();
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_true(cpu_seconds() - t0 < 2.0);
+	assert_non_null(strstr(err, "chunks of 'w' overlap"));
+	dpt__manifest_release(&m);
+
+	bare(&m, 1, 1);
+	off[0] = 0;
+	for (uint64_t i = 0; i < 65536; i++) {
+		snprintf(name, sizeof(name), "layer.%05" PRIu64 ".bias", i);
+		t = dpt__manifest_add_tensor(&m, name, DPT_UINT8,
+					     DPT_CKPT_REPLICATED, 1, len);
+		add_box(t, off, len, 0);
+	}
+	t0 = cpu_seconds();
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)), 0);
+	assert_true(cpu_seconds() - t0 < 2.0);
+	free(m.tensors[65535].name);
+	m.tensors[65535].name = strdup("layer.00000.bias");
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "tensor 'layer.00000.bias' appears twice"));
+	dpt__manifest_release(&m);
+}
+
+/* What caps a manifest: a world no coordinator forms, more chunks of a
+ * tensor than ranks, a rank's part with two chunks of a tensor, a file
+ * named twice. */
+static void caps(void **state)
+{
+	struct dpt__manifest m;
+	char err[256];
+	(void)state;
+
+	assert_int_equal(decode_edited("\"world_size\":2",
+				       "\"world_size\":65537", err,
+				       sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "world_size 65537 is out of range"));
+	sample(&m);
+	m.world_size = 1;
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "'w' has 2 chunks, more than the 1 ranks"));
+	assert_int_equal(dpt__manifest_check(&m, true, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "a rank's part holds 2 chunks of 'w'"));
+	dpt__manifest_release(&m);
+	sample(&m);
+	free(m.files[1].name);
+	m.files[1].name = strdup(m.files[0].name);
+	assert_int_equal(dpt__manifest_check(&m, false, err, sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err,
+			       "file 'rank-00000-of-00002.safetensors' appears "
+			       "twice"));
 	dpt__manifest_release(&m);
 }
 
@@ -437,7 +721,63 @@ static void safetensors_header_new_dtypes(void **state)
 static void quiet(enum dpt__log_level level, const char *msg)
 {
 	(void)level;
-	(void)msg;
+	(void)dpt__buf_printf(&logged, "%s\n", msg);
+}
+
+/* Writes the sample's manifest as step 1200's in DIR, padded with spaces
+ * (which JSON allows) to SIZE bytes. */
+static void write_padded(const char *dir, size_t size)
+{
+	struct dpt__manifest m;
+	char path[512], *json;
+	size_t len;
+	FILE *f;
+
+	sample(&m);
+	assert_int_equal(dpt__manifest_encode(&m, &json, &len), 0);
+	assert_true(len <= size);
+	snprintf(path, sizeof(path), "%s/step-0000001200", dir);
+	(void)mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/step-0000001200/manifest.json", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(json, 1, len, f), len);
+	for (size_t i = len; i < size; i++)
+		assert_int_not_equal(putc(' ', f), EOF);
+	assert_int_equal(fclose(f), 0);
+	free(json);
+	dpt__manifest_release(&m);
+}
+
+/* A manifest of DPT__CKPT_MANIFEST_MAX bytes is read; one byte more and
+ * it is refused before it is read, saying why (the bound was 256 MiB). */
+static void size_bound(void **state)
+{
+	char dir[] = "/tmp/dpt-manifest-XXXXXX", uri[64], path[512], want[128];
+	struct dpt__storage *s;
+	struct dpt__manifest m;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(uri, sizeof(uri), "file://%s", dir);
+	assert_int_equal(dpt__storage_open(uri, NULL, &s), 0);
+	write_padded(dir, DPT__CKPT_MANIFEST_MAX);
+	assert_int_equal(dpt__ckpt_read_manifest(s, 1200, &m), 0);
+	assert_int_equal(m.step, 1200);
+	dpt__manifest_release(&m);
+	write_padded(dir, DPT__CKPT_MANIFEST_MAX + 1);
+	dpt__buf_reset(&logged);
+	assert_int_equal(dpt__ckpt_read_manifest(s, 1200, &m), DPT_ECORRUPT);
+	snprintf(want, sizeof(want), "is %u bytes, more than the %u of any",
+		 DPT__CKPT_MANIFEST_MAX + 1, DPT__CKPT_MANIFEST_MAX);
+	assert_non_null(logged.data);
+	assert_non_null(strstr(logged.data, want));
+	dpt__storage_destroy(&s);
+	snprintf(path, sizeof(path), "%s/step-0000001200/manifest.json", dir);
+	assert_int_equal(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/step-0000001200", dir);
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(rmdir(dir), 0);
 }
 
 int main(void)
@@ -450,7 +790,17 @@ int main(void)
 		cmocka_unit_test(every_dtype_named),
 		cmocka_unit_test(new_dtypes_round_trip),
 		cmocka_unit_test(safetensors_header_new_dtypes),
+		cmocka_unit_test(size_bound),
+		cmocka_unit_test(every_overlap),
+		cmocka_unit_test(cover_agrees_with_pairs),
+		cmocka_unit_test(many_chunks_and_tensors),
+		cmocka_unit_test(caps),
 	};
+	int failed;
+
+	dpt__buf_init(&logged, 1 << 16);
 	dpt__log_set_sink(quiet);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	failed = cmocka_run_group_tests(tests, NULL, NULL);
+	dpt__buf_release(&logged);
+	return failed;
 }

@@ -155,6 +155,7 @@ class _CkptContents(ctypes.Structure):
         ("rng_len", ctypes.c_size_t),
         ("user", ctypes.c_void_p),
         ("user_len", ctypes.c_size_t),
+        ("stored_bytes", ctypes.c_uint64),
     ]
 
 
@@ -608,8 +609,11 @@ class LoadInfo:
 
 class Contents:
     """What a committed step holds (Checkpoint.inspect): step,
-    sample_cursor, world_size, rng and user bytes, and ``tensors``: a
-    dict of name -> (dtype name, shape list), in the manifest's order."""
+    sample_cursor, world_size, rng and user bytes, ``tensors``: a dict of
+    name -> (dtype name, shape list), in the manifest's order, and
+    ``stored_bytes``: the bytes of the step's shard files as the storage
+    reports them, which bound what the tensors can hold (the manifest may
+    be another user's: allocate no more than this from its shapes)."""
 
     def __init__(self, c):
         names = {v: k for k, v in _DTYPES.items()}
@@ -624,6 +628,7 @@ class Contents:
                 [int(e.shape[d]) for d in range(e.ndim)])
         self.rng = ctypes.string_at(c.rng, c.rng_len) if c.rng else b""
         self.user = ctypes.string_at(c.user, c.user_len) if c.user else b""
+        self.stored_bytes = c.stored_bytes
 
     def __repr__(self):
         return "Contents(step=%d, world_size=%d, %d tensors)" % (

@@ -22,6 +22,7 @@ dotted path; everything else into the manifest as JSON (never pickled).
 import base64
 import ctypes
 import json
+import math
 import os
 import random
 import signal
@@ -46,6 +47,7 @@ from dptrain import DptrainError
 __all__ = ["Checkpoint", "CheckpointMismatch", "ElasticSampler"]
 
 _lib = dptrain._lib
+_ECORRUPT = -16  # DPT_ECORRUPT (include/dptrain/error.h)
 _DTYPE_NAMES = {
     torch.float32: "float32", torch.float64: "float64",
     torch.bfloat16: "bfloat16", torch.float16: "float16",
@@ -652,6 +654,9 @@ class Checkpoint:
         # Where each stored tensor is loaded: the state's own tensor, in
         # place (a module's state_dict() shares its parameters' memory), or
         # a new one for state created lazily.
+        self._check_stored(contents, [(name, dt, shape) for name, (dt, shape)
+                                      in contents.tensors.items()
+                                      if name not in skipped and name not in live.tensors])
         dest, copy_back = {}, []
         for name, (dt, shape) in contents.tensors.items():
             if name in skipped:
@@ -687,6 +692,32 @@ class Checkpoint:
             s._anchor = (info.step, s._total)
         self._loaded = info.step
         return info.step
+
+    def _check_stored(self, contents, new):
+        """Raises DptrainError (DPT_ECORRUPT) unless the tensors NEW (name,
+        dtype name, shape) that load() creates fit in the bytes that the
+        step's shard files hold as the storage reports their sizes. Their
+        shapes come from a manifest that another user may have written (a
+        shared checkpoint root): an absurd one must not decide what this
+        process allocates. Twice the stored bytes and 64 MiB more are
+        allowed: a step that lost a shard or some of its bytes still goes to
+        the C load, which falls back to the step before and quarantines it."""
+        need, largest = 0, None
+        for name, dt, shape in new:
+            n = math.prod(shape) * torch.empty(0, dtype=_TORCH_DTYPES[dt]).element_size()
+            need += n
+            if largest is None or n > largest[0]:
+                largest = (n, name, dt, shape)
+        if need <= 2 * contents.stored_bytes + (64 << 20):
+            return
+        raise DptrainError(
+            _ECORRUPT, "load of step %d of %s" % (contents.step, self._where),
+            "its manifest describes %d bytes of tensors to create (the largest '%s', "
+            "%s %s), far more than the %d bytes its shard files hold: the manifest is "
+            "damaged or not dptrain's, and nothing was allocated for it; load(state, "
+            "step=%d) loads the step before" % (
+                need, largest[1], largest[2], _shape_text(largest[3]),
+                contents.stored_bytes, contents.step - 1))
 
     def _document(self, user, step):
         """The JSON that save() put in the manifest, or None for a step
