@@ -98,9 +98,11 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		return DPT_EINVAL;
 	}
 	if (opts->keep_last < 0 ||
-	    (opts->block_size && opts->block_size < 4096)) {
+	    (opts->block_size && (opts->block_size < 4096 ||
+				  opts->block_size > DPT__CKPT_READ_MAX))) {
 		dpt__error("checkpoint options: keep_last must be >= 0 and "
-			   "block_size >= 4096");
+			   "block_size from 4096 to %u bytes",
+			   DPT__CKPT_READ_MAX);
 		return DPT_EINVAL;
 	}
 	keep = opts->keep_last;

@@ -499,8 +499,13 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 	rc = get_u64(cks, "block_size", &m->block_size, err, errlen);
 	if (rc)
 		goto out;
-	if (m->block_size == 0) {
-		rc = bad(err, errlen, "checksum block_size is 0");
+	/* Every reader stages a block whole: a block_size that another
+	 * user wrote must not decide what it allocates. */
+	if (m->block_size == 0 || m->block_size > DPT__CKPT_READ_MAX) {
+		rc = bad(err, errlen,
+			 "checksum block_size %" PRIu64
+			 " is not from 1 to %u bytes",
+			 m->block_size, DPT__CKPT_READ_MAX);
 		goto out;
 	}
 	files = json_object_get(root, "files");

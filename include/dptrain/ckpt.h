@@ -79,7 +79,7 @@ struct dpt_ckpt_opts {
 	int keep_last;
 	uint64_t keep_every;
 	enum dpt_ckpt_busy busy;
-	/* Bytes per checksum block (default 1 MiB). */
+	/* Bytes per checksum block, 4096 to 32 MiB (default 1 MiB). */
 	size_t block_size;
 	/* Storage tuning (storage/storage.h): 0 for the defaults. */
 	size_t part_size;

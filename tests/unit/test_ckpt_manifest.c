@@ -191,6 +191,13 @@ static void refuses(void **state)
 				       err, sizeof(err)),
 			 DPT_ECORRUPT);
 	assert_non_null(strstr(err, "rank 4294967297"));
+	/* A block that no reader should stage (each loader thread allocates
+	 * one). */
+	assert_int_equal(decode_edited("\"block_size\":64",
+				       "\"block_size\":1099511627776", err,
+				       sizeof(err)),
+			 DPT_ECORRUPT);
+	assert_non_null(strstr(err, "block_size 1099511627776"));
 	assert_int_equal(
 		dpt__manifest_decode("{\"format\":", 11, &d, err, sizeof(err)),
 		DPT_ECORRUPT);
