@@ -34,6 +34,7 @@
 
 #include <dptrain/error.h>
 
+#include "clock.h"
 #include "comm.h"
 #include "cpu_hello.h"
 #include "cpu_reduce.h"
@@ -157,7 +158,7 @@ void dpt__cpu_listener_destroy(struct dpt__cpu_listener **lp)
 
 static int ms_left(uint64_t deadline)
 {
-	uint64_t now = dpt__cpu_now_ns();
+	uint64_t now = dpt__now_ns();
 
 	if (now >= deadline)
 		return 0;
@@ -546,7 +547,7 @@ int dpt__cpu_comm_new(struct dpt__cpu_comm **out,
 		      const void *step_key, size_t step_key_len, int timeout_ms)
 {
 	uint64_t deadline =
-		dpt__cpu_now_ns() +
+		dpt__now_ns() +
 		(uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
 	struct dpt__cpu_listener *l = listener ? *listener : NULL;
 	struct dpt__cpu_comm *c = NULL;

@@ -18,6 +18,7 @@
 
 #include <dptrain/error.h>
 
+#include "clock.h"
 #include "cpu_hello.h"
 #include "cpu_watch.h"
 #include "log.h"
@@ -141,9 +142,9 @@ static void peer_name(int fd, char *buf, size_t size)
 
 static void log_refusal(const char *from, const char *why)
 {
-	long n = dpt__ratelimit(&refused_rl,
-				(int64_t)(dpt__cpu_now_ns() / 1000000u),
-				REFUSED_BURST, REFUSED_WINDOW_MS);
+	long n =
+		dpt__ratelimit(&refused_rl, (int64_t)(dpt__now_ns() / 1000000u),
+			       REFUSED_BURST, REFUSED_WINDOW_MS);
 
 	if (n == 1)
 		dpt__warn("refused a data-plane connection from %s: %s", from,
@@ -243,7 +244,7 @@ static int accept_one(struct dpt__hello_gate *g, int lfd, int *fd,
 		drop(g, oldest, "too many connections pending");
 	}
 	p = &g->pending[g->n++];
-	*p = (struct dpt__hello_pending){.fd = nfd, .since = dpt__cpu_now_ns()};
+	*p = (struct dpt__hello_pending){.fd = nfd, .since = dpt__now_ns()};
 	peer_name(nfd, p->from, sizeof(p->from));
 	/* A rank sends its HELLO right after connecting: it is usually
 	 * here already. */
@@ -256,7 +257,7 @@ int dpt__hello_gate_next(struct dpt__hello_gate *g, int lfd, uint64_t deadline,
 	struct pollfd pfd[1 + DPT__HELLO_PENDING_MAX];
 
 	for (;;) {
-		uint64_t now = dpt__cpu_now_ns();
+		uint64_t now = dpt__now_ns();
 		int n = g->n, ms, rc;
 
 		if (now >= deadline)

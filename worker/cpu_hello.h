@@ -99,7 +99,7 @@ void dpt__hello_gate_init(struct dpt__hello_gate *g,
  * meant for this rank, answer its REPLY, and hand it over: *FD (the
  * caller's from then on; non-blocking) and *H. Connections that fail are
  * closed and logged, rate-limited. Returns 0, DPT_ETIMEDOUT at DEADLINE
- * (dpt__cpu_now_ns's clock) or DPT_ESYS (poll failed).
+ * (dpt__now_ns's clock) or DPT_ESYS (poll failed).
  */
 int dpt__hello_gate_next(struct dpt__hello_gate *g, int lfd, uint64_t deadline,
 			 int *fd, struct dpt__hello *h);

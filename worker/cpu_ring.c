@@ -9,6 +9,7 @@
 #include <dptrain/error.h>
 
 #include "assertion.h"
+#include "clock.h"
 #include "cpu_reduce.h"
 #include "cpu_ring.h"
 
@@ -196,8 +197,8 @@ static int run(struct dpt__ring *r, struct dpt__cpu_watch *w, int nsend,
 			continue;
 		}
 		if (!stuck)
-			stuck = dpt__cpu_now_ns();
-		if (dpt__cpu_now_ns() - stuck < SPIN_NS)
+			stuck = dpt__now_ns();
+		if (dpt__now_ns() - stuck < SPIN_NS)
 			continue;
 		/* Stuck: sleep until a socket is ready. The next node never
 		 * sends anything back, so its socket becoming readable

@@ -19,6 +19,7 @@
 #include <dptrain/error.h>
 
 #include "assertion.h"
+#include "clock.h"
 #include "cpu_reduce.h"
 #include "cpu_shm.h"
 
@@ -333,7 +334,7 @@ static int peers_gone(struct dpt__shm *s, int who, uint64_t target)
 static int sleep_until(struct dpt__shm *s, struct dpt__cpu_watch *w, int who,
 		       uint64_t target, uint64_t *least)
 {
-	uint64_t now = dpt__cpu_now_ns(), last = *least;
+	uint64_t now = dpt__now_ns(), last = *least;
 	uint64_t limit = w->timeout_ms > 0 ? (uint64_t)w->timeout_ms * 1000000u
 					   : UINT64_MAX;
 	uint64_t deadline = limit == UINT64_MAX ? UINT64_MAX : now + limit;
@@ -360,7 +361,7 @@ static int sleep_until(struct dpt__shm *s, struct dpt__cpu_watch *w, int who,
 			rc = peers_gone(s, who, target);
 		if (rc)
 			return rc;
-		now = dpt__cpu_now_ns();
+		now = dpt__now_ns();
 		if (*least > last) {
 			last = *least;
 			if (deadline != UINT64_MAX)
@@ -382,7 +383,7 @@ static int wait_for(struct dpt__shm *s, struct dpt__cpu_watch *w, int who,
 		return 0;
 	if (reached(s, who, target, &least))
 		goto done;
-	start = dpt__cpu_now_ns();
+	start = dpt__now_ns();
 	for (;;) {
 		if (s->yield) {
 			sched_yield();
@@ -398,7 +399,7 @@ static int wait_for(struct dpt__shm *s, struct dpt__cpu_watch *w, int who,
 		rc = trouble(s, w);
 		if (rc)
 			return rc;
-		if (dpt__cpu_now_ns() - start >= s->spin_ns)
+		if (dpt__now_ns() - start >= s->spin_ns)
 			break;
 	}
 	rc = sleep_until(s, w, who, target, &least);

@@ -1,19 +1,10 @@
 #include "config.h"
 
 #include <errno.h>
-#include <time.h>
 
 #include <dptrain/error.h>
 
 #include "cpu_watch.h"
-
-uint64_t dpt__cpu_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int dpt__cpu_watch_poll(struct dpt__cpu_watch *w, struct pollfd *fds, int nfds,
 			int timeout_ms)

@@ -26,9 +26,6 @@ struct dpt__cpu_watch {
 	int timeout_ms;
 };
 
-/* Monotonic clock in nanoseconds. */
-uint64_t dpt__cpu_now_ns(void);
-
 /*
  * Poll FDS[0..NFDS) (NFDS <= DPT__WATCH_MAX_FDS) together with the abort
  * eventfd for at most TIMEOUT_MS (0: just look, -1: no limit). Returns
