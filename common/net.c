@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -81,4 +82,38 @@ int dpt__tcp_endpoint(const char *host, const char *port, char *out,
 		return DPT_EINVAL;
 	memcpy(out, buf, (size_t)n + 1);
 	return 0;
+}
+
+void dpt__host_address(char *buf, size_t size)
+{
+	char name[256];
+	struct addrinfo hints = {.ai_family = AF_INET,
+				 .ai_socktype = SOCK_STREAM};
+	struct addrinfo *res = NULL;
+	struct ifaddrs *ifs = NULL;
+
+	snprintf(buf, size, "127.0.0.1");
+	if (gethostname(name, sizeof(name)) == 0 &&
+	    getaddrinfo(name, NULL, &hints, &res) == 0) {
+		for (struct addrinfo *a = res; a; a = a->ai_next) {
+			struct sockaddr_in *in = (void *)a->ai_addr;
+			if ((ntohl(in->sin_addr.s_addr) >> 24) == 127)
+				continue;
+			inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
+			freeaddrinfo(res);
+			return;
+		}
+		freeaddrinfo(res);
+	}
+	if (getifaddrs(&ifs) == 0) {
+		for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+			struct sockaddr_in *in = (void *)i->ifa_addr;
+			if (!in || in->sin_family != AF_INET ||
+			    (ntohl(in->sin_addr.s_addr) >> 24) == 127)
+				continue;
+			inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
+			break;
+		}
+		freeifaddrs(ifs);
+	}
 }

@@ -1,6 +1,7 @@
 /*
  * The address of this host on the route to another: what the other nodes
- * of a step can reach it on, without guessing between interfaces.
+ * of a step can reach it on, without guessing between interfaces; and
+ * the guess, where nothing names another.
  */
 #ifndef DPT_COMMON_NET_H
 #define DPT_COMMON_NET_H
@@ -29,5 +30,15 @@ int dpt__route_address(const char *host, const char *port, char *out,
  */
 int dpt__tcp_endpoint(const char *host, const char *port, char *out,
 		      size_t size);
+
+/*
+ * This host's address for others to connect to when nothing says which
+ * (the coordinator's --advertise left out and a wildcard bind): the host
+ * name's address unless it is a loopback one (Debian maps the host name
+ * to 127.0.1.1), else the first non-loopback IPv4 interface's, else
+ * 127.0.0.1, numeric, into BUF (SIZE bytes). A host with several networks
+ * is told which (--advertise, or the route to a peer: dpt__route_address).
+ */
+void dpt__host_address(char *buf, size_t size);
 
 #endif

@@ -6,13 +6,9 @@
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <limits.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +22,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "net.h"
 #include "ratelimit.h"
 #include "service.h"
 
@@ -35,45 +32,6 @@ static bool is_wildcard(const char *host)
 {
 	return !strcmp(host, "*") || !strcmp(host, "0.0.0.0") ||
 	       !strcmp(host, "[::]") || !strcmp(host, "::");
-}
-
-/* This host's address for workers to connect to when the bind address is
- * a wildcard: the host name's address unless it is a loopback one (Debian
- * maps the host name to 127.0.1.1), else the first non-loopback IPv4
- * interface, else loopback. An admin with several networks passes
- * --advertise. */
-static void default_host(char *buf, size_t size)
-{
-	char name[256];
-	struct addrinfo hints = {.ai_family = AF_INET,
-				 .ai_socktype = SOCK_STREAM};
-	struct addrinfo *res = NULL;
-	struct ifaddrs *ifs = NULL;
-
-	snprintf(buf, size, "127.0.0.1");
-	if (gethostname(name, sizeof(name)) == 0 &&
-	    getaddrinfo(name, NULL, &hints, &res) == 0) {
-		for (struct addrinfo *a = res; a; a = a->ai_next) {
-			struct sockaddr_in *in = (void *)a->ai_addr;
-			if ((ntohl(in->sin_addr.s_addr) >> 24) == 127)
-				continue;
-			inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
-			freeaddrinfo(res);
-			return;
-		}
-		freeaddrinfo(res);
-	}
-	if (getifaddrs(&ifs) == 0) {
-		for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-			struct sockaddr_in *in = (void *)i->ifa_addr;
-			if (!in || in->sin_family != AF_INET ||
-			    (ntohl(in->sin_addr.s_addr) >> 24) == 127)
-				continue;
-			inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)size);
-			break;
-		}
-		freeifaddrs(ifs);
-	}
 }
 
 /* The endpoint workers use: the bound port with the advertised host. */
@@ -102,7 +60,7 @@ static int make_endpoint(void *router, const struct options *o, char *out,
 	if (o->advertise)
 		snprintf(host, sizeof(host), "%s", o->advertise);
 	else if (is_wildcard(host))
-		default_host(host, sizeof(host));
+		dpt__host_address(host, sizeof(host));
 	/* A bare IPv6 address needs brackets in an endpoint. */
 	n = snprintf(out, size,
 		     strchr(host, ':') && host[0] != '[' ? "tcp://[%s]%s"
