@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "parse.h"
+#include "setting_names.h"
 #include "settings.h"
 
 #ifndef DPT_COORDINATOR_PATH
@@ -213,6 +214,11 @@ enum key_kind {
 	K_BACKEND,  /* auto, nccl or cpu */
 	K_GPU_BIND, /* none or rank */
 	K_PORT,	    /* off, or a TCP port from MIN to MAX (0: any free one) */
+	K_RUN,	    /* a run name, or none: the job's name */
+	K_REQUEUE,  /* auto or off */
+	K_RANGE,    /* a node count or MIN-MAX, from MIN to MAX */
+	K_FLAG,	    /* no value: true */
+	K_YES,	    /* yes or no; no value: yes */
 };
 
 /*
@@ -282,12 +288,14 @@ static const struct admin_key {
 #undef X
 };
 
-/* VALUE into the field of A that K describes; 0, or DPT_ECONFIG with
- * *WHY set (or after REPORT for what copy_str says itself). */
-static int set_key(struct dpt__admin *a, const struct admin_key *k,
-		   const char *value, const char **why, dpt__report_fn report)
+/* VALUE into the field at K's offset in BASE (a struct dpt__admin, or a
+ * struct dpt__user for the kinds of --dp- options); 0, or DPT_ECONFIG
+ * with *WHY set (or after REPORT for what copy_str says itself). */
+static int set_key(void *base, const struct admin_key *k, const char *value,
+		   const char **why, dpt__report_fn report)
 {
-	void *field = (char *)a + k->offset;
+	struct dpt__admin *a = base; /* K_ROOTS */
+	void *field = (char *)base + k->offset;
 	long n;
 
 	*why = NULL;
@@ -355,6 +363,29 @@ static int set_key(struct dpt__admin *a, const struct admin_key *k,
 			return DPT_ECONFIG; /* the coordinator is never root */
 		*(long *)field = n;
 		return 0;
+	case K_RUN:
+		if ((*why = run_problem(value)))
+			return DPT_ECONFIG;
+		return copy_str(field, k->size, value, k->key, report)
+			       ? DPT_ECONFIG
+			       : 0;
+	case K_REQUEUE:
+		if (strcmp(value, "auto") && strcmp(value, "off"))
+			return DPT_ECONFIG;
+		*(enum dpt__requeue *)field = strcmp(value, "auto") == 0
+						      ? DPT_REQUEUE_AUTO
+						      : DPT_REQUEUE_OFF;
+		return 0;
+	case K_RANGE:
+		return dpt__parse_range(value, k->min, k->max, field,
+					(long *)field + 1)
+			       ? DPT_ECONFIG
+			       : 0;
+	case K_FLAG:
+		*(bool *)field = true;
+		return 0;
+	case K_YES:
+		return dpt__parse_bool(value, field) ? DPT_ECONFIG : 0;
 	}
 	return DPT_ECONFIG;
 }
@@ -479,130 +510,116 @@ int dpt__admin_load(struct dpt__admin *a, int ac, char **av,
 	return 0;
 }
 
+/*
+ * Every --dp- option's value (common/setting_names.h names them), once:
+ * its kind, its field in struct dpt__user, the field that says it was
+ * given (none for the run, the flags and the range), its bounds, and what
+ * a bad value is told to be instead. --dp-verbose is the plugin's own.
+ */
+#define NO_SET ((size_t)-1)
+#define USER_OPT(id, kind, field, set, min, max, expected)                     \
+	{                                                                      \
+		DPT_SET_##id,                                                  \
+			{NULL,                                                 \
+			 kind,                                                 \
+			 offsetof(struct dpt__user, field),                    \
+			 sizeof(((struct dpt__user *)0)->field),               \
+			 min,                                                  \
+			 max,                                                  \
+			 expected},                                            \
+			set                                                    \
+	}
+#define GIVEN(flag) offsetof(struct dpt__user, flag)
+static const struct user_option {
+	enum dpt__setting id;
+	struct admin_key k;
+	size_t given;
+} user_options[] = {
+	USER_OPT(RUN, K_RUN, run, NO_SET, 0, 0,
+		 "a run name of letters, digits, '.', '_', '-' or '~'"),
+	USER_OPT(CKPT_URI, K_URI, ckpt, NO_SET, 0, 0, "a checkpoint URI"),
+	USER_OPT(CKPT_EVERY, K_EVERY, every, GIVEN(every_set), 0, 0,
+		 "auto, Nsteps (e.g. 500steps) or a duration (" DURATION_FORMS
+		 ")"),
+	USER_OPT(KEEP, K_LONG, keep, GIVEN(keep_set), 1, 1000000,
+		 "a number of checkpoints, 1 or more"),
+	USER_OPT(GRACE, K_DURATION, grace, GIVEN(grace_set), 0, 0,
+		 "a duration (" DURATION_FORMS ")"),
+	USER_OPT(REQUEUE, K_REQUEUE, requeue, GIVEN(requeue_set), 0, 0,
+		 "auto or off"),
+	USER_OPT(MAX_REQUEUES, K_LONG, max_requeues, GIVEN(max_requeues_set), 0,
+		 DPT_MAX_REQUEUES_MAX,
+		 "a number of requeues, 0 (never requeue) or more"),
+	USER_OPT(NODES, K_RANGE, nodes_min, NO_SET, 1, DPT_MAX_NODES,
+		 "a node count or a range MIN-MAX, as sbatch --nodes takes "
+		 "(e.g. 1-2)"),
+	USER_OPT(MIN_WORKERS, K_LONG, min_workers, GIVEN(min_workers_set), 1,
+		 1000000, "a number of workers, 1 or more"),
+	USER_OPT(BACKEND, K_BACKEND, backend, GIVEN(backend_set), 0, 0,
+		 "auto, nccl or cpu"),
+	/* A port below 1024 needs root, which the coordinator never is:
+	 * refused here, where the user sees why. */
+	USER_OPT(METRICS, K_PORT, metrics_port, GIVEN(metrics_set), 0, 65535,
+		 "a TCP port from 1024 to 65535, 0 for any free port, or off"),
+	USER_OPT(GPU_BIND, K_GPU_BIND, gpu_bind, GIVEN(gpu_bind_set), 0, 0,
+		 "none (every GPU of the step visible to each task) or rank "
+		 "(one GPU per task)"),
+	USER_OPT(TORCHELASTIC, K_FLAG, torchelastic, NO_SET, 0, 0, ""),
+	USER_OPT(PRIVATE, K_YES, private_run, GIVEN(private_set), 0, 0,
+		 "yes or no"),
+};
+
 int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		  dpt__report_fn report)
 {
-	long n;
-	const char *why;
+	for (size_t i = 0; i < sizeof(user_options) / sizeof(*user_options);
+	     i++) {
+		const struct user_option *o = &user_options[i];
+		const char *why;
+		bool none = !value || !*value;
 
-#define BAD(...)                                                               \
-	do {                                                                   \
-		report("dptrain: --dp-%s: " __VA_ARGS__);                      \
-		return DPT_EINVAL;                                             \
-	} while (0)
-
-	if (strcmp(name, "train") == 0) {
-		u->train = true;
-		u->run[0] = '\0';
-		if (value && *value) {
-			if (strlen(value) >= sizeof(u->run))
-				BAD("'%s': a run name is at most %zu "
-				    "characters",
-				    name, value, sizeof(u->run) - 1);
-			if ((why = run_problem(value)))
-				BAD("'%s': %s: give the run a name of "
-				    "letters, digits, '.', '_', '-' or '~'",
-				    name, value, why);
-			memcpy(u->run, value, strlen(value) + 1);
+		if (strcmp(name, dpt__setting_names[o->id].option) != 0)
+			continue;
+		/* An optional value left out: the run is the job's name,
+		 * --dp-private alone is yes. */
+		if (none && (o->k.kind == K_RUN || o->k.kind == K_YES ||
+			     o->k.kind == K_FLAG))
+			value = o->k.kind == K_YES ? "yes" : "";
+		else if (none) {
+			report("dptrain: --dp-%s: a value is required", name);
+			return DPT_EINVAL;
 		}
+		if (o->k.kind == K_RUN)
+			u->train = true;
+		if ((o->k.kind == K_RUN || o->k.kind == K_URI) &&
+		    strlen(value) >= o->k.size) {
+			report("dptrain: --dp-%s: longer than %zu characters",
+			       name, o->k.size - 1);
+			return DPT_EINVAL;
+		}
+		if ((o->k.kind != K_RUN || *value) &&
+		    set_key(u, &o->k, value, &why, report)) {
+			if (why && o->k.kind == K_RUN)
+				report("dptrain: --dp-%s: '%s': %s: give the "
+				       "run a name of letters, digits, '.', "
+				       "'_', '-' or '~'",
+				       name, value, why);
+			else if (why)
+				report("dptrain: --dp-%s: '%s': %s", name,
+				       value, why);
+			else
+				report("dptrain: --dp-%s: '%s': expected %s",
+				       name, value, o->k.expected);
+			return DPT_EINVAL;
+		}
+		if (o->k.kind == K_RUN && !*value)
+			u->run[0] = '\0';
+		if (o->given != NO_SET)
+			*(bool *)((char *)u + o->given) = true;
 		return 0;
 	}
-	if (strcmp(name, "torchelastic") == 0) {
-		u->torchelastic = true;
-		return 0;
-	}
-	if (strcmp(name, "private") == 0) {
-		/* --dp-private alone means yes. */
-		if (value && *value && dpt__parse_bool(value, &u->private_run))
-			BAD("'%s': expected yes or no", name, value);
-		if (!value || !*value)
-			u->private_run = true;
-		u->private_set = true;
-		return 0;
-	}
-	if (!value || !*value)
-		BAD("a value is required", name);
-	if (strcmp(name, "ckpt") == 0) {
-		if ((why = uri_problem(value)))
-			BAD("'%s': %s", name, value, why);
-		if (strlen(value) >= sizeof(u->ckpt))
-			BAD("URI longer than %zu characters", name,
-			    sizeof(u->ckpt) - 1);
-		memcpy(u->ckpt, value, strlen(value) + 1);
-	} else if (strcmp(name, "ckpt-every") == 0) {
-		if (parse_every(value, &u->every))
-			BAD("'%s': expected auto, Nsteps (e.g. 500steps) or a "
-			    "duration (" DURATION_FORMS ")",
-			    name, value);
-		u->every_set = true;
-	} else if (strcmp(name, "keep") == 0) {
-		if (dpt__parse_long(value, 1, 1000000, &n))
-			BAD("'%s': expected a number of checkpoints, 1 or more",
-			    name, value);
-		u->keep = n;
-		u->keep_set = true;
-	} else if (strcmp(name, "grace") == 0) {
-		if (dpt__parse_duration(value, &n))
-			BAD("'%s': expected a duration (" DURATION_FORMS ")",
-			    name, value);
-		u->grace = n;
-		u->grace_set = true;
-	} else if (strcmp(name, "requeue") == 0) {
-		if (strcmp(value, "auto") == 0)
-			u->requeue = DPT_REQUEUE_AUTO;
-		else if (strcmp(value, "off") == 0)
-			u->requeue = DPT_REQUEUE_OFF;
-		else
-			BAD("'%s': expected auto or off", name, value);
-		u->requeue_set = true;
-	} else if (strcmp(name, "max-requeues") == 0) {
-		if (dpt__parse_long(value, 0, DPT_MAX_REQUEUES_MAX, &n))
-			BAD("'%s': expected a number of requeues, 0 (never "
-			    "requeue) or more",
-			    name, value);
-		u->max_requeues = n;
-		u->max_requeues_set = true;
-	} else if (strcmp(name, "nodes") == 0) {
-		if (dpt__parse_range(value, 1, DPT_MAX_NODES, &u->nodes_min,
-				     &u->nodes_max))
-			BAD("'%s': expected a node count or a range MIN-MAX, "
-			    "as sbatch --nodes takes (e.g. 1-2)",
-			    name, value);
-	} else if (strcmp(name, "min-workers") == 0) {
-		if (dpt__parse_long(value, 1, 1000000, &n))
-			BAD("'%s': expected a number of workers, 1 or more",
-			    name, value);
-		u->min_workers = n;
-		u->min_workers_set = true;
-	} else if (strcmp(name, "backend") == 0) {
-		if (!valid_backend(value))
-			BAD("'%s': expected auto, nccl or cpu", name, value);
-		snprintf(u->backend, sizeof(u->backend), "%s", value);
-		u->backend_set = true;
-	} else if (strcmp(name, "metrics") == 0) {
-		/* A port below 1024 needs root, which the coordinator never
-		 * is: refused here, where the user sees why. */
-		if (strcmp(value, "off") == 0)
-			n = -1;
-		else if (dpt__parse_long(value, 0, 65535, &n) ||
-			 (n > 0 && n < 1024))
-			BAD("'%s': expected a TCP port from 1024 to 65535, 0 "
-			    "for any free port, or off",
-			    name, value);
-		u->metrics_port = n;
-		u->metrics_set = true;
-	} else if (strcmp(name, "gpu-bind") == 0) {
-		if (parse_gpu_bind(value, &u->gpu_bind))
-			BAD("'%s': expected none (every GPU of the step "
-			    "visible "
-			    "to each task) or rank (one GPU per task)",
-			    name, value);
-		u->gpu_bind_set = true;
-	} else {
-		BAD("unknown option", name);
-	}
-	return 0;
-#undef BAD
+	report("dptrain: --dp-%s: unknown option", name);
+	return DPT_EINVAL;
 }
 
 /* Substitute %u (user), %j (job id) and %% in IN. */
