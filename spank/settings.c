@@ -663,42 +663,13 @@ static int substitute(const char *in, const char *user, const char *jobid,
 	return rc ? DPT_EINVAL : 0;
 }
 
-int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
-			  const struct dpt__user *u, const char *user,
-			  const char *jobid, const char *job_name,
-			  dpt__report_fn report)
+/* S, merged, within the site's bounds A (U: what the user gave); 0 or
+ * DPT_ERANGE after REPORT with a message that gives the bound. */
+static int check_bounds(const struct dpt__settings *s,
+			const struct dpt__admin *a, const struct dpt__user *u,
+			dpt__report_fn report)
 {
-	char buf[64], lo[32], hi[32], want[DPT_CFG_STR];
-	const char *why;
-	int rc;
-
-	*s = (struct dpt__settings){
-		.every = u->every_set ? u->every : a->def_every,
-		.keep = u->keep_set ? u->keep : a->def_keep,
-		.grace = u->grace_set ? u->grace : a->def_grace,
-		.min_workers = u->min_workers_set ? u->min_workers : 1,
-		.node_mtbf = a->node_mtbf,
-		.min_ckpt_interval = a->min_ckpt_interval,
-		.requeue = u->requeue_set     ? u->requeue
-			   : a->allow_requeue ? DPT_REQUEUE_AUTO
-					      : DPT_REQUEUE_OFF,
-		.max_requeues =
-			u->max_requeues_set ? u->max_requeues : a->max_requeues,
-		.nodes_min = u->nodes_min,
-		.nodes_max = u->nodes_max,
-		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
-		.torchelastic = u->torchelastic,
-		.verbose = u->verbose,
-		.private_run = u->private_set ? u->private_run : a->def_private,
-		.metrics_port =
-			u->metrics_set ? u->metrics_port : a->metrics_port,
-	};
-	snprintf(s->run, sizeof(s->run), "%s",
-		 u->run[0]  ? u->run
-		 : job_name ? job_name
-			    : "");
-	snprintf(s->backend, sizeof(s->backend), "%s",
-		 u->backend_set ? u->backend : a->def_backend);
+	char buf[64], lo[32], hi[32];
 
 	if (s->keep > a->max_keep) {
 		report("dptrain: --dp-keep=%ld: the site allows at most %ld "
@@ -764,6 +735,19 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		       s->max_requeues, a->max_requeues);
 		return DPT_ERANGE;
 	}
+	return 0;
+}
+
+/* S's run name checked, and its checkpoint URI: the user's or the site's
+ * root, with %u and %j substituted, canonical, and under a root the site
+ * allows. 0 or DPT_EINVAL/DPT_ERANGE after REPORT. */
+static int resolve_ckpt_uri(struct dpt__settings *s, const struct dpt__admin *a,
+			    const struct dpt__user *u, const char *user,
+			    const char *jobid, dpt__report_fn report)
+{
+	char want[DPT_CFG_STR];
+	const char *why;
+	int rc;
 
 	if (s->run[0] && (why = run_problem(s->run))) {
 		report("dptrain: the job name '%s' cannot name the run (%s): "
@@ -822,6 +806,45 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		return DPT_ERANGE;
 	}
 	return 0;
+}
+
+int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
+			  const struct dpt__user *u, const char *user,
+			  const char *jobid, const char *job_name,
+			  dpt__report_fn report)
+{
+	int rc;
+
+	*s = (struct dpt__settings){
+		.every = u->every_set ? u->every : a->def_every,
+		.keep = u->keep_set ? u->keep : a->def_keep,
+		.grace = u->grace_set ? u->grace : a->def_grace,
+		.min_workers = u->min_workers_set ? u->min_workers : 1,
+		.node_mtbf = a->node_mtbf,
+		.min_ckpt_interval = a->min_ckpt_interval,
+		.requeue = u->requeue_set     ? u->requeue
+			   : a->allow_requeue ? DPT_REQUEUE_AUTO
+					      : DPT_REQUEUE_OFF,
+		.max_requeues =
+			u->max_requeues_set ? u->max_requeues : a->max_requeues,
+		.nodes_min = u->nodes_min,
+		.nodes_max = u->nodes_max,
+		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
+		.torchelastic = u->torchelastic,
+		.verbose = u->verbose,
+		.private_run = u->private_set ? u->private_run : a->def_private,
+		.metrics_port =
+			u->metrics_set ? u->metrics_port : a->metrics_port,
+	};
+	snprintf(s->run, sizeof(s->run), "%s",
+		 u->run[0]  ? u->run
+		 : job_name ? job_name
+			    : "");
+	snprintf(s->backend, sizeof(s->backend), "%s",
+		 u->backend_set ? u->backend : a->def_backend);
+
+	rc = check_bounds(s, a, u, report);
+	return rc ? rc : resolve_ckpt_uri(s, a, u, user, jobid, report);
 }
 
 const char *dpt__every_string(const struct dpt__ckpt_every *e, char *buf,
