@@ -5,6 +5,7 @@
 
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,19 +192,18 @@ static long default_io_threads(void)
 	return n < 1 ? 1 : n > 4 ? 4 : n;
 }
 
-/* Command-line options override the environment, which overrides the
- * defaults. */
-int dpt__coord_parse_options(int argc, char **argv, struct options *o)
+/* Each option's value into VAL, and the name that messages give it into
+ * NAME (its variable, or the option as written, in OPTNAME): command-line
+ * options override the environment. --help and --version exit. */
+static int read_options(int argc, char **argv, const char *val[OPT_COUNT],
+			const char *name[OPT_COUNT],
+			char optname[OPT_COUNT][24])
 {
 	struct option longopts[OPT_VERSION + 2] = {
 		[OPT_HELP] = {"help", no_argument, NULL, OPT_HELP},
 		[OPT_VERSION] = {"version", no_argument, NULL, OPT_VERSION},
 	};
-	const char *val[OPT_COUNT] = {NULL};
-	const char *name[OPT_COUNT];
-	char optname[OPT_COUNT][24]; /* "--world-size" */
-	enum dpt__log_level level;
-	int c, rc = 0;
+	int c;
 
 	for (int i = 0; i < OPT_COUNT; i++) {
 		longopts[i] = (struct option){opt_name(i), required_argument,
@@ -242,6 +242,38 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 			argv[optind]);
 		return DPT_EINVAL;
 	}
+	return 0;
+}
+
+/* The options that are numbers: their bounds and their field. */
+static const struct number_option {
+	int opt;
+	long min, max;
+	size_t offset;
+} numbers[] = {
+	{OPT_WORLD, 1, DPT_WIRE_WORLD_MAX,
+	 offsetof(struct options, world_size)},
+	{OPT_PARENT, 1, INT_MAX, offsetof(struct options, parent_pid)},
+	{OPT_HEARTBEAT, 10, 60000, offsetof(struct options, heartbeat_ms)},
+	{OPT_TIMEOUT, 20, 3600000, offsetof(struct options, timeout_ms)},
+	{OPT_MIN, 1, DPT_WIRE_WORLD_MAX, offsetof(struct options, min_workers)},
+	{OPT_JOIN_TIMEOUT, 0, INT32_MAX,
+	 offsetof(struct options, join_timeout_ms)},
+	{OPT_IO_THREADS, 1, 64, offsetof(struct options, io_threads)},
+	{OPT_JOB_ID, 1, UINT32_MAX - 1, offsetof(struct options, job_id)},
+	{OPT_STEP_ID, 0, UINT32_MAX - 1, offsetof(struct options, step_id)},
+	{OPT_END_TIME, 1, LONG_MAX, offsetof(struct options, end_time)},
+	{OPT_MAX_REQUEUES, 0, 65535, offsetof(struct options, max_requeues)},
+	{OPT_RESTART_COUNT, 0, INT_MAX,
+	 offsetof(struct options, restart_count)},
+};
+
+/* The values VAL (named NAME in messages) into O, over the defaults. */
+static int convert(const char *const val[OPT_COUNT],
+		   const char *const name[OPT_COUNT], struct options *o)
+{
+	enum dpt__log_level level;
+	int rc = 0;
 
 #define V(opt) val[opt]
 #define N(opt) name[opt]
@@ -266,35 +298,13 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 			PROG ": --world-size is required (see --help)\n");
 		return DPT_EINVAL;
 	}
-	rc = number(N(OPT_WORLD), V(OPT_WORLD), 1, DPT_WIRE_WORLD_MAX,
-		    &o->world_size);
-	if (!rc && V(OPT_PARENT))
-		rc = number(N(OPT_PARENT), V(OPT_PARENT), 1, INT_MAX,
-			    &o->parent_pid);
-	if (!rc && V(OPT_HEARTBEAT))
-		rc = number(N(OPT_HEARTBEAT), V(OPT_HEARTBEAT), 10, 60000,
-			    &o->heartbeat_ms);
-	if (!rc && V(OPT_TIMEOUT))
-		rc = number(N(OPT_TIMEOUT), V(OPT_TIMEOUT), 20, 3600000,
-			    &o->timeout_ms);
-	if (!rc && V(OPT_MIN))
-		rc = number(N(OPT_MIN), V(OPT_MIN), 1, DPT_WIRE_WORLD_MAX,
-			    &o->min_workers);
-	if (!rc && V(OPT_JOIN_TIMEOUT))
-		rc = number(N(OPT_JOIN_TIMEOUT), V(OPT_JOIN_TIMEOUT), 0,
-			    INT32_MAX, &o->join_timeout_ms);
-	if (!rc && V(OPT_IO_THREADS))
-		rc = number(N(OPT_IO_THREADS), V(OPT_IO_THREADS), 1, 64,
-			    &o->io_threads);
-	if (!rc && V(OPT_JOB_ID))
-		rc = number(N(OPT_JOB_ID), V(OPT_JOB_ID), 1, UINT32_MAX - 1,
-			    &o->job_id);
-	if (!rc && V(OPT_STEP_ID))
-		rc = number(N(OPT_STEP_ID), V(OPT_STEP_ID), 0, UINT32_MAX - 1,
-			    &o->step_id);
-	if (!rc && V(OPT_END_TIME))
-		rc = number(N(OPT_END_TIME), V(OPT_END_TIME), 1, LONG_MAX,
-			    &o->end_time);
+	for (size_t i = 0; i < sizeof(numbers) / sizeof(*numbers) && !rc; i++) {
+		const struct number_option *n = &numbers[i];
+
+		if (V(n->opt))
+			rc = number(N(n->opt), V(n->opt), n->min, n->max,
+				    (long *)((char *)o + n->offset));
+	}
 	if (!rc && V(OPT_GRACE) &&
 	    (rc = dpt__parse_duration(V(OPT_GRACE), &o->grace)) != 0)
 		fprintf(stderr,
@@ -311,9 +321,6 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 		}
 		o->requeue = !strcmp(V(OPT_REQUEUE), "auto");
 	}
-	if (!rc && V(OPT_MAX_REQUEUES))
-		rc = number(N(OPT_MAX_REQUEUES), V(OPT_MAX_REQUEUES), 0, 65535,
-			    &o->max_requeues);
 	if (!rc && V(OPT_NODES) &&
 	    (rc = dpt__parse_range(V(OPT_NODES), 1, DPT_MAX_NODES,
 				   &o->nodes_min, &o->nodes_max)) != 0)
@@ -321,9 +328,6 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 			PROG ": %s: '%s' is not a node count or a range "
 			     "MIN-MAX (1 to %d)\n",
 			N(OPT_NODES), V(OPT_NODES), DPT_MAX_NODES);
-	if (!rc && V(OPT_RESTART_COUNT))
-		rc = number(N(OPT_RESTART_COUNT), V(OPT_RESTART_COUNT), 0,
-			    INT_MAX, &o->restart_count);
 	if (!rc && V(OPT_CKPT_EVERY)) {
 		rc = dpt__parse_ckpt_every(V(OPT_CKPT_EVERY), &o->ckpt_every,
 					   NULL);
@@ -351,8 +355,14 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 		else
 			dpt__log_set_level(level);
 	}
-	if (rc)
-		return rc;
+#undef V
+#undef N
+	return rc;
+}
+
+/* What one option says of another. */
+static int check_together(const struct options *o)
+{
 	if (o->timeout_ms <= o->heartbeat_ms) {
 		fprintf(stderr,
 			PROG ": --timeout-ms (%ld) must be longer than "
@@ -382,9 +392,18 @@ int dpt__coord_parse_options(int argc, char **argv, struct options *o)
 			o->min_workers, o->world_size);
 		return DPT_EINVAL;
 	}
-#undef V
-#undef N
 	return 0;
+}
+
+int dpt__coord_parse_options(int argc, char **argv, struct options *o)
+{
+	const char *val[OPT_COUNT] = {NULL}, *name[OPT_COUNT];
+	char optname[OPT_COUNT][24]; /* "--world-size" */
+	int rc = read_options(argc, argv, val, name, optname);
+
+	if (!rc)
+		rc = convert(val, name, o);
+	return rc ? rc : check_together(o);
 }
 
 int dpt__coord_load_secret(const struct options *o,
