@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -137,32 +138,104 @@ static long read_port(const char *path)
 }
 
 /* The coordinator's command line: its options by their names in
- * common/setting_names.h, each with its value (the caller's). */
+ * common/setting_names.h, each with its value. */
 struct coord_argv {
 	char *v[40];
 	char flags[18][32];
+	char values[18][352];
 	int n, nflags;
 };
 
-static void add(struct coord_argv *cmd, enum dpt__setting id, const char *value)
+static void add(struct coord_argv *cmd, enum dpt__setting id, const char *fmt,
+		...) __attribute__((format(printf, 3, 4)));
+static void add(struct coord_argv *cmd, enum dpt__setting id, const char *fmt,
+		...)
 {
-	char *flag = cmd->flags[cmd->nflags++];
+	char *flag = cmd->flags[cmd->nflags], *value = cmd->values[cmd->nflags];
+	va_list ap;
 
+	cmd->nflags++;
 	snprintf(flag, sizeof(cmd->flags[0]), "--%s",
 		 dpt__setting_names[id].flag);
+	va_start(ap, fmt);
+	vsnprintf(value, sizeof(cmd->values[0]), fmt, ap);
+	va_end(ap);
 	cmd->v[cmd->n++] = flag;
-	cmd->v[cmd->n++] = (char *)value;
+	cmd->v[cmd->n++] = value;
+}
+
+/* The coordinator of a step of NTASKS tasks, job JOBID and step STEPID,
+ * with S and the site's settings, writing its endpoint to ENDPOINT_FILE. */
+static void coord_command(struct coord_argv *cmd, const struct dpt__settings *s,
+			  uint32_t ntasks, uint32_t jobid, uint32_t stepid,
+			  const char *endpoint_file)
+{
+	const struct dpt__admin *a = &dpt__plugin.admin;
+	char every[32];
+
+	*cmd = (struct coord_argv){.v = {(char *)a->coordinator}, .n = 1};
+	add(cmd, DPT_SET_WORLD_SIZE, "%u", ntasks);
+	add(cmd, DPT_SET_BIND, "tcp://%s:*", a->bind_addr);
+	add(cmd, DPT_SET_ENDPOINT_FILE, "%s", endpoint_file);
+	add(cmd, DPT_SET_PARENT_PID, "%ld", (long)getpid());
+	add(cmd, DPT_SET_HEARTBEAT_MS, "%ld", a->heartbeat_ms);
+	add(cmd, DPT_SET_TIMEOUT_MS, "%ld", a->timeout_ms);
+	add(cmd, DPT_SET_MIN_WORKERS, "%ld", s->min_workers);
+	add(cmd, DPT_SET_JOB_ID, "%u", jobid);
+	add(cmd, DPT_SET_STEP_ID, "%u", stepid);
+	add(cmd, DPT_SET_GRACE, "%lds", s->grace);
+	add(cmd, DPT_SET_REQUEUE, "%s",
+	    s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off");
+	add(cmd, DPT_SET_MAX_REQUEUES, "%ld", s->max_requeues);
+	add(cmd, DPT_SET_CKPT_EVERY, "%s",
+	    dpt__every_string(&s->every, every, sizeof(every)));
+	add(cmd, DPT_SET_LOG_LEVEL, "%s", s->verbose ? "info" : "warn");
+	if (s->metrics_port >= 0)
+		add(cmd, DPT_SET_METRICS, "%ld", s->metrics_port);
+	else
+		add(cmd, DPT_SET_METRICS, "off");
+	if (s->nodes_min) /* --dp-nodes, if given */
+		add(cmd, DPT_SET_NODES, "%ld-%ld", s->nodes_min, s->nodes_max);
+}
+
+/* The port the coordinator PID wrote to ENDPOINT_FILE once listening, or
+ * 0 after a message: it exited, or did not listen within the timeout. */
+static long await_port(pid_t pid, const char *endpoint_file)
+{
+	int status;
+	long port;
+
+	for (int waited = 0; waited < START_TIMEOUT_MS; waited += 10) {
+		port = read_port(endpoint_file);
+		if (port)
+			return port;
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			dpt__plugin.coordinator_pid = -1;
+			slurm_error("dptrain: the coordinator '%s' exited at "
+				    "start (status %d); its messages are "
+				    "above",
+				    dpt__plugin.admin.coordinator,
+				    WIFEXITED(status) ? WEXITSTATUS(status)
+						      : 128 + WTERMSIG(status));
+			return 0;
+		}
+		sleep_ms(10);
+	}
+	slurm_error("dptrain: the coordinator did not start listening "
+		    "within %d s",
+		    START_TIMEOUT_MS / 1000);
+	dpt__srun_stop_coordinator();
+	return 0;
 }
 
 int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 {
 	const struct dpt__admin *a = &dpt__plugin.admin;
-	char secret[65], world[16], endpoint_file[320], ppid[16], hb[16],
-		to[16], minw[16], bind[96], portstr[8], job[16], grace[24],
-		every[32], maxrq[16], nodes[48], metrics[16], step[16];
+	char secret[65], endpoint_file[320], portstr[8];
+	struct coord_argv cmd;
 	uint32_t ntasks = 0, jobid = 0, stepid = 0;
-	long port = 0;
-	int devnull, status;
+	long port;
+	int devnull;
 	pid_t pid;
 
 	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) !=
@@ -203,39 +276,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	}
 	snprintf(endpoint_file, sizeof(endpoint_file), "%s/endpoint",
 		 dpt__plugin.rundir);
-	snprintf(world, sizeof(world), "%u", ntasks);
-	snprintf(ppid, sizeof(ppid), "%ld", (long)getpid());
-	snprintf(hb, sizeof(hb), "%ld", a->heartbeat_ms);
-	snprintf(to, sizeof(to), "%ld", a->timeout_ms);
-	snprintf(minw, sizeof(minw), "%ld", s->min_workers);
-	snprintf(bind, sizeof(bind), "tcp://%s:*", a->bind_addr);
-	snprintf(job, sizeof(job), "%u", jobid);
-	snprintf(step, sizeof(step), "%u", stepid);
-	snprintf(grace, sizeof(grace), "%lds", s->grace);
-	snprintf(maxrq, sizeof(maxrq), "%ld", s->max_requeues);
-	snprintf(nodes, sizeof(nodes), "%ld-%ld", s->nodes_min, s->nodes_max);
-	snprintf(metrics, sizeof(metrics), "%ld", s->metrics_port);
-	struct coord_argv cmd = {.v = {(char *)a->coordinator}, .n = 1};
-
-	add(&cmd, DPT_SET_WORLD_SIZE, world);
-	add(&cmd, DPT_SET_BIND, bind);
-	add(&cmd, DPT_SET_ENDPOINT_FILE, endpoint_file);
-	add(&cmd, DPT_SET_PARENT_PID, ppid);
-	add(&cmd, DPT_SET_HEARTBEAT_MS, hb);
-	add(&cmd, DPT_SET_TIMEOUT_MS, to);
-	add(&cmd, DPT_SET_MIN_WORKERS, minw);
-	add(&cmd, DPT_SET_JOB_ID, job);
-	add(&cmd, DPT_SET_STEP_ID, step);
-	add(&cmd, DPT_SET_GRACE, grace);
-	add(&cmd, DPT_SET_REQUEUE,
-	    s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off");
-	add(&cmd, DPT_SET_MAX_REQUEUES, maxrq);
-	add(&cmd, DPT_SET_CKPT_EVERY,
-	    dpt__every_string(&s->every, every, sizeof(every)));
-	add(&cmd, DPT_SET_LOG_LEVEL, s->verbose ? "info" : "warn");
-	add(&cmd, DPT_SET_METRICS, s->metrics_port >= 0 ? metrics : "off");
-	if (s->nodes_min) /* --dp-nodes, if given */
-		add(&cmd, DPT_SET_NODES, nodes);
+	coord_command(&cmd, s, ntasks, jobid, stepid, endpoint_file);
 
 	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0) {
@@ -262,29 +303,9 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	}
 	dpt__plugin.coordinator_pid = pid;
 
-	for (int waited = 0; waited < START_TIMEOUT_MS; waited += 10) {
-		port = read_port(endpoint_file);
-		if (port)
-			break;
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			dpt__plugin.coordinator_pid = -1;
-			slurm_error("dptrain: the coordinator '%s' exited at "
-				    "start (status %d); its messages are "
-				    "above",
-				    a->coordinator,
-				    WIFEXITED(status) ? WEXITSTATUS(status)
-						      : 128 + WTERMSIG(status));
-			return -1;
-		}
-		sleep_ms(10);
-	}
-	if (!port) {
-		slurm_error("dptrain: the coordinator did not start listening "
-			    "within %d s",
-			    START_TIMEOUT_MS / 1000);
-		dpt__srun_stop_coordinator();
+	port = await_port(pid, endpoint_file);
+	if (!port)
 		return -1;
-	}
 	snprintf(portstr, sizeof(portstr), "%ld", port);
 	/* srun's own environment is what the tasks receive (spank_setenv
 	 * is refused in this context). */
