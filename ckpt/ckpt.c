@@ -57,18 +57,71 @@ static int private_from_env(bool *out)
 	return 0;
 }
 
+/* What the step's environment says of the checkpoints (srun --dp-keep,
+ * --dp-ckpt-every, the site's MTBF and shortest interval, --dp-private),
+ * OPTS's keep_last first. */
+struct env_policy {
+	int keep;
+	long every_steps, mtbf, min_interval;
+	bool auto_every, private_run;
+};
+
+static int policy_from_env(const struct dpt_ckpt_opts *opts,
+			   struct env_policy *p)
+{
+	const char *v;
+	long secs;
+
+	*p = (struct env_policy){.mtbf = DPT_CKPT_NODE_MTBF_S};
+	p->keep = opts->keep_last;
+	if (p->keep == 0 && (v = dpt__opt_or_env(NULL, DPT_ENV(KEEP)))) {
+		long k;
+		if (dpt__parse_long(v, 1, INT_MAX, &k)) {
+			dpt__error("DPTRAIN_KEEP='%s': expected the number of "
+				   "committed steps to keep, at least 1 (srun "
+				   "--dp-keep=N)",
+				   v);
+			return DPT_ECONFIG;
+		}
+		p->keep = (int)k;
+	}
+	if ((v = dpt__opt_or_env(NULL, DPT_ENV(CKPT_EVERY))) &&
+	    dpt__parse_ckpt_every(v, &secs, &p->every_steps)) {
+		dpt__error("DPTRAIN_CKPT_EVERY='%s': expected auto, a duration "
+			   "or Nsteps (srun --dp-ckpt-every)",
+			   v);
+		return DPT_ECONFIG;
+	}
+	p->auto_every = v && strcmp(v, "auto") == 0;
+	if (p->auto_every && (v = dpt__opt_or_env(NULL, DPT_ENV(MTBF))) &&
+	    dpt__parse_long(v, 1, LONG_MAX, &p->mtbf)) {
+		dpt__error("DPTRAIN_MTBF='%s': expected the job's mean time "
+			   "between failures in seconds, at least 1 (the "
+			   "site's mtbf= in dptrain.conf)",
+			   v);
+		return DPT_ECONFIG;
+	}
+	if (p->auto_every &&
+	    (v = dpt__opt_or_env(NULL, DPT_ENV(MIN_CKPT_INTERVAL))) &&
+	    dpt__parse_long(v, 0, LONG_MAX, &p->min_interval)) {
+		dpt__error("DPTRAIN_MIN_CKPT_INTERVAL='%s': expected seconds "
+			   "(the site's min_ckpt_interval= in dptrain.conf)",
+			   v);
+		return DPT_ECONFIG;
+	}
+	return private_from_env(&p->private_run) ? DPT_ECONFIG : 0;
+}
+
 static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 		    const struct dpt_ckpt_opts *opts)
 {
 	struct dpt_ckpt_opts def;
 	struct dpt__storage_opts so;
-	const char *uri, *run, *buffered, *v;
+	const char *uri, *run, *buffered;
+	struct env_policy pol;
 	struct dpt_ckpt *ck = NULL;
 	char full[4096];
-	int rc, n, keep;
-	long secs, every_steps = 0, mtbf = DPT_CKPT_NODE_MTBF_S;
-	long min_interval = 0;
-	bool auto_every, private_run;
+	int rc, n;
 
 	*out = NULL;
 	if (!opts) {
@@ -105,44 +158,9 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 			   DPT__CKPT_READ_MAX);
 		return DPT_EINVAL;
 	}
-	keep = opts->keep_last;
-	if (keep == 0 && (v = dpt__opt_or_env(NULL, DPT_ENV(KEEP)))) {
-		long k;
-		if (dpt__parse_long(v, 1, INT_MAX, &k)) {
-			dpt__error("DPTRAIN_KEEP='%s': expected the number of "
-				   "committed steps to keep, at least 1 (srun "
-				   "--dp-keep=N)",
-				   v);
-			return DPT_ECONFIG;
-		}
-		keep = (int)k;
-	}
-	if ((v = dpt__opt_or_env(NULL, DPT_ENV(CKPT_EVERY))) &&
-	    dpt__parse_ckpt_every(v, &secs, &every_steps)) {
-		dpt__error("DPTRAIN_CKPT_EVERY='%s': expected auto, a duration "
-			   "or Nsteps (srun --dp-ckpt-every)",
-			   v);
-		return DPT_ECONFIG;
-	}
-	auto_every = v && strcmp(v, "auto") == 0;
-	if (auto_every && (v = dpt__opt_or_env(NULL, DPT_ENV(MTBF))) &&
-	    dpt__parse_long(v, 1, LONG_MAX, &mtbf)) {
-		dpt__error("DPTRAIN_MTBF='%s': expected the job's mean time "
-			   "between failures in seconds, at least 1 (the "
-			   "site's mtbf= in dptrain.conf)",
-			   v);
-		return DPT_ECONFIG;
-	}
-	if (auto_every &&
-	    (v = dpt__opt_or_env(NULL, DPT_ENV(MIN_CKPT_INTERVAL))) &&
-	    dpt__parse_long(v, 0, LONG_MAX, &min_interval)) {
-		dpt__error("DPTRAIN_MIN_CKPT_INTERVAL='%s': expected seconds "
-			   "(the site's min_ckpt_interval= in dptrain.conf)",
-			   v);
-		return DPT_ECONFIG;
-	}
-	if (private_from_env(&private_run))
-		return DPT_ECONFIG;
+	rc = policy_from_env(opts, &pol);
+	if (rc)
+		return rc;
 	n = snprintf(full, sizeof(full), "%s%s%s", uri,
 		     run && uri[strlen(uri) - 1] != '/' ? "/" : "",
 		     run ? run : "");
@@ -159,11 +177,11 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	ck->device = -1;
 	ck->committed = -1;
 	ck->cuda_stream = opts->cuda_stream;
-	ck->keep_last = keep ? keep : DEFAULT_KEEP_LAST;
-	ck->every_steps = (uint64_t)every_steps;
-	ck->auto_every = auto_every;
-	ck->mtbf_s = (double)mtbf;
-	ck->min_s = (double)min_interval;
+	ck->keep_last = pol.keep ? pol.keep : DEFAULT_KEEP_LAST;
+	ck->every_steps = (uint64_t)pol.every_steps;
+	ck->auto_every = pol.auto_every;
+	ck->mtbf_s = (double)pol.mtbf;
+	ck->min_s = (double)pol.min_interval;
 	ck->last_save_ns = dpt__now_ns();
 	ck->keep_every = opts->keep_every;
 	ck->busy = opts->busy;
@@ -175,7 +193,7 @@ static int ckpt_new(struct dpt_ckpt **out, struct dpt_ctx *ctx,
 	buffered = getenv("DPTRAIN_CKPT_BUFFERED");
 	so.direct_io = !(opts->buffered_io ||
 			 (buffered && strcmp(buffered, "1") == 0));
-	so.private_mode = private_run;
+	so.private_mode = pol.private_run;
 	ck->so = so;
 	rc = dpt__storage_open(full, &so, &ck->st);
 	if (rc) {
