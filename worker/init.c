@@ -218,32 +218,10 @@ static void route_address(const char *endpoint, char *out, size_t size)
 			  endpoint);
 }
 
-static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
-		     struct dpt__agent_config *ac)
+/* The backends this worker offers the coordinator (JOIN caps), from
+ * BACKEND (auto, cpu or nccl; NULL: auto). */
+static int configure_caps(struct dpt_ctx *ctx, const char *backend)
 {
-	const char *endpoint =
-		dpt__opt_or_env(o->coordinator, "DPTRAIN_COORDINATOR");
-	const char *backend = dpt__opt_or_env(o->backend, DPT_ENV(BACKEND));
-	const char *data_host =
-		dpt__opt_or_env(o->data_host, "DPTRAIN_DATA_HOST");
-	long node, local, task, connect_ms, timeout_ms, comm_ms;
-	char name[256];
-	int rc;
-
-	if (!endpoint) {
-		dpt__error("DPTRAIN_COORDINATOR is not set: start the program "
-			   "with srun --dp-train");
-		return DPT_ECONFIG;
-	}
-	if (strlen(endpoint) >= sizeof(ctx->endpoint)) {
-		dpt__error("coordinator endpoint too long");
-		return DPT_ECONFIG;
-	}
-	snprintf(ctx->endpoint, sizeof(ctx->endpoint), "%s", endpoint);
-	rc = configure_keys(ctx, o->secret);
-	if (rc)
-		return rc;
-
 	if (!backend || !strcmp(backend, "auto")) {
 		ctx->caps = DPT_CAP_CPU;
 		if (dpt__nccl_available())
@@ -262,34 +240,14 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 			   backend);
 		return DPT_ECONFIG;
 	}
+	return 0;
+}
 
-	rc = pick_index(o->node, "SLURM_NODEID", NULL, 0, &node);
-	if (!rc)
-		rc = pick_index(o->local_rank, "SLURM_LOCALID", "LOCAL_RANK", 0,
-				&local);
-	if (!rc)
-		rc = pick_index(o->task_id, "SLURM_PROCID", NULL,
-				DPT_WIRE_NO_TASK, &task);
-	if (!rc)
-		rc = o->connect_timeout_ms > 0
-			     ? (connect_ms = o->connect_timeout_ms, 0)
-			     : env_long("DPTRAIN_CONNECT_TIMEOUT_MS", 1,
-					INT32_MAX, 30000, &connect_ms);
-	if (!rc)
-		rc = o->timeout_ms > 0 ? (timeout_ms = o->timeout_ms, 0)
-				       : env_long("DPTRAIN_TIMEOUT_MS", 20,
-						  INT32_MAX, 2000, &timeout_ms);
-	if (!rc)
-		rc = o->comm_timeout_ms > 0
-			     ? (comm_ms = o->comm_timeout_ms, 0)
-			     : env_long("DPTRAIN_COMM_TIMEOUT_MS", 1, INT32_MAX,
-					60000, &comm_ms);
-	if (rc)
-		return rc;
-	ctx->node = (uint32_t)node;
-	ctx->local_hint = (uint32_t)local;
-	ctx->task_id = (uint32_t)task;
-	ctx->comm_timeout_ms = (int)comm_ms;
+/* This worker's data-plane address (DATA_HOST, else the address on the
+ * route to the coordinator) and its host name for the coordinator's log. */
+static int configure_host(struct dpt_ctx *ctx, const char *data_host)
+{
+	char name[256];
 
 	if (data_host) {
 		struct in6_addr a;
@@ -321,6 +279,69 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 			ctx->hostname[n++] = ch;
 	}
 	ctx->hostname[n] = '\0';
+	return 0;
+}
+
+static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
+		     struct dpt__agent_config *ac)
+{
+	const char *endpoint =
+		dpt__opt_or_env(o->coordinator, "DPTRAIN_COORDINATOR");
+	const char *backend = dpt__opt_or_env(o->backend, DPT_ENV(BACKEND));
+	const char *data_host =
+		dpt__opt_or_env(o->data_host, "DPTRAIN_DATA_HOST");
+	long node, local, task, connect_ms, timeout_ms, comm_ms;
+	int rc;
+
+	if (!endpoint) {
+		dpt__error("DPTRAIN_COORDINATOR is not set: start the program "
+			   "with srun --dp-train");
+		return DPT_ECONFIG;
+	}
+	if (strlen(endpoint) >= sizeof(ctx->endpoint)) {
+		dpt__error("coordinator endpoint too long");
+		return DPT_ECONFIG;
+	}
+	snprintf(ctx->endpoint, sizeof(ctx->endpoint), "%s", endpoint);
+	rc = configure_keys(ctx, o->secret);
+	if (rc)
+		return rc;
+
+	rc = configure_caps(ctx, backend);
+	if (rc)
+		return rc;
+
+	rc = pick_index(o->node, "SLURM_NODEID", NULL, 0, &node);
+	if (!rc)
+		rc = pick_index(o->local_rank, "SLURM_LOCALID", "LOCAL_RANK", 0,
+				&local);
+	if (!rc)
+		rc = pick_index(o->task_id, "SLURM_PROCID", NULL,
+				DPT_WIRE_NO_TASK, &task);
+	if (!rc)
+		rc = o->connect_timeout_ms > 0
+			     ? (connect_ms = o->connect_timeout_ms, 0)
+			     : env_long("DPTRAIN_CONNECT_TIMEOUT_MS", 1,
+					INT32_MAX, 30000, &connect_ms);
+	if (!rc)
+		rc = o->timeout_ms > 0 ? (timeout_ms = o->timeout_ms, 0)
+				       : env_long("DPTRAIN_TIMEOUT_MS", 20,
+						  INT32_MAX, 2000, &timeout_ms);
+	if (!rc)
+		rc = o->comm_timeout_ms > 0
+			     ? (comm_ms = o->comm_timeout_ms, 0)
+			     : env_long("DPTRAIN_COMM_TIMEOUT_MS", 1, INT32_MAX,
+					60000, &comm_ms);
+	if (rc)
+		return rc;
+	ctx->node = (uint32_t)node;
+	ctx->local_hint = (uint32_t)local;
+	ctx->task_id = (uint32_t)task;
+	ctx->comm_timeout_ms = (int)comm_ms;
+
+	rc = configure_host(ctx, data_host);
+	if (rc)
+		return rc;
 	snprintf(ctx->session_base, sizeof(ctx->session_base), "dpt-%016llx",
 		 (unsigned long long)dpt__fnv1a(ctx->keys.coord_public,
 						DPT_Z85_KEY_LEN,
