@@ -471,13 +471,78 @@ static int plot_command(int argc, char **argv)
 	return dpt__plot_main(what, out, ys, nys);
 }
 
+/* What `dptrain ckpt C ...` was given. */
+struct ckpt_args {
+	const char *uri;
+	uint64_t step, keep_last, keep_every, age;
+	bool have_step, have_keep_last;
+};
+
+/* ARGV[3..] of `dptrain ckpt C` into A; 0, or 2 (the exit status of a
+ * usage error) after a message. */
+static int ckpt_args(int argc, char **argv, const struct command *c,
+		     struct ckpt_args *a)
+{
+	*a = (struct ckpt_args){.age = 3600};
+	for (int i = 3; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t *dst;
+
+		if (argv[i][0] != '-') {
+			if (a->uri) {
+				fprintf(stderr,
+					"dptrain: 'ckpt %s' takes one URI, "
+					"not '%s' and '%s'\n",
+					c->name, a->uri, argv[i]);
+				return 2;
+			}
+			a->uri = argv[i];
+			continue;
+		}
+		if (!takes(c, argv[i])) {
+			fprintf(stderr,
+				"dptrain: 'ckpt %s' has no option '%s'\n\n",
+				c->name, argv[i]);
+			usage_command(stderr, c);
+			return 2;
+		}
+		if (!strcmp(argv[i], "--step")) {
+			dst = &a->step;
+			a->have_step = true;
+		} else if (!strcmp(argv[i], "--keep-last")) {
+			dst = &a->keep_last;
+			a->have_keep_last = true;
+		} else if (!strcmp(argv[i], "--keep-every")) {
+			dst = &a->keep_every;
+		} else {
+			dst = &a->age;
+		}
+		if (parse_u64(argv[i], v, dst))
+			return 2;
+		i++;
+	}
+	if (!a->uri) {
+		fprintf(stderr, "dptrain: 'ckpt %s' needs a URI\n\n", c->name);
+		usage_command(stderr, c);
+		return 2;
+	}
+	/* Keeping the 0 newest steps would delete every committed step, the
+	 * one a requeued job resumes from included: no one means that. */
+	if (a->have_keep_last && a->keep_last == 0) {
+		fprintf(stderr,
+			"dptrain: --keep-last 0 would delete every committed "
+			"step: give K >= 1, or leave --keep-last out to keep "
+			"every committed step\n");
+		return 2;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct dpt__storage *s = NULL;
-	uint64_t step = 0, keep_last = 0, keep_every = 0, age = 3600;
-	bool have_step = false, have_keep_last = false;
 	const struct command *c;
-	const char *uri = NULL;
+	struct ckpt_args a;
 	int rc;
 
 	dpt__log_set_ident("dptrain");
@@ -517,74 +582,26 @@ int main(int argc, char **argv)
 			return 0;
 		}
 	}
-	for (int i = 3; i < argc; i++) {
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t *dst;
-
-		if (argv[i][0] != '-') {
-			if (uri) {
-				fprintf(stderr,
-					"dptrain: 'ckpt %s' takes one URI, "
-					"not '%s' and '%s'\n",
-					c->name, uri, argv[i]);
-				return 2;
-			}
-			uri = argv[i];
-			continue;
-		}
-		if (!takes(c, argv[i])) {
-			fprintf(stderr,
-				"dptrain: 'ckpt %s' has no option '%s'\n\n",
-				c->name, argv[i]);
-			usage_command(stderr, c);
-			return 2;
-		}
-		if (!strcmp(argv[i], "--step")) {
-			dst = &step;
-			have_step = true;
-		} else if (!strcmp(argv[i], "--keep-last")) {
-			dst = &keep_last;
-			have_keep_last = true;
-		} else if (!strcmp(argv[i], "--keep-every")) {
-			dst = &keep_every;
-		} else {
-			dst = &age;
-		}
-		if (parse_u64(argv[i], v, dst))
-			return 2;
-		i++;
-	}
-	if (!uri) {
-		fprintf(stderr, "dptrain: 'ckpt %s' needs a URI\n\n", c->name);
-		usage_command(stderr, c);
-		return 2;
-	}
-	/* Keeping the 0 newest steps would delete every committed step, the
-	 * one a requeued job resumes from included: no one means that. */
-	if (have_keep_last && keep_last == 0) {
-		fprintf(stderr,
-			"dptrain: --keep-last 0 would delete every committed "
-			"step: give K >= 1, or leave --keep-last out to keep "
-			"every committed step\n");
-		return 2;
-	}
-	rc = open_root(uri, &s);
+	rc = ckpt_args(argc, argv, c, &a);
+	if (rc)
+		return rc;
+	rc = open_root(a.uri, &s);
 	if (rc)
 		return 1;
 	if (!strcmp(c->name, "ls")) {
 		rc = cmd_ls(s);
 	} else if (!strcmp(c->name, "show")) {
-		rc = have_step ? 0 : newest(s, &step);
+		rc = a.have_step ? 0 : newest(s, &a.step);
 		if (!rc)
-			rc = cmd_show(s, step);
+			rc = cmd_show(s, a.step);
 	} else if (!strcmp(c->name, "verify")) {
-		rc = cmd_verify(s, step, !have_step);
+		rc = cmd_verify(s, a.step, !a.have_step);
 	} else {
 		size_t deleted = 0;
-		int k = !have_keep_last	      ? INT_MAX
-			: keep_last > INT_MAX ? INT_MAX
-					      : (int)keep_last;
-		rc = dpt__ckpt_retain(s, k, keep_every, (long)age, false,
+		int k = !a.have_keep_last	? INT_MAX
+			: a.keep_last > INT_MAX ? INT_MAX
+						: (int)a.keep_last;
+		rc = dpt__ckpt_retain(s, k, a.keep_every, (long)a.age, false,
 				      &deleted);
 		printf("%zu step(s) deleted\n", deleted);
 	}
