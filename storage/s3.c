@@ -439,6 +439,46 @@ static bool parse_time(struct dpt__xml_span v, time_t *out)
 	return *out != (time_t)-1;
 }
 
+/* Abort the uploads of one ListMultipartUploads page DOC (under URI)
+ * begun before CUTOFF, counting them in *REMOVED and keeping the first
+ * failure in *FIRST; K and ID are the caller's scratch buffers. 0, or
+ * DPT_EPROTO for a page that does not parse. */
+static int abort_page(struct dpt__s3 *s3, struct dpt__xml_span doc,
+		      const char *uri, time_t cutoff, struct dpt__buf *k,
+		      struct dpt__buf *id, size_t *removed, int *first)
+{
+	struct dpt__xml_span u, v;
+	size_t cursor = 0;
+	int rc = 0;
+
+	while (!rc && dpt__xml_next(doc, "Upload", &cursor, &u)) {
+		struct dpt__s3_req a;
+		time_t t;
+		dpt__buf_reset(k);
+		dpt__buf_reset(id);
+		if (!dpt__xml_find(u, "Key", &v) || dpt__xml_text(k, v) ||
+		    !dpt__xml_find(u, "UploadId", &v) || dpt__xml_text(id, v) ||
+		    !dpt__xml_find(u, "Initiated", &v) || !parse_time(v, &t)) {
+			rc = DPT_EPROTO;
+			break;
+		}
+		if (t >= cutoff)
+			continue;
+		dpt__s3_req_init(&a);
+		a.method = "DELETE";
+		a.key = k->data;
+		a.uri = uri;
+		a.what = "abort an upload under";
+		dpt__s3_req_query(&a, "uploadId", id->data);
+		if (dpt__s3_perform(s3, &a) == 0 || a.status == 404)
+			(*removed)++;
+		else if (!*first)
+			*first = a.rc;
+		dpt__s3_req_release(&a);
+	}
+	return rc;
+}
+
 static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 		 long older_than_s, size_t *removed)
 {
@@ -460,8 +500,7 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 		rc = key_uri(s3, prefix, &uri);
 	while (!rc && more) {
 		struct dpt__s3_req r;
-		struct dpt__xml_span doc, u, v;
-		size_t cursor = 0;
+		struct dpt__xml_span doc, v;
 		char *km = kmark.len ? strdup(kmark.data) : NULL;
 		char *um = umark.len ? strdup(umark.data) : NULL;
 
@@ -498,34 +537,7 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 			break;
 		}
 		doc = (struct dpt__xml_span){r.resp.data, r.resp.len};
-		while (!rc && dpt__xml_next(doc, "Upload", &cursor, &u)) {
-			struct dpt__s3_req a;
-			time_t t;
-			dpt__buf_reset(&k);
-			dpt__buf_reset(&id);
-			if (!dpt__xml_find(u, "Key", &v) ||
-			    dpt__xml_text(&k, v) ||
-			    !dpt__xml_find(u, "UploadId", &v) ||
-			    dpt__xml_text(&id, v) ||
-			    !dpt__xml_find(u, "Initiated", &v) ||
-			    !parse_time(v, &t)) {
-				rc = DPT_EPROTO;
-				break;
-			}
-			if (t >= cutoff)
-				continue;
-			dpt__s3_req_init(&a);
-			a.method = "DELETE";
-			a.key = k.data;
-			a.uri = uri;
-			a.what = "abort an upload under";
-			dpt__s3_req_query(&a, "uploadId", id.data);
-			if (dpt__s3_perform(s3, &a) == 0 || a.status == 404)
-				(*removed)++;
-			else if (!first)
-				first = a.rc;
-			dpt__s3_req_release(&a);
-		}
+		rc = abort_page(s3, doc, uri, cutoff, &k, &id, removed, &first);
 		more = !rc && dpt__xml_find(doc, "IsTruncated", &v) &&
 		       v.len == 4 && memcmp(v.p, "true", 4) == 0;
 		if (more) {
