@@ -432,6 +432,49 @@ static int decode_tensor(json_t *j, struct dpt__manifest *m, char *err,
 	return 0;
 }
 
+/* The manifest's "files" (FILES, an array) into M. */
+static int decode_files(json_t *files, struct dpt__manifest *m, char *err,
+			size_t errlen)
+{
+	json_t *v;
+	size_t i;
+	int rc;
+
+	json_array_foreach(files, i, v)
+	{
+		struct dpt__shard_file *f =
+			grow(&m->files, &m->nfiles, sizeof(*f));
+		const char *name =
+			json_string_value(json_object_get(v, "name"));
+		uint64_t rank;
+
+		if (!f)
+			return DPT_ENOMEM;
+		if (!name)
+			return bad(err, errlen, "file %zu has no name", i);
+		/* A shard is a file of the step's directory, and its name a
+		 * key of the storage: no '/', no "..". */
+		if (dpt__storage_key_check(name, false) || strchr(name, '/'))
+			return bad(err, errlen,
+				   "file %zu has a bad name '%.200s'", i, name);
+		f->name = strdup(name);
+		rc = f->name ? 0 : DPT_ENOMEM;
+		if (!rc)
+			rc = get_u64(v, "rank", &rank, err, errlen);
+		if (!rc)
+			rc = get_u64(v, "size", &f->size, err, errlen);
+		if (rc)
+			return rc;
+		/* As a chunk's file: a rank that does not fit is refused, not
+		 * truncated into another rank. */
+		if (rank > UINT32_MAX)
+			return bad(err, errlen, "file %zu has rank %" PRIu64, i,
+				   rank);
+		f->rank = (uint32_t)rank;
+	}
+	return 0;
+}
+
 int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 			 char *err, size_t errlen)
 {
@@ -514,46 +557,9 @@ int dpt__manifest_decode(const char *buf, size_t len, struct dpt__manifest *m,
 		rc = bad(err, errlen, "'files' or 'tensors' is not an array");
 		goto out;
 	}
-	json_array_foreach(files, i, v)
-	{
-		struct dpt__shard_file *f =
-			grow(&m->files, &m->nfiles, sizeof(*f));
-		const char *name =
-			json_string_value(json_object_get(v, "name"));
-		uint64_t rank;
-
-		if (!f) {
-			rc = DPT_ENOMEM;
-			goto out;
-		}
-		if (!name) {
-			rc = bad(err, errlen, "file %zu has no name", i);
-			goto out;
-		}
-		/* A shard is a file of the step's directory, and its name a
-		 * key of the storage: no '/', no "..". */
-		if (dpt__storage_key_check(name, false) || strchr(name, '/')) {
-			rc = bad(err, errlen,
-				 "file %zu has a bad name '%.200s'", i, name);
-			goto out;
-		}
-		f->name = strdup(name);
-		rc = f->name ? 0 : DPT_ENOMEM;
-		if (!rc)
-			rc = get_u64(v, "rank", &rank, err, errlen);
-		if (!rc)
-			rc = get_u64(v, "size", &f->size, err, errlen);
-		if (rc)
-			goto out;
-		/* As a chunk's file: a rank that does not fit is refused, not
-		 * truncated into another rank. */
-		if (rank > UINT32_MAX) {
-			rc = bad(err, errlen, "file %zu has rank %" PRIu64, i,
-				 rank);
-			goto out;
-		}
-		f->rank = (uint32_t)rank;
-	}
+	rc = decode_files(files, m, err, errlen);
+	if (rc)
+		goto out;
 	json_array_foreach(tensors, i, v)
 	{
 		rc = decode_tensor(v, m, err, errlen);
