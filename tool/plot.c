@@ -378,22 +378,120 @@ static const char *base_name(const char *uri, char *buf, size_t size)
 	return buf[0] ? buf : "run";
 }
 
+/* The data file of each curve in DIR, opened (OPEN) or closed; 0, or -1
+ * after a message. */
+static int data_files(struct plot *p, const char *dir, bool open)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i <= p->nys + 1; i++) {
+		FILE **fp = i < p->nys	  ? &p->y[i]
+			    : i == p->nys ? &p->sps
+					  : &p->rate;
+
+		if (i < p->nys)
+			snprintf(path, sizeof(path), "%s/y%zu.dat", dir, i);
+		else
+			snprintf(path, sizeof(path), "%s/%s.dat", dir,
+				 i == p->nys ? "sps" : "rate");
+		if (open && !(*fp = fopen(path, "we"))) {
+			fprintf(stderr, "dptrain: cannot create '%s': %s\n",
+				path, strerror(errno));
+			return -1;
+		}
+		if (!open && fclose(*fp) != 0) {
+			*fp = NULL;
+			fprintf(stderr, "dptrain: cannot write in '%s': %s\n",
+				dir, strerror(errno));
+			return -1;
+		}
+		if (!open)
+			*fp = NULL;
+	}
+	return 0;
+}
+
+/* DIR and what dpt__plot_main wrote in it, its files closed first. */
+static void remove_dir(struct plot *p, const char *dir)
+{
+	static const char *const fixed[] = {"sps.dat", "rate.dat", "plot.gp"};
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < PLOT_Y_MAX; i++)
+		if (p->y[i])
+			fclose(p->y[i]);
+	if (p->sps)
+		fclose(p->sps);
+	if (p->rate)
+		fclose(p->rate);
+	for (size_t i = 0; i < p->nys; i++) {
+		snprintf(path, sizeof(path), "%s/y%zu.dat", dir, i);
+		unlink(path);
+	}
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, fixed[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+/* The gnuplot script of P in DIR/plot.gp, run to draw OUT; 0, or -1
+ * after a message. */
+static int draw(struct plot *p, const char *dir, const char *out,
+		const char *uri)
+{
+	struct dpt__buf script;
+	char path[PATH_MAX];
+	FILE *f;
+	int erc = -1, rc = -1;
+
+	dpt__buf_init(&script, 1 << 20);
+	snprintf(path, sizeof(path), "%s/plot.gp", dir);
+	if (script_of(p, dir, out, uri, &script) == 0 &&
+	    (f = fopen(path, "we"))) {
+		bool whole =
+			fwrite(script.data, 1, script.len, f) == script.len;
+
+		if (fclose(f) == 0 && whole)
+			erc = 0;
+	}
+	if (erc) {
+		fprintf(stderr, "dptrain: cannot write '%s'\n", path);
+		goto done;
+	}
+	erc = run_gnuplot(path);
+	if (erc == 127) {
+		fprintf(stderr,
+			"dptrain: gnuplot is not installed: apt-get install "
+			"gnuplot-nox (or set DPTRAIN_GNUPLOT to one)\n");
+		goto done;
+	}
+	if (erc) {
+		fprintf(stderr,
+			"dptrain: gnuplot failed to draw '%s' (its messages "
+			"are above)\n",
+			out);
+		goto done;
+	}
+	rc = 0;
+done:
+	dpt__buf_release(&script);
+	return rc;
+}
+
 int dpt__plot_main(const char *what, const char *out, const char **ys,
 		   size_t nys)
 {
 	static const char *loss[] = {"loss"};
 	char uri[PATH_MAX + 16], dir[] = "/tmp/dptrain-plot.XXXXXX";
-	char path[PATH_MAX], name[256], outbuf[PATH_MAX], abs[PATH_MAX];
+	char name[256], outbuf[PATH_MAX], abs[PATH_MAX];
 	struct plot p = {.min_step = -1,
 			 .max_step = -1,
 			 .last_step = -1,
 			 .commit_step = -1};
-	struct dpt__buf script;
 	bool have_dir = false;
 	int rc = 1, erc;
-	FILE *f = NULL;
 
-	dpt__buf_init(&script, 1 << 20);
 	if (!nys) {
 		ys = loss;
 		nys = 1;
@@ -428,21 +526,8 @@ int dpt__plot_main(const char *what, const char *out, const char **ys,
 		goto out;
 	}
 	have_dir = true;
-	for (size_t i = 0; i <= nys + 1; i++) {
-		FILE **fp = i < nys ? &p.y[i] : i == nys ? &p.sps : &p.rate;
-
-		if (i < nys)
-			snprintf(path, sizeof(path), "%s/y%zu.dat", dir, i);
-		else
-			snprintf(path, sizeof(path), "%s/%s.dat", dir,
-				 i == nys ? "sps" : "rate");
-		*fp = fopen(path, "we");
-		if (!*fp) {
-			fprintf(stderr, "dptrain: cannot create '%s': %s\n",
-				path, strerror(errno));
-			goto out;
-		}
-	}
+	if (data_files(&p, dir, true) != 0)
+		goto out;
 
 	erc = dpt__run_events_each(uri, plot_line, &p);
 	if (erc == DPT_ENOENT) {
@@ -467,64 +552,15 @@ int dpt__plot_main(const char *what, const char *out, const char **ys,
 				p.logs ? p.seen : "no log lines at all", ys[i]);
 			goto out;
 		}
-	for (size_t i = 0; i <= nys + 1; i++) {
-		FILE **fp = i < nys ? &p.y[i] : i == nys ? &p.sps : &p.rate;
-		if (fclose(*fp) != 0) {
-			*fp = NULL;
-			fprintf(stderr, "dptrain: cannot write in '%s': %s\n",
-				dir, strerror(errno));
-			goto out;
-		}
-		*fp = NULL;
-	}
+	if (data_files(&p, dir, false) != 0)
+		goto out;
 
-	snprintf(path, sizeof(path), "%s/plot.gp", dir);
-	if (script_of(&p, dir, out, uri, &script) != 0 ||
-	    !(f = fopen(path, "we")) ||
-	    fwrite(script.data, 1, script.len, f) != script.len ||
-	    fclose(f) != 0) {
-		fprintf(stderr, "dptrain: cannot write '%s'\n", path);
-		f = NULL;
+	if (draw(&p, dir, out, uri) != 0)
 		goto out;
-	}
-	f = NULL;
-	erc = run_gnuplot(path);
-	if (erc == 127) {
-		fprintf(stderr,
-			"dptrain: gnuplot is not installed: apt-get install "
-			"gnuplot-nox (or set DPTRAIN_GNUPLOT to one)\n");
-		goto out;
-	}
-	if (erc) {
-		fprintf(stderr,
-			"dptrain: gnuplot failed to draw '%s' (its messages "
-			"are above)\n",
-			out);
-		goto out;
-	}
 	printf("%s\n", realpath(out, abs) ? abs : out);
 	rc = 0;
 out:
-	for (size_t i = 0; i < PLOT_Y_MAX; i++)
-		if (p.y[i])
-			fclose(p.y[i]);
-	if (p.sps)
-		fclose(p.sps);
-	if (p.rate)
-		fclose(p.rate);
-	if (have_dir) {
-		for (size_t i = 0; i < nys; i++) {
-			snprintf(path, sizeof(path), "%s/y%zu.dat", dir, i);
-			unlink(path);
-		}
-		snprintf(path, sizeof(path), "%s/sps.dat", dir);
-		unlink(path);
-		snprintf(path, sizeof(path), "%s/rate.dat", dir);
-		unlink(path);
-		snprintf(path, sizeof(path), "%s/plot.gp", dir);
-		unlink(path);
-		rmdir(dir);
-	}
-	dpt__buf_release(&script);
+	if (have_dir)
+		remove_dir(&p, dir);
 	return rc;
 }
