@@ -381,6 +381,73 @@ static int quarantine(struct dpt_ckpt *ck, const uint64_t *damaged, size_t n,
 	return ck->ctx ? dpt_barrier(ck->ctx) : 0;
 }
 
+/* No step left to try: why (the first step's failure, the listing's
+ * LISTING_RC, or none committed at or below STEP), said once. */
+static int nothing_loaded(struct dpt_ckpt *ck, int rank, uint64_t step,
+			  int first, int listing_rc, size_t ncommitted)
+{
+	/* A run's first start has nothing to load: not an error of the
+	 * storage, the caller decides. */
+	if (!first && !listing_rc && rank == 0 && ncommitted == 0) {
+		note_fresh(ck);
+	} else if (!first && !listing_rc && rank == 0) {
+		dpt__info("no committed step at or below %" PRIu64 " in '%s'",
+			  step, dpt__storage_uri(ck->st));
+		dpt__report(ck->ctx, DPT_KV_RESUMED, "none");
+	} else if (listing_rc) {
+		listing_failed(ck, rank, listing_rc);
+	} else if (first) {
+		dpt__error("no usable committed step in '%s'",
+			   dpt__storage_uri(ck->st));
+	}
+	return first ? first : listing_rc ? listing_rc : DPT_ENOENT;
+}
+
+/* ck->loaded, read on every rank: into INFO, the run's committed step,
+ * and rank 0's report. */
+static void loaded(struct dpt_ckpt *ck, int rank, struct dpt_ckpt_info *info)
+{
+	char s[24];
+
+	if (info) {
+		info->step = ck->loaded.step;
+		info->sample_cursor = ck->loaded.sample_cursor;
+		info->world_size = ck->loaded.world_size;
+		info->rng = ck->loaded.rng;
+		info->rng_len = ck->loaded.rng_len;
+		info->user = ck->loaded.user;
+		info->user_len = ck->loaded.user_len;
+	}
+	ck->committed = (int64_t)ck->loaded.step;
+	if (rank != 0)
+		return;
+	dpt__info("loaded step %" PRIu64 " (written by %u ranks) from '%s'",
+		  ck->loaded.step, ck->loaded.world_size,
+		  dpt__storage_uri(ck->st));
+	snprintf(s, sizeof(s), "%" PRIu64, ck->loaded.step);
+	dpt__report(ck->ctx, DPT_KV_RESUMED, s);
+}
+
+/* A failure that every older step would meet too (AGREED, the ranks'
+ * common error): its code, said once, or 0 to try the step before. */
+static int final_failure(struct dpt_ckpt *ck, int rank, int64_t step,
+			 int agreed)
+{
+	/* Tensors the step does not hold are not in an older step either:
+	 * say so once, not for each. */
+	if (agreed == DPT_EMISMATCH)
+		return DPT_EMISMATCH;
+	/* Refused credentials refuse the older steps too: say what to fix,
+	 * do not call the steps unusable. */
+	if (agreed != DPT_EAUTH)
+		return 0;
+	if (rank == 0)
+		dpt__error("cannot read step %" PRId64 " of '%s': the storage "
+			   "refused the credentials (see above): %s",
+			   step, dpt__storage_uri(ck->st), AUTH_HINT);
+	return DPT_EAUTH;
+}
+
 int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 		   struct dpt_ckpt_info *info)
 {
@@ -424,25 +491,8 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 				break;
 		}
 		if (pick[0] < 0) {
-			rc = first     ? first
-			     : pick[1] ? (int)pick[1]
-				       : DPT_ENOENT;
-			/* A run's first start has nothing to load: not an
-			 * error of the storage, the caller decides. */
-			if (!first && !pick[1] && rank == 0 &&
-			    l.ncommitted == 0)
-				note_fresh(ck);
-			else if (!first && !pick[1] && rank == 0) {
-				dpt__info(
-					"no committed step at or below %" PRIu64
-					" in '%s'",
-					step, dpt__storage_uri(ck->st));
-				dpt__report(ck->ctx, DPT_KV_RESUMED, "none");
-			} else if (pick[1])
-				listing_failed(ck, rank, (int)pick[1]);
-			else if (first)
-				dpt__error("no usable committed step in '%s'",
-					   dpt__storage_uri(ck->st));
+			rc = nothing_loaded(ck, rank, step, first, (int)pick[1],
+					    l.ncommitted);
 			break;
 		}
 		dpt__manifest_release(&ck->loaded);
@@ -455,25 +505,10 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 				rc = rc2;
 				break;
 			}
-			/* Tensors the step does not hold are not in an
-			 * older step either: say so once, not for each. */
-			if (failed && agreed == DPT_EMISMATCH) {
-				rc = DPT_EMISMATCH;
-				break;
-			}
-			/* Refused credentials refuse the older steps too:
-			 * say what to fix, do not call the steps unusable. */
-			if (failed && agreed == DPT_EAUTH) {
-				if (rank == 0)
-					dpt__error(
-						"cannot read step %" PRId64
-						" of '%s': the storage refused "
-						"the credentials (see above): "
-						"%s",
-						pick[0],
-						dpt__storage_uri(ck->st),
-						AUTH_HINT);
-				rc = DPT_EAUTH;
+			rc2 = failed ? final_failure(ck, rank, pick[0], agreed)
+				     : 0;
+			if (rc2) {
+				rc = rc2;
 				break;
 			}
 		}
@@ -481,30 +516,7 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 			rc = quarantine(ck, damaged, ndamaged, found);
 			if (rc)
 				break;
-			if (info) {
-				info->step = ck->loaded.step;
-				info->sample_cursor = ck->loaded.sample_cursor;
-				info->world_size = ck->loaded.world_size;
-				info->rng = ck->loaded.rng;
-				info->rng_len = ck->loaded.rng_len;
-				info->user = ck->loaded.user;
-				info->user_len = ck->loaded.user_len;
-			}
-			ck->committed = (int64_t)ck->loaded.step;
-			if (rank == 0) {
-				char s[24];
-
-				dpt__info("loaded step %" PRIu64
-					  " (written by %u "
-					  "ranks) from '%s'",
-					  ck->loaded.step,
-					  ck->loaded.world_size,
-					  dpt__storage_uri(ck->st));
-				snprintf(s, sizeof(s), "%" PRIu64,
-					 ck->loaded.step);
-				dpt__report(ck->ctx, DPT_KV_RESUMED, s);
-			}
-			rc = 0;
+			loaded(ck, rank, info);
 			break;
 		}
 		if (!first)
@@ -518,20 +530,17 @@ int dpt__ckpt_load(struct dpt_ckpt *ck, uint64_t step,
 		 * a cut shard or a manifest that breaks the rules. An I/O
 		 * error, a missing shard, a timeout or a newer format
 		 * version may pass, and such a step is left committed. */
-		{
-			int other = rc && rc != DPT_ECORRUPT ? rc : 0;
-
-			rc = dpt__ckpt_vote(ck, other, &failed, NULL);
-			if (rc)
-				break;
-			if (failed == 0)
-				found++;
-			/* Out of memory, the step merely stays committed. */
-			if (failed == 0 && rank == 0 &&
-			    dpt__array_room(&damaged, ndamaged, &damaged_cap,
-					    sizeof(*damaged)) == 0)
-				damaged[ndamaged++] = (uint64_t)pick[0];
-		}
+		rc = dpt__ckpt_vote(ck, rc && rc != DPT_ECORRUPT ? rc : 0,
+				    &failed, NULL);
+		if (rc)
+			break;
+		if (failed == 0)
+			found++;
+		/* Out of memory, the step merely stays committed. */
+		if (failed == 0 && rank == 0 &&
+		    dpt__array_room(&damaged, ndamaged, &damaged_cap,
+				    sizeof(*damaged)) == 0)
+			damaged[ndamaged++] = (uint64_t)pick[0];
 	}
 	if (rc)
 		dpt__manifest_release(&ck->loaded);
