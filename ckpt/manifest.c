@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,13 +92,21 @@ void dpt__manifest_release(struct dpt__manifest *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Grows *ARR (of N elements of SIZE bytes) by one zeroed element. */
+/* Grows *ARR (of N elements of SIZE bytes, from malloc) by one zeroed
+ * element. The allocation doubles when full, whoever made it (its usable
+ * size says how full): a manifest's 65536 chunks are not copied 65536
+ * times over (which a sanitizer's realloc, never in place, made take
+ * minutes). */
 static void *grow(void *arr_p, size_t *n, size_t size)
 {
 	void **arr = arr_p;
-	char *p = realloc(*arr, (*n + 1) * size);
-	if (!p)
-		return NULL;
+	char *p = *arr;
+
+	if (!p || malloc_usable_size(p) < (*n + 1) * size) {
+		p = realloc(p, 2 * (*n + 1) * size);
+		if (!p)
+			return NULL;
+	}
 	memset(p + *n * size, 0, size);
 	*arr = p;
 	return p + (*n)++ * size;
