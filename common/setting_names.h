@@ -3,7 +3,7 @@
  * (doc/architecture.md, "Adding a setting"): srun's --dp- option, the
  * variable slurmstepd exports to each task and the library reads, and the
  * coordinator's option that srun passes. Code names a setting by its id
- * (DPT_ENV(GRACE), DPT_FLAG(GRACE)): a renamed or removed name changes
+ * (DPT_ENV(GRACE), DPT_SET_GRACE): a renamed or removed name changes
  * every side at once, and a misspelt id does not compile.
  */
 #ifndef DPT_COMMON_SETTING_NAMES_H
@@ -70,8 +70,7 @@ struct dpt__setting_names {
 /* Indexed by enum dpt__setting (common/setting_names.c). */
 extern const struct dpt__setting_names dpt__setting_names[DPT_SET_COUNT];
 
-#define DPT_OPTION(id) (dpt__setting_names[DPT_SET_##id].option)
-#define DPT_ENV(id)    (dpt__setting_names[DPT_SET_##id].env)
-#define DPT_FLAG(id)   (dpt__setting_names[DPT_SET_##id].flag)
+/* The variable of setting ID (getenv(DPT_ENV(KEEP))). */
+#define DPT_ENV(id) (dpt__setting_names[DPT_SET_##id].env)
 
 #endif

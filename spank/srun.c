@@ -140,9 +140,9 @@ static long read_port(const char *path)
 /* The coordinator's command line: its options by their names in
  * common/setting_names.h, each with its value. */
 struct coord_argv {
-	char *v[40];
-	char flags[18][32];
-	char values[18][352];
+	char *v[2 * DPT_SET_COUNT + 2]; /* each setting once, and NULL */
+	char flags[DPT_SET_COUNT][32];
+	char values[DPT_SET_COUNT][352];
 	int n, nflags;
 };
 
