@@ -1,8 +1,9 @@
 # The Python binding with Debian's python3-torch on the real test cluster
 # (lightning.sh: with the torch 2 venv).
+# (lightning.sh, preempt.sh and the other tests named in LONG_TESTS,
+# tests/local.mk, run first.)
 TESTS += tests/python/binding.sh tests/python/torch.sh tests/python/fmnist.sh \
-	tests/python/lightning.sh tests/python/preempt.sh tests/python/errors.sh \
-	tests/python/log.sh
+	tests/python/errors.sh tests/python/log.sh
 EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/torch.sh tests/python/torch_worker.py \
 	tests/python/fmnist.sh tests/python/fmnist_check.py \
@@ -14,7 +15,6 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 # contrib/setup/install-deps.sh) on the real test cluster: a Lightning
 # user's script across world sizes, its stops (walltime, signals), and the
 # Trainer's other modes.
-TESTS += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
 EXTRA_DIST += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
 # A manifest another user planted names a tensor of 1 TiB: refused before
 # anything is allocated (without a cluster).
@@ -28,12 +28,12 @@ EXTRA_DIST += tests/python/nccl.sh
 # says SKIP without it). The demo and the Lightning tests run on torch 2
 # only.
 TORCH2_TESTS = tests/python/torch2/binding.sh tests/python/torch2/torch.sh \
-	tests/python/torch2/fmnist.sh tests/python/torch2/preempt.sh \
-	tests/python/torch2/errors.sh tests/python/torch2/log.sh \
+	tests/python/torch2/fmnist.sh tests/python/torch2/errors.sh tests/python/torch2/log.sh \
 	tests/python/torch2/layout.sh tests/python/torch2/nccl.sh \
 	tests/python/torch2/planted.sh
 TESTS += $(TORCH2_TESTS)
-EXTRA_DIST += $(TORCH2_TESTS) tests/python/torch2/run.sh
+EXTRA_DIST += $(TORCH2_TESTS) tests/python/torch2/preempt.sh \
+	tests/python/torch2/run.sh
 # The package installed by pip into a fresh venv of the python3 first on
 # PATH (not Debian's), with no package index.
 TESTS += tests/python/venv.sh
@@ -45,5 +45,4 @@ tests_python_layout_SOURCES = tests/python/layout.c
 TESTS += tests/python/layout.sh
 EXTRA_DIST += tests/python/layout.sh tests/python/layout_check.py
 # The README's demo (contrib/demo/elastic.sh), shorter.
-TESTS += tests/python/demo.sh
 EXTRA_DIST += tests/python/demo.sh

@@ -88,7 +88,11 @@ for ((i = 0; i < 600; i++)); do
 	if grep -q '^saving step=60 rank=1$' "$work/crash.out" 2>/dev/null; then
 		pid=
 		for p in $(pgrep -f "train_loop --steps 100000 --step-ms 20 --every 20 --hang-save 60"); do
-			tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx SLURM_PROCID=1 && pid=$p
+			# Rank 1 of this test's job: another test bed may run
+			# the same program.
+			[ "$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+				grep -c -e '^SLURM_PROCID=1$' -e "^DPTRAIN_CKPT_URI=file://$work/")" = 2 ] &&
+				pid=$p
 		done
 		[ -n "$pid" ] && kill -9 "$pid" && killed=yes && break
 	fi
