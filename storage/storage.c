@@ -44,42 +44,6 @@ int dpt__storage_errno(int e)
 	}
 }
 
-int dpt__storage_key_check(const char *key, bool empty_ok)
-{
-	size_t n, comp = 0;
-
-	if (!key)
-		return DPT_EINVAL;
-	n = strlen(key);
-	if (n == 0)
-		return empty_ok ? 0 : DPT_EINVAL;
-	if (n > DPT__STORAGE_KEY_MAX || key[0] == '/')
-		return DPT_EINVAL;
-	/* The posix backend names its temporary files so. */
-	if (strstr(key, ".dpt-tmp."))
-		return DPT_EINVAL;
-	for (size_t i = 0; i <= n; i++) {
-		char c = key[i];
-		if (c == '/' || c == '\0') {
-			const char *s = key + i - comp;
-			/* A prefix may end in '/', a key may not. */
-			if (comp == 0 && !(c == '\0' && empty_ok))
-				return DPT_EINVAL;
-			if ((comp == 1 && s[0] == '.') ||
-			    (comp == 2 && s[0] == '.' && s[1] == '.'))
-				return DPT_EINVAL;
-			comp = 0;
-			continue;
-		}
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == '-' || c == '~'))
-			return DPT_EINVAL;
-		comp++;
-	}
-	return 0;
-}
-
 static int fill_conf(const struct dpt__storage_opts *o,
 		     struct dpt__storage_opts *c)
 {
@@ -118,6 +82,7 @@ int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
 	struct dpt__storage_opts conf;
 	struct dpt__storage_uri u;
 	struct dpt__storage *s = NULL;
+	const char *why;
 	int rc;
 
 	*out = NULL;
@@ -125,14 +90,11 @@ int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
 		dpt__storage_opts_init(&defaults);
 		opts = &defaults;
 	}
-	rc = dpt__storage_uri_parse(uri, &u);
+	rc = dpt__storage_uri_parse(uri, &u, &why);
 	if (rc) {
 		if (rc == DPT_EINVAL)
-			dpt__error("invalid storage URI '%s': expected "
-				   "file:///absolute/path or "
-				   "s3://bucket/prefix, without '.' or '..' "
-				   "components",
-				   uri ? uri : "(null)");
+			dpt__error("invalid storage URI '%s': %s",
+				   uri ? uri : "(null)", why);
 		return rc;
 	}
 	rc = fill_conf(opts, &conf);

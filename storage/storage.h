@@ -1,8 +1,9 @@
 /*
  * Checkpoint storage: one interface, two backends.
  *
- * A storage is opened on a root URI, `file:///abs/path` (posix backend: a
- * local or parallel file system) or `s3://bucket[/prefix]` (s3 backend).
+ * A storage is opened on a root URI (common/uri.h, the grammar shared with
+ * the plugin), `file:///abs/path` (posix backend: a local or parallel
+ * file system) or `s3://bucket[/prefix]` (s3 backend).
  * Everything below it is addressed by a key relative to the root:
  * '/'-separated components of [A-Za-z0-9._~-], no empty, "." or ".."
  * component, no leading '/', at most DPT__STORAGE_KEY_MAX bytes. The
@@ -37,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DPT__STORAGE_KEY_MAX 1024
+#include "uri.h" /* DPT__STORAGE_KEY_MAX, dpt__storage_key_check */
 
 struct dpt__storage;
 struct dpt__storage_writer;
@@ -275,9 +276,5 @@ int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
  * Returns 0 or DPT_ENOMEM.
  */
 int dpt__storage_reserve(struct dpt__storage *s, uint64_t bytes);
-
-/* DPT_EINVAL (not logged) unless KEY is a valid key (see above);
- * EMPTY_OK accepts "" (a prefix). */
-int dpt__storage_key_check(const char *key, bool empty_ok);
 
 #endif
