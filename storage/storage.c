@@ -6,16 +6,42 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "backend.h"
+#include "buf.h"
 #include "log.h"
 #include "storage.h"
 #include "uri.h"
 
 #define MIB (1024 * 1024UL)
 
+/*
+ * The backends, one row per scheme of common/uri.h's grammar (as curl
+ * chooses its TLS backend from a table): a new scheme is a row here, a
+ * row of the grammar's table, and the backend's own files
+ * (doc/architecture.md, "Adding a storage backend").
+ */
+static const struct backend_row {
+	enum dpt__storage_scheme scheme;
+	dpt__storage_open_fn open;
+	unsigned caps; /* enum dpt__storage_cap */
+} backends[] = {
+	{DPT__STORAGE_FILE, dpt__posix_open, DPT__STORAGE_CAP_APPEND},
+	{DPT__STORAGE_S3, dpt__s3_open, 0},
+};
+
 struct dpt__storage {
 	struct dpt__storage_backend *backend;
+	const struct backend_row *row;
 	char *uri;
+};
+
+struct dpt__storage_appender {
+	struct dpt__storage *s;
+	char *key;
+	/* Without DPT__STORAGE_CAP_APPEND: every byte appended so far, which
+	 * each append writes whole. */
+	struct dpt__buf written;
 };
 
 void dpt__storage_opts_init(struct dpt__storage_opts *opts)
@@ -105,10 +131,13 @@ int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
 		rc = DPT_ENOMEM;
 		goto out;
 	}
-	if (u.scheme == DPT__STORAGE_FILE)
-		rc = dpt__posix_open(&u, &conf, &s->backend);
-	else
-		rc = dpt__s3_open(&u, opts, &conf, &s->backend);
+	for (size_t i = 0; i < sizeof(backends) / sizeof(*backends); i++)
+		if (backends[i].scheme == u.scheme)
+			s->row = &backends[i];
+	DPT_ASSERT(s->row); /* a scheme of the grammar without a backend */
+	rc = s->row->open(&u, opts, &conf, &s->backend);
+	DPT_ASSERT(rc || !(s->row->caps & DPT__STORAGE_CAP_APPEND) ||
+		   s->backend->ops->append);
 	if (rc)
 		goto out;
 	*out = s;
@@ -275,4 +304,82 @@ int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
 		return rc;
 	return s->backend->ops->gc(s->backend, prefix, older_than_s,
 				   removed ? removed : &dummy);
+}
+
+unsigned dpt__storage_caps(const struct dpt__storage *s)
+{
+	return s->row->caps;
+}
+
+int dpt__storage_appender_new(struct dpt__storage *s, const char *key,
+			      struct dpt__storage_appender **out)
+{
+	struct dpt__storage_appender *a;
+	int rc = check_key(s, key, false);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	a = calloc(1, sizeof(*a));
+	if (!a || !(a->key = strdup(key))) {
+		free(a);
+		return DPT_ENOMEM;
+	}
+	a->s = s;
+	dpt__buf_init(&a->written, DPT__STORAGE_REWRITE_MAX);
+	*out = a;
+	return 0;
+}
+
+/* An append without DPT__STORAGE_CAP_APPEND: the whole object again. */
+static int rewrite(struct dpt__storage_appender *a, const void *buf, size_t len)
+{
+	struct dpt__storage_writer *w = NULL;
+	size_t before = a->written.len;
+	int rc = dpt__buf_append(&a->written, buf, len);
+
+	if (rc) {
+		dpt__error("cannot append to '%s/%s': it would pass the %u MiB "
+			   "that an appender rewrites whole",
+			   a->s->uri, a->key, DPT__STORAGE_REWRITE_MAX >> 20);
+		return rc;
+	}
+	rc = dpt__storage_writer_new(a->s, a->key, &w);
+	if (!rc)
+		rc = dpt__storage_writer_write_at(w, a->written.data,
+						  a->written.len, 0);
+	if (!rc)
+		rc = dpt__storage_writer_finish(&w);
+	else
+		dpt__storage_writer_abort(&w);
+	if (rc) {
+		/* Forgotten: the caller's next try sends them again. */
+		a->written.len = before;
+		a->written.data[before] = '\0';
+	}
+	return rc;
+}
+
+int dpt__storage_append(struct dpt__storage_appender *a, const void *buf,
+			size_t len)
+{
+	const struct dpt__storage_ops *ops = a->s->backend->ops;
+
+	if (len == 0)
+		return 0;
+	if (!ops->append)
+		return rewrite(a, buf, len);
+	return ops->append(a->s->backend, a->key, buf, len);
+}
+
+void dpt__storage_appender_destroy(struct dpt__storage_appender **ap)
+{
+	struct dpt__storage_appender *a = ap ? *ap : NULL;
+
+	if (!a)
+		return;
+	dpt__buf_release(&a->written);
+	free(a->key);
+	free(a);
+	*ap = NULL;
 }

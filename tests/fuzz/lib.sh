@@ -26,7 +26,8 @@
 # whose sources call into storage.c) links whole.
 # common/uri.c is the grammar of storage URIs and keys.
 fuzz_storage_sources="common/uri.c storage/storage.c storage/posix.c
-	storage/posix_writer.c storage/posix_tree.c storage/posix_dirs.c
+	storage/posix_writer.c storage/posix_append.c storage/posix_tree.c
+	storage/posix_dirs.c
 	storage/s3.c storage/s3_writer.c storage/s3_request.c
 	storage/s3_outcome.c storage/s3_config.c storage/sigv4.c storage/xml.c"
 
