@@ -1,6 +1,7 @@
 # The internal library shared by every component (errors, logging, parsers,
-# buffers, wire messages). It is linked into the worker library, the
-# coordinator and the plugin; it is never installed.
+# buffers, wire messages, the grammar of storage URIs and keys). It is
+# linked into the worker library, the coordinator and the plugin; it is
+# never installed.
 noinst_LTLIBRARIES += common/libdptcommon.la
 common_libdptcommon_la_SOURCES = \
 	common/error.c \
@@ -14,7 +15,8 @@ common_libdptcommon_la_SOURCES = \
 	common/wire.c common/wire.h \
 	common/client.c common/client.h \
 	common/net.c common/net.h \
-	common/setting_names.c common/setting_names.h
+	common/setting_names.c common/setting_names.h \
+	common/uri.c common/uri.h
 common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)
 # The wire code's keys and exit report need libzmq and libcrypto; whatever
 # links this library gets them too.

@@ -25,6 +25,8 @@ static struct {
 
 /* dpt_last_error(): the last error-level message of each thread. */
 static _Thread_local char last_error[1024];
+/* dpt__log_quiet(): this thread's errors are kept, not shown. */
+static _Thread_local bool quiet;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -69,7 +71,8 @@ void dpt__log_set_sink(dpt__log_sink_fn sink)
 void dpt__vlog(enum dpt__log_level level, const char *fmt, va_list ap)
 {
 	char msg[sizeof(last_error)];
-	bool shown = level <= dpt__log_get_level();
+	bool shown = level <= dpt__log_get_level() &&
+		     !(quiet && level == DPT_LOG_ERROR);
 
 	/* An error is kept for dpt_last_error() even when the level hides
 	 * it: the caller's exception then says it all the same. */
@@ -106,6 +109,11 @@ void dpt__log(enum dpt__log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	dpt__vlog(level, fmt, ap);
 	va_end(ap);
+}
+
+void dpt__log_quiet(bool on)
+{
+	quiet = on;
 }
 
 void dpt__set_last_error(const char *msg)

@@ -9,6 +9,7 @@
 #define DPT_COMMON_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 enum dpt__log_level {
 	DPT_LOG_ERROR = 0,
@@ -35,6 +36,14 @@ void dpt__log(enum dpt__log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void dpt__vlog(enum dpt__log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
+
+/*
+ * While ON, the calling thread's error messages are kept for
+ * dpt_last_error() but not shown: for a thread that retries an operation
+ * that logs its failures (the coordinator's writer of a run's events),
+ * and says the first failure once itself, as a warning.
+ */
+void dpt__log_quiet(bool on);
 
 /* Makes MSG the calling thread's dpt_last_error(): what a thread that
  * logged an error for another (the checkpoint writer) hands over. */

@@ -3,17 +3,13 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <dptrain/error.h>
 
@@ -41,9 +37,10 @@ struct dpt__events {
 	size_t queued;	       /* lines in QUEUE */
 	size_t dropped;	       /* lines lost to the queue's cap */
 	/* The thread's own. */
-	struct dpt__storage *st; /* s3 */
-	struct dpt__buf written; /* s3: every line of PART, rewritten whole */
-	uint32_t part;		 /* s3: the object's part, 0: the first */
+	struct dpt__storage *st;		/* the run's, once there */
+	struct dpt__storage_appender *appender; /* to the object of PART */
+	uint64_t appended;			/* bytes in that object */
+	uint32_t part; /* own objects: the object's part, 0: the first */
 	bool warned;
 };
 
@@ -200,108 +197,56 @@ const char *dpt__events_run(struct dpt__events *ev)
 	return run;
 }
 
-/* One warning for the life of the coordinator: events never fail a job. */
-static void warn_once(struct dpt__events *ev, const char *what, const char *why)
+/* One warning for the life of the coordinator: events never fail a job.
+ * WHY is the storage's message (kept, not shown: dpt__log_quiet), or the
+ * error RC when it said none. */
+static void warn_once(struct dpt__events *ev, const char *run, int rc)
 {
+	const char *why = dpt_last_error();
+
 	if (ev->warned)
 		return;
 	ev->warned = true;
 	dpt__warn("cannot write the run's events to '%s': %s (training goes "
 		  "on; the events are kept and tried again)",
-		  what, why);
+		  run, why[0] ? why : dpt_strerror(rc));
 }
 
-/* Why an events.jsonl that another user may have planted is not written
- * to: WHAT it is. */
-#define PLANTED(what)                                                          \
-	"it is " what ", which another user who can write the run directory "  \
-	"may have made: remove it"
-
-/* posix: append LINES to RUN/events.jsonl, 0600 in a private run
- * directory. Returns 0, or -1 to try again later. */
-static int append_posix(struct dpt__events *ev, const char *dir,
-			const char *lines, size_t len)
+/* Whether each of this run's coordinators writes an object of its own:
+ * where an append rewrites the whole object (no DPT__STORAGE_CAP_APPEND),
+ * so that coordinators of the run do not replace each other's lines. */
+static bool own_objects(const struct dpt__events *ev)
 {
-	char path[4096];
-	struct stat sb;
-	mode_t mode = 0644;
-	size_t off = 0;
-	int fd;
-
-	if (snprintf(path, sizeof(path), "%s/events.jsonl", dir) >=
-	    (int)sizeof(path)) {
-		warn_once(ev, dir, "path too long");
-		return -1;
-	}
-	/* The run directory appears with the first save: until then the
-	 * lines wait, without a warning. */
-	if (stat(dir, &sb) != 0)
-		return -1;
-	if ((sb.st_mode & 077) == 0)
-		mode = 0600;
-	/* Whoever else can write the run directory (a team's, a 1777 root
-	 * used as one) could have made events.jsonl first: a link to a file
-	 * of the coordinator's user, a FIFO that would block this thread,
-	 * and the exit that waits for it, for good (O_NONBLOCK: no reader is
-	 * ENXIO), or a file of their own that would receive every line. Only
-	 * a regular file of this user's with one link is appended to. */
-	fd = open(path,
-		  O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
-			  O_CLOEXEC,
-		  mode);
-	if (fd < 0) {
-		int err = errno;
-
-		warn_once(ev, path,
-			  err == ELOOP	 ? PLANTED("a symbolic link")
-			  : err == ENXIO ? PLANTED("a FIFO")
-					 : strerror(err));
-		return -1;
-	}
-	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-	    sb.st_uid != geteuid() || sb.st_nlink != 1) {
-		warn_once(ev, path,
-			  PLANTED("no regular file of this user's with one "
-				  "link"));
-		close(fd);
-		return -1;
-	}
-	/* A run made private after its events file was created (an earlier
-	 * run was not, or the library made the directory private after our
-	 * first line): the file follows, as the library's older files do. */
-	if (mode == 0600 && fstat(fd, &sb) == 0 && (sb.st_mode & 077) &&
-	    fchmod(fd, 0600) != 0) {
-		warn_once(ev, path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	/* Whole lines with O_APPEND: another step's coordinator appending
-	 * to the same run interleaves lines, never bytes of a line (one
-	 * write each, below PIPE_BUF-sized lines on local and Lustre file
-	 * systems). */
-	while (off < len) {
-		const char *nl = memchr(lines + off, '\n', len - off);
-		size_t n = nl ? (size_t)(nl - (lines + off)) + 1 : len - off;
-		ssize_t w = write(fd, lines + off, n);
-
-		if (w != (ssize_t)n) {
-			warn_once(ev, path,
-				  w < 0 ? strerror(errno) : "short write");
-			close(fd);
-			return -1;
-		}
-		off += n;
-	}
-	fdatasync(fd);
-	close(fd);
-	return 0;
+	return ev->st && !(dpt__storage_caps(ev->st) & DPT__STORAGE_CAP_APPEND);
 }
 
-/* s3: rewrite this coordinator's own object with every line so far. */
-static int rewrite_s3(struct dpt__events *ev, const char *run,
-		      const char *lines, size_t len)
+/* Where the lines go (doc/checkpoint-format.md, "Events"): the run's one
+ * events.jsonl that every coordinator appends to, or this coordinator's
+ * own object under events/, part PART. The part's "~NNNNNN" sorts after
+ * the first object's ".jsonl" ('~' is the largest printable byte) and
+ * the parts in their order. */
+static void events_key(const struct dpt__events *ev, char *key, size_t size)
 {
-	struct dpt__storage_writer *w = NULL;
+	if (!own_objects(ev))
+		snprintf(key, size, "events.jsonl");
+	else if (ev->part)
+		snprintf(key, size,
+			 "events/%013" PRIu64 "-%" PRIu32 "-%" PRIu32
+			 "~%06" PRIu32 ".jsonl",
+			 ev->started_ms, ev->job_id, ev->restarts, ev->part);
+	else
+		snprintf(key, size,
+			 "events/%013" PRIu64 "-%" PRIu32 "-%" PRIu32 ".jsonl",
+			 ev->started_ms, ev->job_id, ev->restarts);
+}
+
+/* The appender for LEN more bytes: the run's storage opened on first use
+ * (0, or 1 while the run's root is not there yet), and with own objects a
+ * new part past DPT_EVENTS_REWRITE_PART_MAX, so that a run that logs
+ * every step neither rewrites a growing object every interval nor
+ * reaches the appender's cap. Returns 0, 1, or a dpt_error. */
+static int appender_for(struct dpt__events *ev, const char *run, size_t len)
+{
 	char key[96];
 	int rc;
 
@@ -314,63 +259,56 @@ static int rewrite_s3(struct dpt__events *ev, const char *run,
 		so.retries = 1;
 		so.connect_timeout_ms = 5000;
 		so.stall_timeout_ms = 10000;
+		/* The library makes the run's root with its first save: until
+		 * then the lines wait, without a warning. */
+		so.no_create = true;
 		rc = dpt__storage_open(run, &so, &ev->st);
-		if (rc) {
-			warn_once(ev, run, dpt_strerror(rc));
-			return -1;
-		}
+		if (rc)
+			return rc == DPT_ENOENT ? 1 : rc;
 	}
-	/* Each flush rewrites the whole object: past PART_MAX the lines go
-	 * on in a new one, so that a run that logs every step neither PUTs
-	 * a growing object every 2 s nor reaches the buffer's cap. The
-	 * part's "~NNNNNN" sorts after the first object's ".jsonl" ('~' is
-	 * the largest printable byte) and the parts in their order. */
-	if (ev->written.len && ev->written.len + len > DPT_EVENTS_S3_PART_MAX) {
+	if (ev->appender && own_objects(ev) && ev->appended &&
+	    ev->appended + len > DPT_EVENTS_REWRITE_PART_MAX) {
+		dpt__storage_appender_destroy(&ev->appender);
 		ev->part++;
-		dpt__buf_reset(&ev->written);
+		ev->appended = 0;
 	}
-	if (dpt__buf_append(&ev->written, lines, len)) {
-		warn_once(ev, run, "more than the object's cap of events");
-		return -1;
-	}
-	if (ev->part)
-		snprintf(key, sizeof(key),
-			 "events/%013" PRIu64 "-%" PRIu32 "-%" PRIu32
-			 "~%06" PRIu32 ".jsonl",
-			 ev->started_ms, ev->job_id, ev->restarts, ev->part);
-	else
-		snprintf(key, sizeof(key),
-			 "events/%013" PRIu64 "-%" PRIu32 "-%" PRIu32 ".jsonl",
-			 ev->started_ms, ev->job_id, ev->restarts);
-	rc = dpt__storage_writer_new(ev->st, key, &w);
-	if (!rc)
-		rc = dpt__storage_writer_write_at(w, ev->written.data,
-						  ev->written.len, 0);
-	if (!rc)
-		rc = dpt__storage_writer_finish(&w);
-	else
-		dpt__storage_writer_abort(&w);
-	if (rc) {
-		/* Dropped from WRITTEN: they go back to the queue. */
-		ev->written.len -= len;
-		ev->written.data[ev->written.len] = '\0';
-		warn_once(ev, run, dpt_strerror(rc));
-		return -1;
-	}
-	return 0;
+	if (ev->appender)
+		return 0;
+	events_key(ev, key, sizeof(key));
+	return dpt__storage_appender_new(ev->st, key, &ev->appender);
+}
+
+/* Appends LINES to the run's events. Returns 0, or -1 to try again
+ * later. The storage's messages are kept for the one warning. */
+static int write_lines(struct dpt__events *ev, const char *run,
+		       const char *lines, size_t len)
+{
+	int rc;
+
+	dpt__log_quiet(true);
+	dpt_last_error_clear();
+	rc = appender_for(ev, run, len);
+	if (rc == 0)
+		rc = dpt__storage_append(ev->appender, lines, len);
+	if (rc == 0)
+		ev->appended += len;
+	else if (rc != 1)
+		warn_once(ev, run, rc);
+	dpt__log_quiet(false);
+	return rc ? -1 : 0;
 }
 
 static void *writer_main(void *arg)
 {
 	struct dpt__events *ev = arg;
-	uint64_t last_s3 = 0;
+	uint64_t last_batch = 0;
 	bool retry = false;
 
 	pthread_mutex_lock(&ev->lock);
 	for (;;) {
 		struct dpt__buf batch;
 		char *run;
-		bool s3;
+		bool batched;
 		int rc;
 
 		while (!ev->quit && (!ev->run || ev->queued == 0 || retry)) {
@@ -387,10 +325,11 @@ static void *writer_main(void *arg)
 				break;
 			continue;
 		}
-		s3 = strncmp(ev->run, "file://", 7) != 0;
-		if (s3 && !ev->quit &&
-		    dpt__wall_ms() - last_s3 < DPT_EVENTS_S3_EVERY_MS) {
-			/* Coalesce: one PUT per interval at most. */
+		/* Where an append rewrites the object: one per interval at
+		 * most, with what came since. */
+		batched = own_objects(ev);
+		if (batched && !ev->quit &&
+		    dpt__wall_ms() - last_batch < DPT_EVENTS_REWRITE_EVERY_MS) {
 			struct timespec until;
 			clock_gettime(CLOCK_REALTIME, &until);
 			until.tv_sec += 1;
@@ -405,12 +344,8 @@ static void *writer_main(void *arg)
 		run = ev->run;
 		pthread_mutex_unlock(&ev->lock);
 
-		if (s3) {
-			rc = rewrite_s3(ev, run, batch.data, batch.len);
-			last_s3 = dpt__wall_ms();
-		} else {
-			rc = append_posix(ev, run + 7, batch.data, batch.len);
-		}
+		rc = write_lines(ev, run, batch.data, batch.len);
+		last_batch = dpt__wall_ms();
 
 		pthread_mutex_lock(&ev->lock);
 		if (rc) {
@@ -447,7 +382,6 @@ int dpt__events_new(struct dpt__events **out, uint32_t job_id,
 	pthread_cond_init(&ev->wake, NULL);
 	dpt__buf_init(&ev->queue,
 		      (size_t)DPT_EVENTS_QUEUE_MAX * LINE_MAX_BYTES);
-	dpt__buf_init(&ev->written, 64u << 20);
 	if (pthread_create(&ev->thread, NULL, writer_main, ev) != 0) {
 		dpt__events_destroy(&ev);
 		return DPT_ESYS;
@@ -475,9 +409,9 @@ void dpt__events_destroy(struct dpt__events **evp)
 		dpt__warn("%zu event(s) of the run were dropped: more than %d "
 			  "waited to be written",
 			  ev->dropped, DPT_EVENTS_QUEUE_MAX);
+	dpt__storage_appender_destroy(&ev->appender);
 	dpt__storage_destroy(&ev->st);
 	dpt__buf_release(&ev->queue);
-	dpt__buf_release(&ev->written);
 	free(ev->run);
 	pthread_cond_destroy(&ev->wake);
 	pthread_mutex_destroy(&ev->lock);

@@ -15,11 +15,14 @@
 #include "buf.h"
 #include "coord.h"
 
-#define DPT_EVENTS_QUEUE_MAX   4096 /* lines kept while unwritten */
-#define DPT_EVENTS_S3_EVERY_MS 2000
-/* Bytes of one S3 object of events before the next part starts. */
-#ifndef DPT_EVENTS_S3_PART_MAX
-#define DPT_EVENTS_S3_PART_MAX (4u << 20)
+#define DPT_EVENTS_QUEUE_MAX 4096 /* lines kept while unwritten */
+/* Where an append rewrites the whole object (a storage without
+ * DPT__STORAGE_CAP_APPEND, such as s3), each coordinator writes objects of its
+ * own: at most one append per this interval, and a new object (a part)
+ * past this many bytes. */
+#define DPT_EVENTS_REWRITE_EVERY_MS 2000
+#ifndef DPT_EVENTS_REWRITE_PART_MAX
+#define DPT_EVENTS_REWRITE_PART_MAX (4u << 20)
 #endif
 
 struct dpt__events;
@@ -34,8 +37,8 @@ int dpt__events_format(const struct dpt__coord_note *n, uint32_t job_id,
 		       uint32_t restarts, uint64_t time_ms,
 		       struct dpt__buf *out);
 
-/* Start the writer thread. STARTED_MS names the S3 object. Returns 0 or
- * DPT_ENOMEM/DPT_ESYS. */
+/* Start the writer thread. STARTED_MS names this coordinator's own
+ * objects. Returns 0 or DPT_ENOMEM/DPT_ESYS. */
 int dpt__events_new(struct dpt__events **out, uint32_t job_id,
 		    uint32_t restarts, uint64_t started_ms);
 
@@ -47,7 +50,7 @@ void dpt__events_note(void *arg, const struct dpt__coord_note *n);
 const char *dpt__events_run(struct dpt__events *ev);
 
 /*
- * Write what is queued (one try: the S3 store gets one retry and 10 s
+ * Write what is queued (one try: a remote store gets one retry and 10 s
  * without progress), stop the thread and free everything; accepts NULL,
  * nulls *EV.
  */

@@ -11,6 +11,7 @@
 #include "parse.h"
 #include "setting_names.h"
 #include "settings.h"
+#include "uri.h"
 
 #ifndef DPT_COORDINATOR_PATH
 #define DPT_COORDINATOR_PATH "/usr/bin/dptrain-coordinator"
@@ -100,73 +101,29 @@ static bool valid_backend(const char *v)
 }
 
 /*
- * A checkpoint URI (before substitution): file:///absolute/path or
- * s3://bucket[/prefix]. Returns a reason, or NULL when it is valid.
- */
-static const char *uri_problem(const char *uri);
-
-/*
  * The form of a checkpoint URI (substituted) that is compared with the
- * site's roots, into OUT: "file://" or "s3://BUCKET", then "/COMPONENT"
- * for each component of the percent-decoded path, empty ones dropped.
- * Decoding comes before the check, never after: the storage decodes a
- * file:// path exactly once, as here, so what is compared is what it
- * opens (the URI itself is exported unchanged). An s3:// prefix is not
- * decoded by the storage, which refuses '%' in keys: decoding it here only
- * refuses more. Returns NULL, or why URI is refused: a '.' or '..'
- * component (which could climb out of an allowed root), a bad escape, a
- * form uri_problem() refuses, or a result longer than SIZE.
+ * site's roots, into OUT: the storage's own reading of it (common/uri.h,
+ * the grammar the library opens it with), in its canonical spelling.
+ * A file:// path is decoded once, here as in the storage, so what is
+ * compared is what it opens (the URI itself is exported unchanged).
+ * Returns NULL, or why URI is refused: what the storage would refuse (a
+ * '.' or '..' component, which could climb out of an allowed root, a bad
+ * escape, a bad bucket or prefix), or a result longer than SIZE.
  */
 static const char *canonical_uri(const char *uri, char *out, size_t size)
 {
-	static const char dots[] = "a '.' or '..' component (also written "
-				   "%2e) is not allowed: write the path "
-				   "without it";
-	char path[DPT_CFG_STR * 2], *save = NULL, *c;
-	const char *p, *why = uri_problem(uri);
-	size_t n = 0, len;
-	int w;
+	struct dpt__storage_uri u;
+	const char *why = dpt__storage_uri_form_problem(uri);
+	int rc;
 
 	if (why)
 		return why;
-	if (strncmp(uri, "file://", 7) == 0) {
-		p = uri + 7;
-		w = snprintf(out, size, "file://");
-	} else {
-		size_t blen = strcspn(uri + 5, "/");
-		p = uri + 5 + blen;
-		w = snprintf(out, size, "s3://%.*s", (int)blen, uri + 5);
-	}
-	if (w < 0 || (size_t)w >= size)
-		return "too long";
-	len = (size_t)w;
-	for (; *p; p++) {
-		char ch = *p;
-		if (ch == '%') {
-			int hi = dpt__hex_value((unsigned char)p[1]);
-			int lo = hi < 0 ? -1
-					: dpt__hex_value((unsigned char)p[2]);
-			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-				return "'%' must be followed by two hex digits "
-				       "(and %00 is not allowed)";
-			ch = (char)(hi * 16 + lo);
-			p += 2;
-		}
-		if (n + 1 >= sizeof(path))
-			return "too long";
-		path[n++] = ch;
-	}
-	path[n] = '\0';
-	for (c = strtok_r(path, "/", &save); c;
-	     c = strtok_r(NULL, "/", &save)) {
-		if (strcmp(c, ".") == 0 || strcmp(c, "..") == 0)
-			return dots;
-		w = snprintf(out + len, size - len, "/%s", c);
-		if (w < 0 || (size_t)w >= size - len)
-			return "too long";
-		len += (size_t)w;
-	}
-	return NULL;
+	rc = dpt__storage_uri_parse(uri, &u, &why);
+	if (rc)
+		return rc == DPT_EINVAL ? why : dpt_strerror(rc);
+	rc = dpt__storage_uri_canonical(&u, out, size);
+	dpt__storage_uri_release(&u);
+	return rc ? "too long" : NULL;
 }
 
 /* Why NAME cannot name a run, or NULL. The library appends it to the
@@ -178,22 +135,6 @@ static const char *run_problem(const char *name)
 	if (strpbrk(name, "/% \t\n"))
 		return "a run name has no '/', '%' or spaces";
 	return NULL;
-}
-
-static const char *uri_problem(const char *uri)
-{
-	if (strncmp(uri, "file://", 7) == 0)
-		return uri[7] == '/' ? NULL
-				     : "a file:// URI needs an absolute path "
-				       "(file:///path)";
-	if (strncmp(uri, "s3://", 5) == 0) {
-		const char *b = uri + 5;
-		if (!*b || *b == '/')
-			return "an s3:// URI needs a bucket "
-			       "(s3://bucket/prefix)";
-		return NULL;
-	}
-	return "expected file:///path or s3://bucket/prefix";
 }
 
 #define DURATION_FORMS                                                         \
@@ -311,7 +252,7 @@ static int set_key(void *base, const struct admin_key *k, const char *value,
 			       ? DPT_ECONFIG
 			       : 0;
 	case K_URI:
-		if ((*why = uri_problem(value)))
+		if ((*why = dpt__storage_uri_form_problem(value)))
 			return DPT_ECONFIG;
 		return copy_str(field, k->size, value, k->key, report)
 			       ? DPT_ECONFIG
@@ -324,7 +265,7 @@ static int set_key(void *base, const struct admin_key *k, const char *value,
 		a->n_allowed_roots = 0;
 		for (tok = strtok_r(list, ",", &save); tok;
 		     tok = strtok_r(NULL, ",", &save)) {
-			if ((*why = uri_problem(tok)))
+			if ((*why = dpt__storage_uri_form_problem(tok)))
 				return DPT_ECONFIG;
 			if (a->n_allowed_roots == DPT_CFG_ROOTS) {
 				*why = "more than 16 roots";

@@ -2,12 +2,16 @@
  * What a storage backend provides to storage.c, which checks arguments
  * (keys, ranges) and dispatches. Keys reaching a backend are valid
  * (dpt__storage_key_check) and relative to the root.
+ *
+ * A backend is a row of storage.c's table `backends[]`: its scheme (from
+ * common/uri.h, whose grammar parses the URI), its open (below) and its
+ * capabilities (storage.h, enum dpt__storage_cap). Its open returns a
+ * struct dpt__storage_backend whose OPS are its operations.
  */
 #ifndef DPT_STORAGE_BACKEND_H
 #define DPT_STORAGE_BACKEND_H
 
 #include "storage.h"
-#include "uri.h"
 
 struct dpt__storage_ops;
 
@@ -47,14 +51,28 @@ struct dpt__storage_ops {
 		  long older_than_s, size_t *removed);
 	/* NULL: nothing to prepare */
 	int (*reserve)(struct dpt__storage_backend *b, uint64_t bytes);
+	/* Appends whole lines to KEY, cheaply (the row's capabilities have
+	 * DPT__STORAGE_CAP_APPEND; storage.h says what it must do). NULL
+	 * (and no capability): storage.c appends by rewriting the object
+	 * whole through a writer. */
+	int (*append)(struct dpt__storage_backend *b, const char *key,
+		      const void *buf, size_t len);
 };
 
 /* The backends get a struct dpt__storage_opts with every default filled
  * in (storage.c, fill_conf): "conf" below. */
 
-/* Each backend's open: on success *OUT is the backend, released by its
- * ops->destroy. URI, OPTS and CONF are only borrowed. */
+/* A backend's open, its table row's: on success *OUT is the backend,
+ * released by its ops->destroy. URI (of the row's scheme), OPTS (as the
+ * caller gave them: "unset" values are the backend's to default) and
+ * CONF are only borrowed. */
+typedef int (*dpt__storage_open_fn)(const struct dpt__storage_uri *uri,
+				    const struct dpt__storage_opts *opts,
+				    const struct dpt__storage_opts *conf,
+				    struct dpt__storage_backend **out);
+
 int dpt__posix_open(const struct dpt__storage_uri *uri,
+		    const struct dpt__storage_opts *opts,
 		    const struct dpt__storage_opts *conf,
 		    struct dpt__storage_backend **out);
 int dpt__s3_open(const struct dpt__storage_uri *uri,

@@ -4,8 +4,8 @@
 noinst_LTLIBRARIES += storage/libdptstorage.la
 storage_libdptstorage_la_SOURCES = \
 	storage/storage.c storage/storage.h storage/backend.h \
-	storage/uri.c storage/uri.h \
 	storage/posix.c storage/posix.h storage/posix_writer.c \
+	storage/posix_append.c \
 	storage/posix_tree.c storage/posix_dirs.c \
 	storage/s3.c storage/s3.h storage/s3_writer.c storage/s3_request.c \
 	storage/s3_outcome.c storage/s3_config.c \

@@ -524,6 +524,7 @@ static const struct dpt__storage_ops posix_ops = {
 	.delete = dpt__posix_delete,
 	.recycle = dpt__posix_recycle,
 	.gc = dpt__posix_gc,
+	.append = dpt__posix_append,
 };
 
 /* A private run's root that existed before: made 0700 when it is the
@@ -554,6 +555,7 @@ static int private_root(struct dpt__posix *b)
 }
 
 int dpt__posix_open(const struct dpt__storage_uri *uri,
+		    const struct dpt__storage_opts *opts,
 		    const struct dpt__storage_opts *conf,
 		    struct dpt__storage_backend **out)
 {
@@ -562,6 +564,7 @@ int dpt__posix_open(const struct dpt__storage_uri *uri,
 	size_t failed = 0;
 	int fd, err, rc = 0;
 
+	(void)opts; /* CONF has every default */
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return DPT_ENOMEM;

@@ -1,8 +1,8 @@
 /*
  * Internals of the posix backend shared by posix.c (open, the pool of I/O
  * threads, temporary files, the operations on one object), posix_dirs.c
- * (the walks to and below the root), posix_writer.c (the writer) and
- * posix_tree.c (list, gc, delete, recycle).
+ * (the walks to and below the root), posix_writer.c (the writer),
+ * posix_append.c (append) and posix_tree.c (list, gc, delete, recycle).
  */
 #ifndef DPT_STORAGE_POSIX_H
 #define DPT_STORAGE_POSIX_H
@@ -168,6 +168,11 @@ int dpt__posix_writer_write_at(struct dpt__storage_writer *wb, const void *buf,
 int dpt__posix_writer_finish(struct dpt__storage_writer *wb);
 /* ops->abort: removes the temporary file; frees the writer. */
 void dpt__posix_writer_abort(struct dpt__storage_writer *wb);
+
+/* ops->append (posix_append.c): O_APPEND writes of whole lines to a
+ * regular file of this user's with one link. */
+int dpt__posix_append(struct dpt__storage_backend *base, const char *key,
+		      const void *buf, size_t len);
 
 /* The operations on the tree (posix_tree.c). */
 

@@ -81,6 +81,14 @@ int dpt__s3_config_resolve(const struct dpt__storage_opts *opts,
 void dpt__s3_config_release(struct dpt__s3_config *cfg);
 
 /*
+ * dpt__storage_endpoint_parse - split an S3 endpoint "http(s)://host[:port]"
+ * (an optional trailing '/', no path) into *HTTPS and *HOST ("host:port"
+ * as written, the value of the Host header), a new string the caller
+ * frees. Returns DPT_EINVAL, without logging, for anything else.
+ */
+int dpt__storage_endpoint_parse(const char *endpoint, bool *https, char **host);
+
+/*
  * dpt__aws_credentials_read - the keys of PROFILE in the AWS shared
  * credentials file PATH (an INI file: "[profile]" sections of "key = value"
  * lines, '#' and ';' comments). *AK, *SK and *TOKEN (NULL when the profile

@@ -11,7 +11,6 @@
 #include "log.h"
 #include "parse.h"
 #include "s3.h"
-#include "uri.h"
 
 static const char *env(const char *name)
 {
@@ -22,6 +21,39 @@ static const char *env(const char *name)
 static char *dup_or_null(const char *s)
 {
 	return s ? strdup(s) : NULL;
+}
+
+int dpt__storage_endpoint_parse(const char *endpoint, bool *https, char **host)
+{
+	const char *h, *end;
+	size_t n;
+
+	if (!endpoint)
+		return DPT_EINVAL;
+	if (strncmp(endpoint, "http://", 7) == 0) {
+		*https = false;
+		h = endpoint + 7;
+	} else if (strncmp(endpoint, "https://", 8) == 0) {
+		*https = true;
+		h = endpoint + 8;
+	} else {
+		return DPT_EINVAL;
+	}
+	end = h + strcspn(h, "/");
+	if (*end == '/' && end[1] != '\0')
+		return DPT_EINVAL; /* a path after the host */
+	n = (size_t)(end - h);
+	if (n == 0 || n > 255)
+		return DPT_EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		char c = h[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+		      c == ':' || c == '[' || c == ']'))
+			return DPT_EINVAL;
+	}
+	*host = strndup(h, n);
+	return *host ? 0 : DPT_ENOMEM;
 }
 
 int dpt__aws_credentials_read(const char *path, const char *profile, char **ak,

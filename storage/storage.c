@@ -6,16 +6,42 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "backend.h"
+#include "buf.h"
 #include "log.h"
 #include "storage.h"
 #include "uri.h"
 
 #define MIB (1024 * 1024UL)
 
+/*
+ * The backends, one row per scheme of common/uri.h's grammar (as curl
+ * chooses its TLS backend from a table): a new scheme is a row here, a
+ * row of the grammar's table, and the backend's own files
+ * (doc/architecture.md, "Adding a storage backend").
+ */
+static const struct backend_row {
+	enum dpt__storage_scheme scheme;
+	dpt__storage_open_fn open;
+	unsigned caps; /* enum dpt__storage_cap */
+} backends[] = {
+	{DPT__STORAGE_FILE, dpt__posix_open, DPT__STORAGE_CAP_APPEND},
+	{DPT__STORAGE_S3, dpt__s3_open, 0},
+};
+
 struct dpt__storage {
 	struct dpt__storage_backend *backend;
+	const struct backend_row *row;
 	char *uri;
+};
+
+struct dpt__storage_appender {
+	struct dpt__storage *s;
+	char *key;
+	/* Without DPT__STORAGE_CAP_APPEND: every byte appended so far, which
+	 * each append writes whole. */
+	struct dpt__buf written;
 };
 
 void dpt__storage_opts_init(struct dpt__storage_opts *opts)
@@ -42,42 +68,6 @@ int dpt__storage_errno(int e)
 	default:
 		return DPT_EIO;
 	}
-}
-
-int dpt__storage_key_check(const char *key, bool empty_ok)
-{
-	size_t n, comp = 0;
-
-	if (!key)
-		return DPT_EINVAL;
-	n = strlen(key);
-	if (n == 0)
-		return empty_ok ? 0 : DPT_EINVAL;
-	if (n > DPT__STORAGE_KEY_MAX || key[0] == '/')
-		return DPT_EINVAL;
-	/* The posix backend names its temporary files so. */
-	if (strstr(key, ".dpt-tmp."))
-		return DPT_EINVAL;
-	for (size_t i = 0; i <= n; i++) {
-		char c = key[i];
-		if (c == '/' || c == '\0') {
-			const char *s = key + i - comp;
-			/* A prefix may end in '/', a key may not. */
-			if (comp == 0 && !(c == '\0' && empty_ok))
-				return DPT_EINVAL;
-			if ((comp == 1 && s[0] == '.') ||
-			    (comp == 2 && s[0] == '.' && s[1] == '.'))
-				return DPT_EINVAL;
-			comp = 0;
-			continue;
-		}
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == '-' || c == '~'))
-			return DPT_EINVAL;
-		comp++;
-	}
-	return 0;
 }
 
 static int fill_conf(const struct dpt__storage_opts *o,
@@ -118,6 +108,7 @@ int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
 	struct dpt__storage_opts conf;
 	struct dpt__storage_uri u;
 	struct dpt__storage *s = NULL;
+	const char *why;
 	int rc;
 
 	*out = NULL;
@@ -125,14 +116,11 @@ int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
 		dpt__storage_opts_init(&defaults);
 		opts = &defaults;
 	}
-	rc = dpt__storage_uri_parse(uri, &u);
+	rc = dpt__storage_uri_parse(uri, &u, &why);
 	if (rc) {
 		if (rc == DPT_EINVAL)
-			dpt__error("invalid storage URI '%s': expected "
-				   "file:///absolute/path or "
-				   "s3://bucket/prefix, without '.' or '..' "
-				   "components",
-				   uri ? uri : "(null)");
+			dpt__error("invalid storage URI '%s': %s",
+				   uri ? uri : "(null)", why);
 		return rc;
 	}
 	rc = fill_conf(opts, &conf);
@@ -143,10 +131,13 @@ int dpt__storage_open(const char *uri, const struct dpt__storage_opts *opts,
 		rc = DPT_ENOMEM;
 		goto out;
 	}
-	if (u.scheme == DPT__STORAGE_FILE)
-		rc = dpt__posix_open(&u, &conf, &s->backend);
-	else
-		rc = dpt__s3_open(&u, opts, &conf, &s->backend);
+	for (size_t i = 0; i < sizeof(backends) / sizeof(*backends); i++)
+		if (backends[i].scheme == u.scheme)
+			s->row = &backends[i];
+	DPT_ASSERT(s->row); /* a scheme of the grammar without a backend */
+	rc = s->row->open(&u, opts, &conf, &s->backend);
+	DPT_ASSERT(rc || !(s->row->caps & DPT__STORAGE_CAP_APPEND) ||
+		   s->backend->ops->append);
 	if (rc)
 		goto out;
 	*out = s;
@@ -313,4 +304,82 @@ int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
 		return rc;
 	return s->backend->ops->gc(s->backend, prefix, older_than_s,
 				   removed ? removed : &dummy);
+}
+
+unsigned dpt__storage_caps(const struct dpt__storage *s)
+{
+	return s->row->caps;
+}
+
+int dpt__storage_appender_new(struct dpt__storage *s, const char *key,
+			      struct dpt__storage_appender **out)
+{
+	struct dpt__storage_appender *a;
+	int rc = check_key(s, key, false);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	a = calloc(1, sizeof(*a));
+	if (!a || !(a->key = strdup(key))) {
+		free(a);
+		return DPT_ENOMEM;
+	}
+	a->s = s;
+	dpt__buf_init(&a->written, DPT__STORAGE_REWRITE_MAX);
+	*out = a;
+	return 0;
+}
+
+/* An append without DPT__STORAGE_CAP_APPEND: the whole object again. */
+static int rewrite(struct dpt__storage_appender *a, const void *buf, size_t len)
+{
+	struct dpt__storage_writer *w = NULL;
+	size_t before = a->written.len;
+	int rc = dpt__buf_append(&a->written, buf, len);
+
+	if (rc) {
+		dpt__error("cannot append to '%s/%s': it would pass the %u MiB "
+			   "that an appender rewrites whole",
+			   a->s->uri, a->key, DPT__STORAGE_REWRITE_MAX >> 20);
+		return rc;
+	}
+	rc = dpt__storage_writer_new(a->s, a->key, &w);
+	if (!rc)
+		rc = dpt__storage_writer_write_at(w, a->written.data,
+						  a->written.len, 0);
+	if (!rc)
+		rc = dpt__storage_writer_finish(&w);
+	else
+		dpt__storage_writer_abort(&w);
+	if (rc) {
+		/* Forgotten: the caller's next try sends them again. */
+		a->written.len = before;
+		a->written.data[before] = '\0';
+	}
+	return rc;
+}
+
+int dpt__storage_append(struct dpt__storage_appender *a, const void *buf,
+			size_t len)
+{
+	const struct dpt__storage_ops *ops = a->s->backend->ops;
+
+	if (len == 0)
+		return 0;
+	if (!ops->append)
+		return rewrite(a, buf, len);
+	return ops->append(a->s->backend, a->key, buf, len);
+}
+
+void dpt__storage_appender_destroy(struct dpt__storage_appender **ap)
+{
+	struct dpt__storage_appender *a = ap ? *ap : NULL;
+
+	if (!a)
+		return;
+	dpt__buf_release(&a->written);
+	free(a->key);
+	free(a);
+	*ap = NULL;
 }

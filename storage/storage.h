@@ -1,14 +1,20 @@
 /*
- * Checkpoint storage: one interface, two backends.
+ * Checkpoint storage: one interface, a backend per URI scheme.
  *
- * A storage is opened on a root URI, `file:///abs/path` (posix backend: a
- * local or parallel file system) or `s3://bucket[/prefix]` (s3 backend).
- * Everything below it is addressed by a key relative to the root:
+ * A storage is opened on a root URI (common/uri.h, the grammar shared with
+ * the plugin): `file:///abs/path` (posix backend: a local or parallel file
+ * system) or `s3://bucket[/prefix]` (s3 backend). storage.c picks the
+ * backend from its table of schemes (a row: the scheme, the backend's
+ * open, its capabilities; doc/architecture.md, "Adding a storage
+ * backend"); nothing outside storage/ knows which one it got, and asks
+ * dpt__storage_caps() where the cost of an operation differs.
+ * Everything below the root is addressed by a key relative to it:
  * '/'-separated components of [A-Za-z0-9._~-], no empty, "." or ".."
- * component, no leading '/', at most DPT__STORAGE_KEY_MAX bytes. The
- * narrow alphabet is on purpose: such keys need no escaping in URLs, in
- * SigV4 canonical requests (where servers disagree about what to escape)
- * nor in file names, so a key is the same object on every backend.
+ * component, no leading '/', at most DPT__STORAGE_KEY_MAX bytes
+ * (dpt__storage_key_check). The narrow alphabet is on purpose: such keys
+ * need no escaping in URLs, in SigV4 canonical requests (where servers
+ * disagree about what to escape) nor in file names, so a key is the same
+ * object on every backend.
  *
  * What the checkpoint writer builds on:
  * - Objects are written by a writer: positional writes from several
@@ -23,12 +29,16 @@
  * - Readers read byte ranges (read), sizes (stat), listings by prefix
  *   (list), and delete old steps (delete). gc removes what crashed writers
  *   left behind (temporary files, multipart uploads).
+ * - Logs (the coordinator's events of a run) grow by appends of whole
+ *   lines through an appender; the capability DPT__STORAGE_CAP_APPEND
+ *   says whether an append is cheap and shared, or a rewrite of the whole
+ *   object that its appender owns.
  *
  * Unless said otherwise, functions return 0 or a negative dpt_error code,
  * and log one message naming the object (its URI) and the cause with
  * dpt__error() before returning an error. A `struct dpt__storage` may be
  * used by several threads at once; a writer by several threads for its
- * write_at calls.
+ * write_at calls; an appender by one thread at a time.
  */
 #ifndef DPT_STORAGE_STORAGE_H
 #define DPT_STORAGE_STORAGE_H
@@ -37,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DPT__STORAGE_KEY_MAX 1024
+#include "uri.h" /* DPT__STORAGE_KEY_MAX, dpt__storage_key_check */
 
 struct dpt__storage;
 struct dpt__storage_writer;
@@ -276,8 +286,63 @@ int dpt__storage_gc(struct dpt__storage *s, const char *prefix,
  */
 int dpt__storage_reserve(struct dpt__storage *s, uint64_t bytes);
 
-/* DPT_EINVAL (not logged) unless KEY is a valid key (see above);
- * EMPTY_OK accepts "" (a prefix). */
-int dpt__storage_key_check(const char *key, bool empty_ok);
+/* What a backend does cheaply: bits of dpt__storage_caps(). */
+enum dpt__storage_cap {
+	/*
+	 * An append costs about the bytes it appends, whatever the object's
+	 * size, and appends to one key from several appenders (several
+	 * processes, several hosts) all land, each line whole: a log shared
+	 * by several writers may be one object (posix: O_APPEND).
+	 * Without it an append rewrites the whole object from what its
+	 * appender appended so far (s3: a PUT of the object): its cost grows
+	 * with the object, and what another appender wrote to the key is
+	 * replaced. The caller then gives each writer a key of its own,
+	 * appends in batches, and starts a new key before the object grows
+	 * large.
+	 */
+	DPT__STORAGE_CAP_APPEND = 1u << 0,
+};
+
+/* The dpt__storage_cap bits of S's backend. */
+unsigned dpt__storage_caps(const struct dpt__storage *s);
+
+/* An appender rewrites at most this many bytes (without
+ * DPT__STORAGE_CAP_APPEND): appends past it fail with DPT_ETOOBIG. */
+#define DPT__STORAGE_REWRITE_MAX (64u << 20)
+
+struct dpt__storage_appender;
+
+/*
+ * dpt__storage_appender_new - an appender to the object KEY of S, which
+ * the caller releases with dpt__storage_appender_destroy() before S.
+ * Nothing is sent or created until the first append. Returns DPT_EINVAL
+ * for an invalid key, DPT_ENOMEM.
+ */
+int dpt__storage_appender_new(struct dpt__storage *s, const char *key,
+			      struct dpt__storage_appender **out);
+
+/*
+ * dpt__storage_append - append the LEN bytes of BUF, whole lines each
+ * ending in '\n', to the appender's object, durably.
+ * posix (DPT__STORAGE_CAP_APPEND): the file is opened with O_APPEND (and
+ * created, 0600 in a private run or a directory only its owner may
+ * enter, else 0644 less the umask), each line written with one write(2),
+ * so that lines of other appenders interleave with these, never bytes of
+ * a line, then fdatasync'ed. Because others may write the directory (a
+ * team's run), only a regular file of this user's with one link is
+ * written: a symbolic link, a FIFO (never waited for), another user's
+ * file or a hard link is refused (DPT_EIO) with a message that says what
+ * it is. A failure may leave the first lines of BUF appended.
+ * Without DPT__STORAGE_CAP_APPEND (s3): the object is written whole (a
+ * writer, finished) with every byte this appender appended, these last;
+ * on failure the appender forgets BUF and the object keeps what it had.
+ * Returns the error of the I/O, or DPT_ETOOBIG past
+ * DPT__STORAGE_REWRITE_MAX.
+ */
+int dpt__storage_append(struct dpt__storage_appender *a, const void *buf,
+			size_t len);
+
+/* Releases an appender (what was appended stays); nulls *A, accepts NULL. */
+void dpt__storage_appender_destroy(struct dpt__storage_appender **a);
 
 #endif

@@ -17,7 +17,7 @@
  * (Slurm may call the callback twice); a loaded admin configuration
  * holds its cross-key rules; resolved settings keep to the site's bounds;
  * and a checkpoint URI accepted under allowed_roots is, as the storage
- * reads it (storage/uri.c), under one of those roots as the storage reads
+ * reads it (common/uri.c), under one of those roots as the storage reads
  * them.
  */
 #define _GNU_SOURCE
@@ -148,11 +148,12 @@ static void check_roots(const struct dpt__admin *a, const char *uri)
 	struct dpt__storage_uri u, r;
 	bool ok = false;
 
-	if (a->n_allowed_roots == 0 || dpt__storage_uri_parse(uri, &u))
+	if (a->n_allowed_roots == 0 || dpt__storage_uri_parse(uri, &u, NULL))
 		return;
 	for (int i = 0; i < a->n_allowed_roots; i++) {
 		char *root = substitute(a->allowed_roots[i]);
-		int rc = root ? dpt__storage_uri_parse(root, &r) : DPT_EINVAL;
+		int rc = root ? dpt__storage_uri_parse(root, &r, NULL)
+			      : DPT_EINVAL;
 
 		free(root);
 		if (rc) {

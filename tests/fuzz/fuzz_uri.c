@@ -1,6 +1,7 @@
 /*
- * libFuzzer target for the storage's name parsers (storage/uri.c,
- * storage/storage.c): root URIs, S3 endpoints and keys. Every input is
+ * libFuzzer target for the storage's name parsers (common/uri.c: root
+ * URIs and keys, the grammar the plugin shares; storage/s3_config.c: S3
+ * endpoints). Every input is
  * tried (up to its first NUL) by each of them. What is accepted must have
  * the form uri.h and storage.h promise:
  * - a file root is an absolute path without empty, "." or ".." components
@@ -70,7 +71,7 @@ static void check_file(const struct dpt__storage_uri *u)
 	 * is decoded once more, so only when it holds no '%'). */
 	if (strpbrk(u->path, "%?#"))
 		return;
-	if (dpt__storage_uri_parse(u->path, &again) ||
+	if (dpt__storage_uri_parse(u->path, &again, NULL) ||
 	    again.scheme != DPT__STORAGE_FILE || strcmp(again.path, u->path))
 		abort();
 	dpt__storage_uri_release(&again);
@@ -91,7 +92,7 @@ static void check_s3(const struct dpt__storage_uri *u)
 	dpt__buf_init(&b, 4096);
 	if (dpt__buf_printf(&b, "s3://%s/%s", u->bucket, u->prefix))
 		abort();
-	if (dpt__storage_uri_parse(b.data, &again) ||
+	if (dpt__storage_uri_parse(b.data, &again, NULL) ||
 	    again.scheme != DPT__STORAGE_S3 ||
 	    strcmp(again.bucket, u->bucket) || strcmp(again.prefix, u->prefix))
 		abort();
@@ -141,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(s, data, size);
 	s[size] = '\0';
-	if (dpt__storage_uri_parse(s, &u) == 0) {
+	if (dpt__storage_uri_parse(s, &u, NULL) == 0) {
 		if (u.scheme == DPT__STORAGE_FILE)
 			check_file(&u);
 		else if (u.scheme == DPT__STORAGE_S3)

@@ -1,6 +1,6 @@
 #!/bin/sh
-# The storage's name parsers (storage/uri.c: root URIs and S3 endpoints;
-# storage/storage.c: keys) under libFuzzer. storage.c opens the backends,
+# The storage's name parsers (common/uri.c: root URIs and keys;
+# storage/s3_config.c: S3 endpoints) under libFuzzer. storage.c opens the backends,
 # so they are linked in too, with libcurl and libcrypto. See
 # tests/fuzz/lib.sh.
 . "${top_srcdir:?}/tests/fuzz/lib.sh"

@@ -4,7 +4,7 @@
 # sources that the target calls, then hands them to fuzz_run:
 #
 #   . "$top_srcdir/tests/fuzz/lib.sh"
-#   fuzz_run uri "" 4096 storage/uri.c storage/storage.c ...
+#   fuzz_run uri "" 4096 common/uri.c storage/storage.c ...
 #
 # fuzz_run builds tests/fuzz/fuzz_NAME.c with clang's libFuzzer, ASan and
 # UBSan (the project's own compiler may be gcc, which has no libFuzzer),
@@ -24,8 +24,10 @@
 
 # The storage library's sources, which a target that opens storage (or
 # whose sources call into storage.c) links whole.
-fuzz_storage_sources="storage/uri.c storage/storage.c storage/posix.c
-	storage/posix_writer.c storage/posix_tree.c storage/posix_dirs.c
+# common/uri.c is the grammar of storage URIs and keys.
+fuzz_storage_sources="common/uri.c storage/storage.c storage/posix.c
+	storage/posix_writer.c storage/posix_append.c storage/posix_tree.c
+	storage/posix_dirs.c
 	storage/s3.c storage/s3_writer.c storage/s3_request.c
 	storage/s3_outcome.c storage/s3_config.c storage/sigv4.c storage/xml.c"
 

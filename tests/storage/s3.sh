@@ -4,9 +4,10 @@
 # 5 MiB that a standard S3 client reads back byte for byte, ranged reads,
 # listings over several pages, DeleteObjects, the conditional commit,
 # garbage collection of multipart uploads, credentials from the shared
-# credentials file, wrong credentials, a server that stalls mid-upload
-# (timeouts, retries, success) and a server restarted mid-upload (retries,
-# then a clean failure that leaves nothing behind).
+# credentials file, appends (each a rewrite of the object), wrong
+# credentials, a server that stalls mid-upload (timeouts, retries,
+# success) and a server restarted mid-upload (retries, then a clean
+# failure that leaves nothing behind).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
@@ -16,7 +17,7 @@ require_prog curl cmp head dd
 s3_up
 dir=$DPTRAIN_S3_DIR
 port=${DPTRAIN_S3_ENDPOINT##*:}
-plan 30
+plan 34
 
 work=$dir/data
 mkdir -p "$work" || bail_out "cannot create $work"
@@ -124,6 +125,20 @@ std_get run/step-1/manifest.json "$work/m.std" && cmp -s "$work/m1" "$work/m.std
 ok $? "the manifest still holds the first commit"
 grep -q 'PUT /ckpt/run/step-1/manifest.json HTTP/1.1" 412' "$dir/moto.log"
 ok $? "the server refused the second with 412 (If-None-Match: *)"
+
+# Appends (the coordinator's events): S3 has no cheap append, so each
+# append rewrites the appender's whole object with one PUT.
+is "$(st "$uri" caps)" rewrite "s3 says an append rewrites the object"
+puts0=$(logged 'PUT /ckpt/run/log/a.jsonl HTTP')
+run_ok "three appends through one appender" st "$uri" append log/a.jsonl l1 l2 l3
+std_get run/log/a.jsonl "$work/log.std" && [ "$(cat "$work/log.std")" = $'l1\nl2\nl3' ] &&
+	[ "$(($(logged 'PUT /ckpt/run/log/a.jsonl HTTP') - puts0))" = 3 ]
+ok $? "$std_name reads the three lines back, written by three whole PUTs" ||
+	diag "$(cat "$work/log.std")"
+st "$uri" append log/a.jsonl m1 && std_get run/log/a.jsonl "$work/log.std" &&
+	[ "$(cat "$work/log.std")" = m1 ]
+ok $? "another appender's object is its own: it replaces what was there" ||
+	diag "$(cat "$work/log.std")"
 
 # 21-22. gc aborts the multipart uploads under its prefix, not the others.
 if [ -n "$aws_cli" ]; then

@@ -7,7 +7,12 @@
  * stdout) storage_tool [OPTIONS] URI stat KEY storage_tool [OPTIONS] URI list
  * [PREFIX] storage_tool [OPTIONS] URI delete KEY... storage_tool [OPTIONS] URI
  * gc PREFIX OLDER_THAN_S
+ *   storage_tool [OPTIONS] URI append KEY LINE...
+ *   storage_tool [OPTIONS] URI caps
  *
+ * append appends each LINE and a newline to KEY, one append each, through
+ * one appender; caps prints "append" when the backend appends cheaply
+ * (DPT__STORAGE_CAP_APPEND), "rewrite" otherwise.
  * put writes FILE through a writer in pieces of --piece bytes from
  * --threads threads (thread i writes pieces i, i+T, ...), the way ranks
  * write parts of one shard; --delay-ms sleeps after each piece and
@@ -52,7 +57,8 @@ static void usage(void)
 		"[--retries N] [--retry-base-ms N] [--retry-max-ms N] "
 		"[--stall-ms N] [--page N] [--direct] [--unsigned-payload] "
 		"[--threads N] [--piece N] [--delay-ms N] [--progress] URI "
-		"put|put-if-absent|get|stat|list|delete|gc ARGS\n");
+		"put|put-if-absent|get|stat|list|delete|gc|append|caps "
+		"ARGS\n");
 	exit(2);
 }
 
@@ -200,6 +206,29 @@ static int get(struct dpt__storage *s, const char *key, const char *path,
 	return rc;
 }
 
+/* Each of the N LINES and a newline, one append each. */
+static int append(struct dpt__storage *s, const char *key, char **lines, int n)
+{
+	struct dpt__storage_appender *a;
+	int rc = dpt__storage_appender_new(s, key, &a);
+
+	for (int i = 0; !rc && i < n; i++) {
+		size_t len = strlen(lines[i]);
+		char *line = malloc(len + 1);
+
+		if (!line) {
+			rc = DPT_ENOMEM;
+			break;
+		}
+		memcpy(line, lines[i], len);
+		line[len] = '\n';
+		rc = dpt__storage_append(a, line, len + 1);
+		free(line);
+	}
+	dpt__storage_appender_destroy(&a);
+	return rc;
+}
+
 static int print_entry(void *ctx, const char *key, uint64_t size)
 {
 	(void)ctx;
@@ -291,6 +320,12 @@ int main(int argc, char **argv)
 				     &removed);
 		if (!rc)
 			printf("%zu\n", removed);
+	} else if (strcmp(cmd, "append") == 0 && argc - i >= 2) {
+		rc = append(s, argv[i], argv + i + 1, argc - i - 1);
+	} else if (strcmp(cmd, "caps") == 0 && argc - i == 0) {
+		printf("%s\n", dpt__storage_caps(s) & DPT__STORAGE_CAP_APPEND
+				       ? "append"
+				       : "rewrite");
 	} else {
 		dpt__storage_destroy(&s);
 		usage();

@@ -84,12 +84,51 @@ static void last_error_is_per_thread(void **state)
 	dpt__log_set_sink(NULL);
 }
 
+static int shown_errors;
+
+static void count(enum dpt__log_level level, const char *msg)
+{
+	(void)msg;
+	shown_errors += level == DPT_LOG_ERROR;
+}
+
+static void *quiet_thread(void *arg)
+{
+	(void)arg;
+	dpt__error("shown");
+	return NULL;
+}
+
+/* A quiet thread's errors are kept for dpt_last_error(), not shown;
+ * warnings still are, and other threads are not quiet. */
+static void quiet_keeps_errors(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	dpt__log_set_sink(count);
+	shown_errors = 0;
+	dpt__log_quiet(true);
+	dpt__error("cannot append to '%s': %s", "/run/events.jsonl", "EIO");
+	assert_int_equal(shown_errors, 0);
+	assert_string_equal(dpt_last_error(),
+			    "cannot append to '/run/events.jsonl': EIO");
+	assert_int_equal(pthread_create(&t, NULL, quiet_thread, NULL), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(shown_errors, 1);
+	dpt__log_quiet(false);
+	dpt__error("shown again");
+	assert_int_equal(shown_errors, 2);
+	dpt__log_set_sink(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(every_code_has_message_and_name),
 		cmocka_unit_test(known_strings),
 		cmocka_unit_test(last_error_is_per_thread),
+		cmocka_unit_test(quiet_keeps_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 /*
  * The posix backend on a temporary directory: what a checkpoint writer and
  * reader see (bytes back, visibility only after finish, the commit
- * primitive, listings, deletes, gc), with writes split over the thread
- * pool, concurrent writers and O_DIRECT.
+ * primitive, listings, deletes, gc, appends), with writes split over the
+ * thread pool, concurrent writers and O_DIRECT.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -838,6 +838,108 @@ static void private_modes(void **state)
  * administrator's `dptrain ckpt gc`) acts on the tree of the root's
  * owner. Needs root (to make another user's directories); skipped
  * otherwise. */
+/* Appends: whole lines, several appenders to one file, the file's mode
+ * following its directory's. */
+static void append_lines(void **state)
+{
+	struct fixture *f = *state;
+	struct dpt__storage_appender *a = NULL, *b = NULL;
+	char p[200], buf[64] = "";
+	uint64_t size;
+
+	assert_true(dpt__storage_caps(f->s) & DPT__STORAGE_CAP_APPEND);
+	assert_int_equal(dpt__storage_appender_new(f->s, "../x", &a),
+			 DPT_EINVAL);
+	assert_null(a);
+	assert_int_equal(dpt__storage_appender_new(f->s, "events.jsonl", &a),
+			 0);
+	assert_int_equal(dpt__storage_appender_new(f->s, "events.jsonl", &b),
+			 0);
+	/* Nothing is created before the first append. */
+	assert_int_equal(dpt__storage_stat(f->s, "events.jsonl", &size),
+			 DPT_ENOENT);
+	assert_int_equal(dpt__storage_append(a, "a1\na2\n", 6), 0);
+	assert_int_equal(dpt__storage_append(b, "b1\n", 3), 0);
+	assert_int_equal(dpt__storage_append(a, "a3\n", 3), 0);
+	assert_int_equal(dpt__storage_append(a, "", 0), 0);
+	assert_int_equal(dpt__storage_read(f->s, "events.jsonl", 0, 12, buf),
+			 0);
+	assert_string_equal(buf, "a1\na2\nb1\na3\n");
+	/* The root that open made is its user's alone: so is the file. */
+	assert_int_equal(mode_of(f->dir, "root/events.jsonl"), 0600);
+	dpt__storage_appender_destroy(&a);
+	dpt__storage_appender_destroy(&b);
+	assert_null(a);
+	dpt__storage_appender_destroy(&a);
+
+	/* In a directory that others may enter, 0644 less the umask; made
+	 * private later, the file follows at the next append. */
+	snprintf(p, sizeof(p), "%s/root", f->dir);
+	assert_int_equal(chmod(p, 0755), 0);
+	assert_int_equal(dpt__storage_appender_new(f->s, "run/log", &a), 0);
+	assert_int_equal(dpt__storage_append(a, "x\n", 2), 0);
+	assert_int_equal(mode_of(f->dir, "root/run/log") & 0600, 0600);
+	snprintf(p, sizeof(p), "%s/root/run/log", f->dir);
+	assert_int_equal(chmod(p, 0644), 0);
+	snprintf(p, sizeof(p), "%s/root/run", f->dir);
+	assert_int_equal(chmod(p, 0700), 0);
+	assert_int_equal(dpt__storage_append(a, "y\n", 2), 0);
+	assert_int_equal(mode_of(f->dir, "root/run/log"), 0600);
+	assert_int_equal(dpt__storage_stat(f->s, "run/log", &size), 0);
+	assert_int_equal(size, 4);
+	dpt__storage_appender_destroy(&a);
+}
+
+/* What another user who can write the directory plants under the name
+ * first: a symbolic link, a hard link, a FIFO (which would block a
+ * writer that waited for a reader), a file of their own. Nothing is
+ * written to any, and the message says what it is. */
+static void append_refuses_planted(void **state)
+{
+	struct fixture *f = *state;
+	struct dpt__storage_appender *a = NULL;
+	char victim[128], p[200];
+	static const struct {
+		const char *key, *said;
+	} planted[] = {
+		{"link", "it is a symbolic link"},
+		{"hard", "it is no regular file of this user's with one link"},
+		{"fifo", "it is a FIFO"},
+		{"theirs",
+		 "it is no regular file of this user's with one link"},
+	};
+
+	snprintf(victim, sizeof(victim), "%s/victim", f->dir);
+	put_file(victim, "precious");
+	snprintf(p, sizeof(p), "%s/root/link", f->dir);
+	assert_int_equal(symlink(victim, p), 0);
+	snprintf(p, sizeof(p), "%s/root/hard", f->dir);
+	assert_int_equal(link(victim, p), 0);
+	snprintf(p, sizeof(p), "%s/root/fifo", f->dir);
+	assert_int_equal(mkfifo(p, 0666), 0);
+	snprintf(p, sizeof(p), "%s/root/theirs", f->dir);
+	put_file(p, "");
+	for (size_t i = 0; i < sizeof(planted) / sizeof(planted[0]); i++) {
+		if (strcmp(planted[i].key, "theirs") == 0) {
+			if (geteuid() != 0)
+				continue; /* needs another user */
+			assert_int_equal(chown(p, 65534, 65534), 0);
+		}
+		assert_int_equal(
+			dpt__storage_appender_new(f->s, planted[i].key, &a), 0);
+		dpt__buf_reset(&logged);
+		assert_int_equal(dpt__storage_append(a, "line\n", 5), DPT_EIO);
+		assert_non_null(logged.data);
+		if (!strstr(logged.data, planted[i].said) ||
+		    !strstr(logged.data, "/root/") ||
+		    !strstr(logged.data, planted[i].key))
+			fail_msg("%s: %s", planted[i].key, logged.data);
+		dpt__storage_appender_destroy(&a);
+	}
+	assert_file_is(victim, "precious");
+	assert_file_is(p, "");
+}
+
 static void untrusted_dirs(void **state)
 {
 	struct fixture *f = *state;
@@ -980,6 +1082,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(private_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(append_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(append_refuses_planted, setup,
+						teardown),
 	};
 	dpt__buf_init(&logged, 1 << 20);
 	dpt__log_set_sink(capture);

@@ -1,5 +1,6 @@
 /*
- * Root URIs, keys, S3 endpoints, and where the S3 configuration comes
+ * Root URIs (common/uri.c: the grammar and its reasons, shared with the
+ * plugin), keys, S3 endpoints, and where the S3 configuration comes
  * from (options, environment, shared credentials file).
  */
 #include <stdarg.h>
@@ -17,34 +18,36 @@
 #include "log.h"
 #include "storage/s3.h"
 #include "storage/storage.h"
-#include "storage/uri.h"
+#include "uri.h"
 
 static void file_uris(void **state)
 {
 	struct dpt__storage_uri u;
 	(void)state;
 
-	assert_int_equal(dpt__storage_uri_parse("file:///lustre/ckpt/", &u), 0);
+	assert_int_equal(
+		dpt__storage_uri_parse("file:///lustre/ckpt/", &u, NULL), 0);
 	assert_int_equal(u.scheme, DPT__STORAGE_FILE);
 	assert_string_equal(u.path, "/lustre/ckpt");
 	dpt__storage_uri_release(&u);
-	assert_int_equal(dpt__storage_uri_parse("file://localhost/a%20b", &u),
-			 0);
+	assert_int_equal(
+		dpt__storage_uri_parse("file://localhost/a%20b", &u, NULL), 0);
 	assert_string_equal(u.path, "/a b");
 	dpt__storage_uri_release(&u);
 	/* What admins write in dptrain.conf: a plain absolute path. */
-	assert_int_equal(dpt__storage_uri_parse("/scratch/u1", &u), 0);
+	assert_int_equal(dpt__storage_uri_parse("/scratch/u1", &u, NULL), 0);
 	assert_string_equal(u.path, "/scratch/u1");
 	dpt__storage_uri_release(&u);
-	assert_int_equal(dpt__storage_uri_parse("file:///", &u), 0);
+	assert_int_equal(dpt__storage_uri_parse("file:///", &u, NULL), 0);
 	assert_string_equal(u.path, "/");
 	dpt__storage_uri_release(&u);
 	/* Empty components go; a name that merely starts with dots stays. */
 	assert_int_equal(
-		dpt__storage_uri_parse("file:///ckpt//alice///..x/", &u), 0);
+		dpt__storage_uri_parse("file:///ckpt//alice///..x/", &u, NULL),
+		0);
 	assert_string_equal(u.path, "/ckpt/alice/..x");
 	dpt__storage_uri_release(&u);
-	assert_int_equal(dpt__storage_uri_parse("file:////", &u), 0);
+	assert_int_equal(dpt__storage_uri_parse("file:////", &u, NULL), 0);
 	assert_string_equal(u.path, "/");
 	dpt__storage_uri_release(&u);
 
@@ -71,11 +74,11 @@ static void file_uris(void **state)
 		"file:///ckpt/alice//./x",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(dpt__storage_uri_parse(bad[i], &u),
+		assert_int_equal(dpt__storage_uri_parse(bad[i], &u, NULL),
 				 DPT_EINVAL);
 		assert_null(u.path);
 	}
-	assert_int_equal(dpt__storage_uri_parse(NULL, &u), DPT_EINVAL);
+	assert_int_equal(dpt__storage_uri_parse(NULL, &u, NULL), DPT_EINVAL);
 }
 
 static void s3_uris(void **state)
@@ -83,17 +86,18 @@ static void s3_uris(void **state)
 	struct dpt__storage_uri u;
 	(void)state;
 
-	assert_int_equal(dpt__storage_uri_parse("s3://ckpt", &u), 0);
+	assert_int_equal(dpt__storage_uri_parse("s3://ckpt", &u, NULL), 0);
 	assert_int_equal(u.scheme, DPT__STORAGE_S3);
 	assert_string_equal(u.bucket, "ckpt");
 	assert_string_equal(u.prefix, "");
 	dpt__storage_uri_release(&u);
-	assert_int_equal(dpt__storage_uri_parse("s3://my.bucket-1/runs/a/", &u),
-			 0);
+	assert_int_equal(
+		dpt__storage_uri_parse("s3://my.bucket-1/runs/a/", &u, NULL),
+		0);
 	assert_string_equal(u.bucket, "my.bucket-1");
 	assert_string_equal(u.prefix, "runs/a/");
 	dpt__storage_uri_release(&u);
-	assert_int_equal(dpt__storage_uri_parse("s3://ckpt/", &u), 0);
+	assert_int_equal(dpt__storage_uri_parse("s3://ckpt/", &u, NULL), 0);
 	assert_string_equal(u.prefix, "");
 	dpt__storage_uri_release(&u);
 
@@ -104,10 +108,96 @@ static void s3_uris(void **state)
 		"s3://ckpt/x/.", "S3://ckpt",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		int rc = dpt__storage_uri_parse(bad[i], &u);
+		int rc = dpt__storage_uri_parse(bad[i], &u, NULL);
 		if (rc != DPT_EINVAL)
 			fail_msg("'%s' was accepted", bad[i]);
 	}
+}
+
+/* The grammar's reasons, which the plugin shows for a bad --dp-ckpt
+ * (common/uri.h): each refusal says what to write instead. */
+static void reasons(void **state)
+{
+	static const struct {
+		const char *uri, *why;
+	} cases[] = {
+		{"ckpt/dir", "expected file:///path or s3://bucket/prefix"},
+		{"gs://b/x", "expected file:///path or s3://bucket/prefix"},
+		{"file://relative", "needs an absolute path (file:///path)"},
+		{"file:///a/%zz", "'%' must be followed by two hex digits"},
+		{"file:///a/%00", "(and %00 is not allowed)"},
+		{"file:///a?b", "no '?' or '#'"},
+		{"file:///a/%2e%2E/b", "a '.' or '..' component (also written"},
+		{"s3://", "an s3:// URI needs a bucket"},
+		{"s3:///x", "an s3:// URI needs a bucket"},
+		{"s3://Upper", "3 to 63 lowercase letters"},
+		{"s3://ckpt/a/../b", "a '.' or '..' component"},
+		{"s3://ckpt/a/%2e%2e/b", "a '.' or '..' component"},
+		{"s3://ckpt/a%20b", "an s3:// prefix is '/'-separated names"},
+	};
+	struct dpt__storage_uri u;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *why = NULL;
+
+		if (dpt__storage_uri_parse(cases[i].uri, &u, &why) !=
+		    DPT_EINVAL)
+			fail_msg("'%s' was accepted", cases[i].uri);
+		assert_non_null(why);
+		if (!strstr(why, cases[i].why))
+			fail_msg("'%s': '%s', not '%s'", cases[i].uri, why,
+				 cases[i].why);
+	}
+	assert_int_equal(dpt__storage_uri_parse("s3://ckpt/a", &u, NULL), 0);
+	dpt__storage_uri_release(&u);
+}
+
+/* What the plugin checks before %u and %j are substituted: the form. */
+static void forms(void **state)
+{
+	(void)state;
+	assert_null(dpt__storage_uri_form_problem("file:///ckpt/%u"));
+	assert_null(dpt__storage_uri_form_problem("s3://ckpt-%u/runs"));
+	assert_non_null(strstr(dpt__storage_uri_form_problem("/scratch/x"),
+			       "expected file:///path or s3://"));
+	assert_non_null(strstr(dpt__storage_uri_form_problem("file://x"),
+			       "absolute path"));
+	assert_non_null(strstr(dpt__storage_uri_form_problem("s3:///x"),
+			       "needs a bucket"));
+	assert_non_null(dpt__storage_uri_form_problem(NULL));
+}
+
+/* One spelling per root, which the plugin compares with the site's. */
+static void canonical(void **state)
+{
+	static const struct {
+		const char *uri, *canon;
+	} cases[] = {
+		{"file:///ckpt//al%69ce/r1/", "file:///ckpt/alice/r1"},
+		{"file://localhost/ckpt", "file:///ckpt"},
+		{"/ckpt/x", "file:///ckpt/x"},
+		{"file:///", "file://"},
+		{"s3://ckpt", "s3://ckpt"},
+		{"s3://ckpt/", "s3://ckpt"},
+		{"s3://ckpt/runs/a/", "s3://ckpt/runs/a"},
+	};
+	struct dpt__storage_uri u;
+	char out[64];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(dpt__storage_uri_parse(cases[i].uri, &u, NULL),
+				 0);
+		assert_int_equal(
+			dpt__storage_uri_canonical(&u, out, sizeof(out)), 0);
+		assert_string_equal(out, cases[i].canon);
+		dpt__storage_uri_release(&u);
+	}
+	assert_int_equal(dpt__storage_uri_parse("s3://ckpt/runs/a", &u, NULL),
+			 0);
+	assert_int_equal(dpt__storage_uri_canonical(&u, out, 16), DPT_ETOOBIG);
+	dpt__storage_uri_release(&u);
 }
 
 static void keys(void **state)
@@ -394,6 +484,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(file_uris),
 		cmocka_unit_test(s3_uris),
+		cmocka_unit_test(reasons),
+		cmocka_unit_test(forms),
+		cmocka_unit_test(canonical),
 		cmocka_unit_test(keys),
 		cmocka_unit_test(endpoints),
 		cmocka_unit_test(credentials_file),
