@@ -36,7 +36,8 @@ static const struct {
 	const enum dpt__event_field *fields;
 	size_t n;
 } event_table[] = {
-#define X(id, name, fields) [DPT_EV_##id] = {name, fields_##id, LEN(fields_##id)},
+#define X(id, name, fields)                                                    \
+	[DPT_EV_##id] = {name, fields_##id, LEN(fields_##id)},
 	DPT_EVENT_MAP(X, )
 #undef X
 };
@@ -106,8 +107,9 @@ static int put_field(struct dpt__buf *b, enum dpt__event_field f,
 	case DPT_EVK_I64:
 		return dpt__jsonl_i64(b, key, v->i);
 	case DPT_EVK_STEP:
-		return v->u == DPT_STATUS_NO_STEP ? dpt__jsonl_null(b, key)
-						  : dpt__jsonl_u64(b, key, v->u);
+		return v->u == DPT_STATUS_NO_STEP
+			       ? dpt__jsonl_null(b, key)
+			       : dpt__jsonl_u64(b, key, v->u);
 	case DPT_EVK_RANK:
 		return v->u == DPT_WIRE_NO_RANK ? dpt__jsonl_null(b, key)
 						: dpt__jsonl_u64(b, key, v->u);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -34,11 +35,11 @@ static void sample(struct dpt__coord_note *n, struct dpt__scalars *sc,
 	memset(sc, 0, sizeof(*sc));
 	sc->step = 1207;
 	sc->n = 3;
-	strcpy(sc->names[0], "loss");
+	snprintf(sc->names[0], sizeof(sc->names[0]), "loss");
 	sc->values[0] = 0.25;
-	strcpy(sc->names[1], "samples_per_s");
+	snprintf(sc->names[1], sizeof(sc->names[1]), "samples_per_s");
 	sc->values[1] = 1536.5;
-	strcpy(sc->names[2], "grad_norm");
+	snprintf(sc->names[2], sizeof(sc->names[2]), "grad_norm");
 	sc->values[2] = NAN;
 	*n = (struct dpt__coord_note){
 		.event = e,
@@ -197,9 +198,8 @@ static void check_lines(const char *const want[], bool nulls)
 		assert_non_null(want[e]); /* a new event needs its line */
 		sample(&n, &sc, (enum dpt__event)e, nulls);
 		dpt__buf_init(&b, 4096);
-		assert_int_equal(dpt__events_format(&n, JOB, RESTARTS, TIME_MS,
-						    &b),
-				 0);
+		assert_int_equal(
+			dpt__events_format(&n, JOB, RESTARTS, TIME_MS, &b), 0);
 		assert_string_equal(b.data, want[e]);
 		dpt__buf_release(&b);
 	}
