@@ -435,6 +435,18 @@ int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due)
 	return rc;
 }
 
+int dpt_ckpt_step_error(const struct dpt_ckpt *ck, unsigned due, int rc)
+{
+	/* A periodic save that failed on this rank (its snapshot) stays
+	 * pending as failed: every rank gives it up at the next commit,
+	 * which says so (dpt__ckpt_settle). DPT_EBUSY is the save before
+	 * it, still pending: this one never started. */
+	if (rc && rc != DPT_EBUSY && ck && ck->pending &&
+	    (due & DPT_CKPT_DUE_SAVE) && !(due & DPT_CKPT_DUE_STOP))
+		return 0;
+	return rc;
+}
+
 static int ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 		     int *stop, int *saved)
 {
@@ -457,12 +469,7 @@ static int ckpt_step(struct dpt_ckpt *ck, const struct dpt_ckpt_meta *meta,
 
 		if (saved)
 			*saved = src == 0;
-		/* A periodic save that failed on this rank (its snapshot)
-		 * stays pending as failed: every rank gives it up at the
-		 * next commit, which says so (dpt__ckpt_settle). */
-		if (src && src != DPT_EBUSY && ck->pending &&
-		    !(due & DPT_CKPT_DUE_STOP))
-			src = 0;
+		src = dpt_ckpt_step_error(ck, due, src);
 		rc = rc ? rc : src;
 	}
 	if (due & DPT_CKPT_DUE_STOP) {

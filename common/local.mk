@@ -11,6 +11,7 @@ common_libdptcommon_la_SOURCES = \
 	common/parse.c common/parse.h \
 	common/buf.c common/buf.h \
 	common/jsonl.c common/jsonl.h \
+	common/event_log.c common/event_log.h \
 	common/scalars.c common/scalars.h \
 	common/wire.c common/wire.h \
 	common/client.c common/client.h \

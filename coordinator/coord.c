@@ -147,7 +147,7 @@ static enum coord_state on_join(struct dpt__coord *c, struct peer *p,
 		t->state = TASK_JOINED;
 	}
 	dpt__coord_note(c, &(struct dpt__coord_note){
-				   .event = "join",
+				   .event = DPT_EV_JOIN,
 				   .generation = c->generation,
 				   .rank = DPT_WIRE_NO_RANK,
 				   .task = p->join.task_id,
@@ -235,7 +235,7 @@ static enum coord_state on_barrier(struct dpt__coord *c, struct peer *p,
 		dpt__warn("%s: the workers are told to stop at this vote", why);
 		c->stopping = true;
 		snprintf(c->last, sizeof(c->last), "%s", why);
-		dpt__coord_note_reason(c, "stop", why);
+		dpt__coord_note_reason(c, DPT_EV_STOP, why);
 	}
 	c->barrier_count++;
 	dpt__coord_check_barrier(c, e->now);
@@ -880,7 +880,7 @@ void dpt__coord_stop(struct dpt__coord *c, const char *why, int64_t now)
 			  "vote",
 			  why);
 		snprintf(c->last, sizeof(c->last), "%s", why);
-		dpt__coord_note_reason(c, "stop", why);
+		dpt__coord_note_reason(c, DPT_EV_STOP, why);
 	}
 	coord_execute(c, EV_STOP, NULL, &e);
 }

@@ -15,6 +15,8 @@
 
 #include <zmq.h>
 
+#include "event_log.h"
+
 struct dpt__coord_config {
 	uint32_t world_size;	  /* workers expected in generation 1 */
 	uint32_t min_workers;	  /* smallest generation allowed */
@@ -141,14 +143,16 @@ int dpt__coord_done(const struct dpt__coord *c, int *exit_code);
 /*
  * What happened, for the run's events (doc/checkpoint-format.md,
  * "Events"): one call per event, from the event loop, with the fields that
- * apply to EVENT ("join", "evict", "generation", "generation_end",
- * "resume", "save", "commit", "stop", "failure"; and "run", which is no
- * line: the library reported the run's URI, in REASON). Strings are valid
- * during the call only. The reporter must not block: it queues.
+ * apply to EVENT (common/event_log.h; coordinator/events.c says which
+ * member each field of its line is written from; and DPT_COORD_NOTE_RUN,
+ * which is no line: the library reported the run's URI, in REASON).
+ * Strings are valid during the call only. The reporter must not block: it
+ * queues.
  */
+#define DPT_COORD_NOTE_RUN ((enum dpt__event)DPT_EV_COUNT)
 struct dpt__scalars;
 struct dpt__coord_note {
-	const char *event;
+	enum dpt__event event;
 	uint32_t generation;
 	uint32_t rank; /* DPT_WIRE_NO_RANK: none */
 	uint32_t task; /* DPT_WIRE_NO_TASK: none */

@@ -268,7 +268,7 @@ enum coord_state dpt__coord_fail(struct dpt__coord *c, int code,
 	dpt__error("%s: the job cannot go on", why);
 	c->gave_up = true;
 	snprintf(c->last, sizeof(c->last), "%s", why);
-	dpt__coord_note_reason(c, "failure", why);
+	dpt__coord_note_reason(c, DPT_EV_FAILURE, why);
 	for (struct peer *p = dpt__coord_oldest_peer(c); p;
 	     p = dpt__coord_newer_peer(c, p))
 		dpt__coord_send_error(c, p, code, why, now);
@@ -403,7 +403,7 @@ enum coord_state dpt__coord_form_generation(struct dpt__coord *c, int64_t now)
 		start = i;
 	}
 	dpt__coord_note(c, &(struct dpt__coord_note){
-				   .event = "generation",
+				   .event = DPT_EV_GENERATION,
 				   .generation = c->generation,
 				   .rank = DPT_WIRE_NO_RANK,
 				   .task = DPT_WIRE_NO_TASK,
@@ -451,7 +451,7 @@ enum coord_state dpt__coord_end_generation(struct dpt__coord *c,
 	snprintf(c->last, sizeof(c->last), "generation %" PRIu32 " ended: %s",
 		 c->generation, why);
 	dpt__coord_note(c, &(struct dpt__coord_note){
-				   .event = "generation_end",
+				   .event = DPT_EV_GENERATION_END,
 				   .generation = c->generation,
 				   .rank = lost_rank,
 				   .task = DPT_WIRE_NO_TASK,
@@ -485,7 +485,7 @@ enum coord_state dpt__coord_drop_peer(struct dpt__coord *c, struct peer *p,
 			    member ? rank : DPT_WIRE_NO_RANK, why);
 	dpt__coord_send_msg(c, p, &m, now);
 	dpt__coord_note(c, &(struct dpt__coord_note){
-				   .event = "evict",
+				   .event = DPT_EV_EVICT,
 				   .generation = c->generation,
 				   .rank = member ? rank : DPT_WIRE_NO_RANK,
 				   .task = p->join.task_id,
@@ -573,7 +573,7 @@ void dpt__coord_check_barrier(struct dpt__coord *c, int64_t now)
 			 c->barrier_seq, c->generation, vote.u.vote.failed,
 			 voters, dpt_strerror(vote.u.vote.code));
 		dpt__warn("%s", why);
-		dpt__coord_note_reason(c, "failure", why);
+		dpt__coord_note_reason(c, DPT_EV_FAILURE, why);
 	}
 	for (uint32_t r = 0; r < c->world; r++) {
 		struct peer *p = c->members[r];

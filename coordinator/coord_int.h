@@ -189,9 +189,9 @@ void dpt__coord_send_error(struct dpt__coord *c, struct peer *p, int code,
 void dpt__coord_on_report(struct dpt__coord *c, const char *key, int64_t now);
 void dpt__coord_answer_status(struct dpt__coord *c, const void *id,
 			      size_t id_len, uint32_t seq, int64_t now);
-/* A note of EVENT ("stop", "failure") with REASON and nothing else: no
- * rank, task or step. */
-void dpt__coord_note_reason(struct dpt__coord *c, const char *event,
+/* A note of EVENT (DPT_EV_STOP, DPT_EV_FAILURE) with REASON and nothing else:
+ * no rank, task or step. */
+void dpt__coord_note_reason(struct dpt__coord *c, enum dpt__event event,
 			    const char *reason);
 
 /*

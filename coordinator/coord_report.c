@@ -44,11 +44,11 @@ void dpt__coord_on_report(struct dpt__coord *c, const char *key, int64_t now)
 		return;
 	if (!strcmp(key, DPT_KV_RUN)) {
 		snprintf(c->run, sizeof(c->run), "%s", v);
-		n.event = "run";
+		n.event = DPT_COORD_NOTE_RUN;
 		n.reason = v;
 		dpt__coord_note(c, &n);
 	} else if (!strcmp(key, DPT_KV_RESUMED)) {
-		n.event = "resume";
+		n.event = DPT_EV_RESUME;
 		if (sscanf(v, "%llu", &step) == 1) {
 			n.step = step;
 			if (c->step == DPT_STATUS_NO_STEP || step > c->step)
@@ -61,7 +61,7 @@ void dpt__coord_on_report(struct dpt__coord *c, const char *key, int64_t now)
 		struct dpt__scalars sc;
 		size_t off = 0, len = strlen(v);
 
-		n.event = "log";
+		n.event = DPT_EV_LOG;
 		n.scalars = &sc;
 		while (off < len) {
 			const char *nl = memchr(v + off, ';', len - off);
@@ -79,7 +79,7 @@ void dpt__coord_on_report(struct dpt__coord *c, const char *key, int64_t now)
 	} else if (!strcmp(key, DPT_KV_TOTAL_STEPS)) {
 		if (sscanf(v, "%llu", &step) != 1)
 			return;
-		n.event = "total_steps";
+		n.event = DPT_EV_TOTAL_STEPS;
 		n.step = step;
 		dpt__coord_note(c, &n);
 	} else if (!strcmp(key, DPT_KV_COMMITTED)) {
@@ -93,12 +93,12 @@ void dpt__coord_on_report(struct dpt__coord *c, const char *key, int64_t now)
 			c->step = step;
 		n.step = step;
 		if (fields == 3) {
-			n.event = "save";
+			n.event = DPT_EV_SAVE;
 			n.bytes = bytes;
 			n.seconds = (double)ms / 1000.0;
 			dpt__coord_note(c, &n);
 		}
-		n.event = "commit";
+		n.event = DPT_EV_COMMIT;
 		dpt__coord_note(c, &n);
 	}
 }
@@ -137,7 +137,7 @@ void dpt__coord_note(struct dpt__coord *c, const struct dpt__coord_note *n)
 		c->reporter(c->reporter_arg, n);
 }
 
-void dpt__coord_note_reason(struct dpt__coord *c, const char *event,
+void dpt__coord_note_reason(struct dpt__coord *c, enum dpt__event event,
 			    const char *reason)
 {
 	dpt__coord_note(c, &(struct dpt__coord_note){

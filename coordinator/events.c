@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,8 +15,8 @@
 #include <dptrain/error.h>
 
 #include "clock.h"
+#include "event_log.h"
 #include "events.h"
-#include "jsonl.h"
 #include "log.h"
 #include "scalars.h"
 #include "storage/storage.h"
@@ -44,121 +45,105 @@ struct dpt__events {
 	bool warned;
 };
 
-static int put_common(struct dpt__buf *b, const struct dpt__coord_note *n,
-		      uint32_t job_id, uint32_t restarts, uint64_t time_ms)
-{
-	int rc = dpt__jsonl_begin(b);
+/* The note a line is written from, and what the coordinator adds. */
+struct line {
+	const struct dpt__coord_note *n;
+	uint32_t job_id, restarts;
+	uint64_t time_ms;
+};
 
-	if (!rc)
-		rc = dpt__jsonl_num(b, "time", (double)time_ms / 1000.0, 3);
-	if (!rc)
-		rc = dpt__jsonl_str(b, "event", n->event);
-	if (!rc)
-		rc = dpt__jsonl_u64(b, "job", job_id);
-	if (!rc)
-		rc = dpt__jsonl_u64(b, "restarts", restarts);
-	return rc;
-}
-
-static int put_step(struct dpt__buf *b, const char *key, uint64_t step)
+/* Field F of event E's line (a dpt__event_value_fn): which member of the
+ * note each field of common/event_log.h is written from. No default: a
+ * field added there does not compile until it has its source here. */
+static void value_of(void *arg, enum dpt__event e, enum dpt__event_field f,
+		     struct dpt__event_value *v)
 {
-	return step == DPT_STATUS_NO_STEP ? dpt__jsonl_null(b, key)
-					  : dpt__jsonl_u64(b, key, step);
-}
+	const struct line *l = arg;
+	const struct dpt__coord_note *n = l->n;
 
-static int put_rank(struct dpt__buf *b, const char *key, uint32_t v)
-{
-	return v == DPT_WIRE_NO_RANK ? dpt__jsonl_null(b, key)
-				     : dpt__jsonl_u64(b, key, v);
+	switch (f) {
+	case DPT_EVF_TIME:
+		v->d = (double)l->time_ms / 1000.0;
+		break;
+	case DPT_EVF_EVENT:
+		v->s = dpt__event_name(e);
+		break;
+	case DPT_EVF_JOB:
+		v->u = l->job_id;
+		break;
+	case DPT_EVF_RESTARTS:
+		v->u = l->restarts;
+		break;
+	case DPT_EVF_EXPECTED: /* start: the world size expected */
+	case DPT_EVF_WORLD:
+		v->u = n->world;
+		break;
+	case DPT_EVF_END_TIME:
+		v->i = n->end_time;
+		break;
+	case DPT_EVF_GENERATION:
+		v->u = n->generation;
+		break;
+	case DPT_EVF_RANK:
+		v->u = n->rank;
+		break;
+	case DPT_EVF_TASK:
+		v->u = n->task;
+		break;
+	case DPT_EVF_HOST:
+		v->s = n->host;
+		break;
+	case DPT_EVF_NODE:
+		v->u = n->node;
+		break;
+	case DPT_EVF_NODES:
+		v->u = n->nodes;
+		break;
+	case DPT_EVF_BACKEND:
+		v->s = n->backend;
+		break;
+	case DPT_EVF_VERDICT: /* requeue: the guard's verdict */
+		v->s = n->reason;
+		break;
+	case DPT_EVF_REASON: /* requeue: its text; else a code or a text */
+		v->s = e == DPT_EV_REQUEUE ? n->why : n->reason;
+		break;
+	case DPT_EVF_WHY:
+		v->s = n->why;
+		break;
+	case DPT_EVF_STEP:
+	case DPT_EVF_COMMITTED:
+	case DPT_EVF_TOTAL_STEPS:
+		v->u = e == DPT_EV_LOG ? n->scalars->step : n->step;
+		break;
+	case DPT_EVF_BYTES:
+		v->u = n->bytes;
+		break;
+	case DPT_EVF_SECONDS:
+		v->d = n->seconds;
+		break;
+	case DPT_EVF_BANDWIDTH: /* null without a duration */
+		v->d = n->seconds > 0 ? (double)n->bytes / n->seconds : NAN;
+		break;
+	case DPT_EVF_SCALARS:
+		v->scalars = n->scalars;
+		break;
+	case DPT_EVF_STATUS:
+		v->i = n->status;
+		break;
+	}
 }
 
 int dpt__events_format(const struct dpt__coord_note *n, uint32_t job_id,
 		       uint32_t restarts, uint64_t time_ms,
 		       struct dpt__buf *out)
 {
-	const char *e = n->event;
-	int rc;
+	struct line l = {n, job_id, restarts, time_ms};
 
-	if (!e || !strcmp(e, "run"))
+	if ((unsigned)n->event >= DPT_EV_COUNT ||
+	    (n->event == DPT_EV_LOG && !n->scalars))
 		return 1;
-	rc = put_common(out, n, job_id, restarts, time_ms);
-	if (rc)
-		return rc;
-	if (!strcmp(e, "start")) {
-		rc = dpt__jsonl_u64(out, "expected", n->world);
-		if (!rc)
-			rc = n->end_time > 0 ? dpt__jsonl_i64(out, "end_time",
-							      n->end_time)
-					     : dpt__jsonl_null(out, "end_time");
-	} else if (!strcmp(e, "join") || !strcmp(e, "evict")) {
-		rc = dpt__jsonl_u64(out, "generation", n->generation);
-		if (!rc && !strcmp(e, "evict"))
-			rc = put_rank(out, "rank", n->rank);
-		if (!rc)
-			rc = put_rank(out, "task", n->task);
-		if (!rc)
-			rc = dpt__jsonl_str(out, "host", n->host);
-		if (!rc)
-			rc = dpt__jsonl_u64(out, "node", n->node);
-		if (!rc && !strcmp(e, "evict"))
-			rc = dpt__jsonl_str(out, "reason", n->reason);
-		if (!rc && !strcmp(e, "evict"))
-			rc = dpt__jsonl_str(out, "why", n->why);
-	} else if (!strcmp(e, "generation")) {
-		rc = dpt__jsonl_u64(out, "generation", n->generation);
-		if (!rc)
-			rc = dpt__jsonl_u64(out, "world", n->world);
-		if (!rc)
-			rc = dpt__jsonl_u64(out, "nodes", n->nodes);
-		if (!rc)
-			rc = dpt__jsonl_str(out, "backend", n->backend);
-	} else if (!strcmp(e, "generation_end")) {
-		rc = dpt__jsonl_u64(out, "generation", n->generation);
-		if (!rc)
-			rc = put_rank(out, "rank", n->rank);
-		if (!rc)
-			rc = dpt__jsonl_str(out, "reason", n->reason);
-		if (!rc)
-			rc = dpt__jsonl_str(out, "why", n->why);
-	} else if (!strcmp(e, "resume") || !strcmp(e, "commit")) {
-		rc = put_step(out, "step", n->step);
-	} else if (!strcmp(e, "save")) {
-		rc = put_step(out, "step", n->step);
-		if (!rc)
-			rc = dpt__jsonl_u64(out, "bytes", n->bytes);
-		if (!rc)
-			rc = dpt__jsonl_num(out, "seconds", n->seconds, 3);
-		if (!rc)
-			rc = n->seconds > 0
-				     ? dpt__jsonl_num(
-					       out, "bandwidth",
-					       (double)n->bytes / n->seconds, 0)
-				     : dpt__jsonl_null(out, "bandwidth");
-	} else if (!strcmp(e, "requeue")) {
-		rc = dpt__jsonl_str(out, "verdict", n->reason);
-		if (!rc)
-			rc = dpt__jsonl_str(out, "reason", n->why);
-		if (!rc)
-			rc = put_step(out, "committed", n->step);
-	} else if (!strcmp(e, "log") && n->scalars) {
-		const struct dpt__scalars *sc = n->scalars;
-
-		rc = dpt__jsonl_u64(out, "step", sc->step);
-		if (!rc)
-			rc = dpt__jsonl_open(out, "scalars");
-		for (size_t i = 0; !rc && i < sc->n; i++)
-			rc = dpt__jsonl_real(out, sc->names[i], sc->values[i]);
-		if (!rc)
-			rc = dpt__jsonl_close(out);
-	} else if (!strcmp(e, "total_steps")) {
-		rc = put_step(out, "total_steps", n->step);
-	} else if (!strcmp(e, "end")) {
-		rc = dpt__jsonl_i64(out, "status", n->status);
-	} else {
-		/* stop, failure */
-		rc = dpt__jsonl_str(out, "reason", n->reason);
-	}
-	return rc ? rc : dpt__jsonl_end(out);
+	return dpt__event_format(out, n->event, value_of, &l);
 }
 
 void dpt__events_note(void *arg, const struct dpt__coord_note *n)

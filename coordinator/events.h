@@ -29,9 +29,10 @@ struct dpt__events;
 
 /*
  * dpt__events_format - the line of note N, written at TIME_MS (Unix ms)
- * by job JOB_ID after RESTARTS requeues, into OUT (emptied first).
- * Returns 0, 1 for a note that is no line (the run's URI), or
- * DPT_ETOOBIG. Pure: the unit tests' entry.
+ * by job JOB_ID after RESTARTS requeues, into OUT (emptied first), laid
+ * out as common/event_log.h defines N's event. Returns 0, 1 for a note
+ * that is no line (DPT_COORD_NOTE_RUN, the run's URI), or DPT_ETOOBIG.
+ * Pure: the unit tests' entry.
  */
 int dpt__events_format(const struct dpt__coord_note *n, uint32_t job_id,
 		       uint32_t restarts, uint64_t time_ms,

@@ -214,7 +214,7 @@ static void requeue(struct dpt__service *s)
 	rq = dpt__walltime_requeue(&facts, &v, why, sizeof(why));
 	dpt__coord_note(s->coord,
 			&(struct dpt__coord_note){
-				.event = "requeue",
+				.event = DPT_EV_REQUEUE,
 				.reason = rq			? "refused"
 					  : v == DPT_RQ_REQUEUE ? "requeue"
 					  : v == DPT_RQ_HOLD	? "hold"
@@ -236,7 +236,7 @@ static void end_step(struct dpt__service *s)
 		requeue(s);
 	dpt__info("exiting with status %d", s->exit_code);
 	dpt__coord_note(s->coord, &(struct dpt__coord_note){
-					  .event = "end",
+					  .event = DPT_EV_END,
 					  .status = s->exit_code,
 				  });
 	dpt__status_file_end(s);
@@ -338,7 +338,7 @@ static int announce(struct dpt__service *s)
 		dpt__coord_note(
 			s->coord,
 			&(struct dpt__coord_note){
-				.event = "start",
+				.event = DPT_EV_START,
 				.world = (uint32_t)o->world_size,
 				.end_time = s->walltime ? dpt__walltime_end(
 								  s->walltime)

@@ -16,16 +16,14 @@
 static void count_note(struct dpt__metrics_counters *m,
 		       const struct dpt__coord_note *n)
 {
-	if (!n->event)
-		return;
-	if (!strcmp(n->event, "save")) {
+	if (n->event == DPT_EV_SAVE) {
 		m->saves++;
 		m->saved_bytes += n->bytes;
-	} else if (!strcmp(n->event, "commit")) {
+	} else if (n->event == DPT_EV_COMMIT) {
 		m->commits++;
-	} else if (!strcmp(n->event, "evict")) {
+	} else if (n->event == DPT_EV_EVICT) {
 		m->evictions++;
-	} else if (!strcmp(n->event, "generation")) {
+	} else if (n->event == DPT_EV_GENERATION) {
 		m->generations++;
 	}
 }
@@ -37,7 +35,7 @@ void dpt__report_note(void *arg, const struct dpt__coord_note *n)
 	count_note(&r->counters, n);
 	if (r->events)
 		dpt__events_note(r->events, n);
-	if (r->walltime && n->event && !strcmp(n->event, "commit")) {
+	if (r->walltime && n->event == DPT_EV_COMMIT) {
 		struct dpt__msg_status st;
 		char text[DPT_WALLTIME_MSG_MAX];
 		const char *run, *slash;

@@ -47,7 +47,8 @@ UNIT_TESTS = \
 	tests/unit/test_sampler \
 	tests/unit/test_gpu_probe \
 	tests/unit/test_run_as \
-	tests/unit/test_metrics
+	tests/unit/test_metrics \
+	tests/unit/test_event_log
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -122,6 +123,15 @@ tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.c \
 tests_unit_test_metrics_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
 tests_unit_test_metrics_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_metrics_LDADD = $(UNIT_LDADD)
+# The run's events through the coordinator's writer and the tool's reader.
+tests_unit_test_event_log_SOURCES = tests/unit/test_event_log.c \
+	coordinator/events.c tool/event_line.c
+tests_unit_test_event_log_CPPFLAGS = $(AM_CPPFLAGS) \
+	-I$(top_srcdir)/coordinator -I$(top_srcdir)/tool
+tests_unit_test_event_log_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS) \
+	$(JANSSON_CFLAGS)
+tests_unit_test_event_log_LDADD = storage/libdptstorage.la $(UNIT_LDADD) \
+	$(JANSSON_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) -lpthread -lm
 # The sampler's source is built in: the test also checks its internal
 # random stream (worker/sampler_int.h), which the library hides.
 tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c worker/sampler.c

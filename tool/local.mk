@@ -4,6 +4,7 @@
 # Slurm says of a job, the owner's status files), `dptrain plot` (plot.c).
 bin_PROGRAMS += dptrain
 dptrain_SOURCES = tool/cli.c tool/status.c tool/status.h tool/plot.c \
+	tool/event_line.c tool/event_line.h \
 	tool/status_job.c \
 	tool/plot.h
 dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \

@@ -26,6 +26,7 @@
 #include <dptrain/error.h>
 
 #include "buf.h"
+#include "event_line.h"
 #include "plot.h"
 #include "scalars.h"
 #include "status.h"
@@ -62,12 +63,6 @@ struct plot {
 	size_t logs;
 };
 
-static double num(json_t *o, const char *k, double dflt)
-{
-	json_t *v = json_object_get(o, k);
-	return json_is_number(v) ? json_number_value(v) : dflt;
-}
-
 static void saw_step(struct plot *p, int64_t step)
 {
 	if (step < 0)
@@ -98,13 +93,13 @@ static void note_name(struct plot *p, const char *name)
 			 have ? ", " : "", name);
 }
 
-static void on_log(struct plot *p, json_t *o)
+static void on_log(struct plot *p, const struct dpt__event_line *l)
 {
-	json_t *sc = json_object_get(o, "scalars"), *v;
-	int64_t step = (int64_t)num(o, "step", -1);
+	json_t *sc = dpt__event_object(l, DPT_EVF_SCALARS), *v;
+	int64_t step = (int64_t)dpt__event_num(l, DPT_EVF_STEP, -1);
 	const char *k;
 
-	if (step < 0 || !json_is_object(sc))
+	if (step < 0 || !sc)
 		return;
 	p->logs++;
 	saw_step(p, step);
@@ -127,10 +122,10 @@ static void on_log(struct plot *p, json_t *o)
 	}
 }
 
-static void on_generation(struct plot *p, json_t *o)
+static void on_generation(struct plot *p, const struct dpt__event_line *l)
 {
-	uint32_t run = (uint32_t)num(o, "restarts", 0) + 1,
-		 world = (uint32_t)num(o, "world", 0);
+	uint32_t run = (uint32_t)dpt__event_num(l, DPT_EVF_RESTARTS, 0) + 1,
+		 world = (uint32_t)dpt__event_num(l, DPT_EVF_WORLD, 0);
 
 	if (!world || (p->nmarks && run == p->cur_run && world == p->cur_world))
 		return;
@@ -144,12 +139,12 @@ static void on_generation(struct plot *p, json_t *o)
 		(struct mark){.step = -1, .run = run, .world = world};
 }
 
-static void on_commit(struct plot *p, json_t *o)
+static void on_commit(struct plot *p, const struct dpt__event_line *l)
 {
-	int64_t step = (int64_t)num(o, "step", -1);
-	double t = num(o, "time", 0);
-	uint32_t job = (uint32_t)num(o, "job", 0),
-		 restarts = (uint32_t)num(o, "restarts", 0);
+	int64_t step = (int64_t)dpt__event_num(l, DPT_EVF_STEP, -1);
+	double t = dpt__event_num(l, DPT_EVF_TIME, 0);
+	uint32_t job = (uint32_t)dpt__event_num(l, DPT_EVF_JOB, 0),
+		 restarts = (uint32_t)dpt__event_num(l, DPT_EVF_RESTARTS, 0);
 
 	if (step < 0)
 		return;
@@ -172,26 +167,34 @@ static void on_commit(struct plot *p, json_t *o)
 static void plot_line(void *arg, const char *line, size_t len)
 {
 	struct plot *p = arg;
-	json_t *o = json_loadb(line, len, 0, NULL);
-	json_t *ev = json_object_get(o, "event");
-	const char *e = json_is_string(ev) ? json_string_value(ev) : "";
+	struct dpt__event_line l;
+	int64_t step;
 
-	if (!strcmp(e, "log")) {
-		on_log(p, o);
-	} else if (!strcmp(e, "generation")) {
-		on_generation(p, o);
-	} else if (!strcmp(e, "commit")) {
-		on_commit(p, o);
-	} else if (!strcmp(e, "resume")) {
-		int64_t step = (int64_t)num(o, "step", -1);
-
+	if (dpt__event_line_parse(&l, line, len))
+		return;
+	switch (l.event) {
+	case DPT_EV_LOG:
+		on_log(p, &l);
+		break;
+	case DPT_EV_GENERATION:
+		on_generation(p, &l);
+		break;
+	case DPT_EV_COMMIT:
+		on_commit(p, &l);
+		break;
+	case DPT_EV_RESUME:
+		step = (int64_t)dpt__event_num(&l, DPT_EVF_STEP, -1);
 		/* A fresh start is step 0. */
 		if (p->nmarks && p->marks[p->nmarks - 1].step < 0)
 			p->marks[p->nmarks - 1].step = step < 0 ? 0 : step;
-	} else if (!strcmp(e, "start")) {
+		break;
+	case DPT_EV_START:
 		p->commit_step = -1;
+		break;
+	default: /* the others draw nothing */
+		break;
 	}
-	json_decref(o);
+	dpt__event_line_release(&l);
 }
 
 /* The first control character of S (C0 or DEL), or NULL. gnuplot reads

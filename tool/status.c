@@ -21,6 +21,7 @@
 
 #include "buf.h"
 #include "client.h"
+#include "event_line.h"
 #include "log.h"
 #include "scalars.h"
 #include "status.h"
@@ -56,90 +57,99 @@ void dpt__run_summary_release(struct dpt__run_summary *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static const char *str_of(json_t *o, const char *k)
+/* A requeue line: its VERDICT and its reason WHY (either may be NULL). */
+static int add_requeue(struct dpt__run_summary *s, const char *v,
+		       const char *why)
 {
-	json_t *v = json_object_get(o, k);
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
+	char **r = realloc(s->restart_reasons, (s->nrestarts + 1) * sizeof(*r));
 
-static double num_of(json_t *o, const char *k, double dflt)
-{
-	json_t *v = json_object_get(o, k);
-	return json_is_number(v) ? json_number_value(v) : dflt;
+	if (!r)
+		return DPT_ENOMEM;
+	s->restart_reasons = r;
+	r[s->nrestarts] = strdup(why ? why : "");
+	if (r[s->nrestarts])
+		s->nrestarts++;
+	free(s->last_verdict);
+	s->last_verdict = strdup(v ? v : "");
+	return 0;
 }
 
 int dpt__run_summary_add(struct dpt__run_summary *s, const char *line,
 			 size_t len)
 {
-	json_t *o = json_loadb(line, len, 0, NULL);
-	const char *e;
+	struct dpt__event_line l;
 	int rc = 0;
 
-	if (!json_is_object(o) || !(e = str_of(o, "event"))) {
-		json_decref(o);
+	if (dpt__event_line_parse(&l, line, len)) {
 		s->bad_lines++;
 		return 0;
 	}
 	s->lines++;
-	s->job = (uint32_t)num_of(o, "job", s->job);
-	s->restarts = (uint32_t)num_of(o, "restarts", s->restarts);
-	s->last_time = num_of(o, "time", s->last_time);
-	snprintf(s->last_event, sizeof(s->last_event), "%s", e);
-	if (!strcmp(e, "start")) {
+	s->job = (uint32_t)dpt__event_num(&l, DPT_EVF_JOB, s->job);
+	s->restarts =
+		(uint32_t)dpt__event_num(&l, DPT_EVF_RESTARTS, s->restarts);
+	s->last_time = dpt__event_num(&l, DPT_EVF_TIME, s->last_time);
+	snprintf(s->last_event, sizeof(s->last_event), "%s", l.name);
+	switch (l.event) {
+	case DPT_EV_START:
 		s->end_status = -1;
-	} else if (!strcmp(e, "generation")) {
-		s->generation = (uint32_t)num_of(o, "generation", 0);
-		s->world = (uint32_t)num_of(o, "world", 0);
-		s->nodes = (uint32_t)num_of(o, "nodes", 0);
-	} else if (!strcmp(e, "commit")) {
-		s->committed = (int64_t)num_of(o, "step", -1);
-		s->committed_time = num_of(o, "time", 0);
+		break;
+	case DPT_EV_GENERATION:
+		s->generation =
+			(uint32_t)dpt__event_num(&l, DPT_EVF_GENERATION, 0);
+		s->world = (uint32_t)dpt__event_num(&l, DPT_EVF_WORLD, 0);
+		s->nodes = (uint32_t)dpt__event_num(&l, DPT_EVF_NODES, 0);
+		break;
+	case DPT_EV_COMMIT:
+		s->committed = (int64_t)dpt__event_num(&l, DPT_EVF_STEP, -1);
+		s->committed_time = dpt__event_num(&l, DPT_EVF_TIME, 0);
 		s->commits++;
 		/* Logs of later steps may come before their commit line. */
 		if (s->committed > s->step)
 			s->step = s->committed;
-	} else if (!strcmp(e, "log")) {
-		json_t *sc = json_object_get(o, "scalars");
+		break;
+	case DPT_EV_LOG: {
+		json_t *sc = dpt__event_object(&l, DPT_EVF_SCALARS);
+		json_t *sps = json_object_get(sc, "samples_per_s");
 
 		s->logs++;
-		s->step = (int64_t)num_of(o, "step", (double)s->step);
-		if (json_is_object(sc))
-			s->samples_per_s =
-				num_of(sc, "samples_per_s", s->samples_per_s);
-	} else if (!strcmp(e, "total_steps")) {
-		s->total_steps = (uint64_t)num_of(o, "total_steps",
-						  (double)s->total_steps);
-	} else if (!strcmp(e, "save")) {
-		s->save_bytes = (uint64_t)num_of(o, "bytes", 0);
-		s->save_seconds = num_of(o, "seconds", 0);
-	} else if (!strcmp(e, "resume")) {
-		s->resumed = (int64_t)num_of(o, "step", -1);
+		s->step = (int64_t)dpt__event_num(&l, DPT_EVF_STEP,
+						  (double)s->step);
+		if (json_is_number(sps))
+			s->samples_per_s = json_number_value(sps);
+		break;
+	}
+	case DPT_EV_TOTAL_STEPS:
+		s->total_steps = (uint64_t)dpt__event_num(
+			&l, DPT_EVF_TOTAL_STEPS, (double)s->total_steps);
+		break;
+	case DPT_EV_SAVE:
+		s->save_bytes = (uint64_t)dpt__event_num(&l, DPT_EVF_BYTES, 0);
+		s->save_seconds = dpt__event_num(&l, DPT_EVF_SECONDS, 0);
+		break;
+	case DPT_EV_RESUME:
+		s->resumed = (int64_t)dpt__event_num(&l, DPT_EVF_STEP, -1);
 		/* A resume goes back to its step: what was logged after it
 		 * in the run before is redone. */
 		s->step = s->resumed;
-	} else if (!strcmp(e, "evict")) {
+		break;
+	case DPT_EV_EVICT:
 		s->evictions++;
-	} else if (!strcmp(e, "failure")) {
+		break;
+	case DPT_EV_FAILURE:
 		s->failures++;
-	} else if (!strcmp(e, "requeue")) {
-		const char *v = str_of(o, "verdict"),
-			   *why = str_of(o, "reason");
-		char **r = realloc(s->restart_reasons,
-				   (s->nrestarts + 1) * sizeof(*r));
-		if (!r) {
-			rc = DPT_ENOMEM;
-		} else {
-			s->restart_reasons = r;
-			r[s->nrestarts] = strdup(why ? why : "");
-			if (r[s->nrestarts])
-				s->nrestarts++;
-			free(s->last_verdict);
-			s->last_verdict = strdup(v ? v : "");
-		}
-	} else if (!strcmp(e, "end")) {
-		s->end_status = (int)num_of(o, "status", -1);
+		break;
+	case DPT_EV_REQUEUE:
+		rc = add_requeue(s, dpt__event_str(&l, DPT_EVF_VERDICT),
+				 dpt__event_str(&l, DPT_EVF_REASON));
+		break;
+	case DPT_EV_END:
+		s->end_status = (int)dpt__event_num(&l, DPT_EVF_STATUS, -1);
+		break;
+	default: /* the others say nothing a summary shows */
+		break;
 	}
-	json_decref(o);
+	dpt__event_line_release(&l);
 	return rc;
 }
 
@@ -161,11 +171,12 @@ void dpt__run_summary_feed(struct dpt__run_summary *s, const char *text,
 /* What the run is doing now, in a word, from its last lines. */
 const char *dpt__run_summary_state(const struct dpt__run_summary *s)
 {
+	bool requeue = !strcmp(s->last_event, dpt__event_name(DPT_EV_REQUEUE));
+
 	if (!s->lines)
 		return "unknown";
-	if (!strcmp(s->last_event, "end") ||
-	    !strcmp(s->last_event, "requeue")) {
-		if (s->last_verdict && !strcmp(s->last_event, "requeue"))
+	if (requeue || !strcmp(s->last_event, dpt__event_name(DPT_EV_END))) {
+		if (s->last_verdict && requeue)
 			return !strcmp(s->last_verdict, "requeue") ? "requeued"
 			       : !strcmp(s->last_verdict, "hold")  ? "held"
 								   : "ended";

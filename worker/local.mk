@@ -30,7 +30,8 @@ worker_libdptrain_la_LIBADD = worker/libdptcpu.la common/libdptcommon.la \
 # change of interface (<dptrain/dptrain.h>, "the ABI").
 # 1:0:1: the *_sized functions were added, every 0:0:0 symbol is kept.
 # 2:0:2: dpt_log and dpt_set_total_steps were added.
-worker_libdptrain_la_LDFLAGS = -version-info 2:0:2 -no-undefined
+# 3:0:3: dpt_ckpt_step_error was added.
+worker_libdptrain_la_LDFLAGS = -version-info 3:0:3 -no-undefined
 if HAVE_NCCL
 worker_libdptrain_la_CFLAGS += $(CUDA_CFLAGS) $(NCCL_CFLAGS)
 worker_libdptrain_la_LIBADD += $(NCCL_LIBS) $(CUDA_LIBS)

@@ -325,6 +325,23 @@ DPT__SIZED(int, dpt_ckpt_step,
  */
 DPT_EXPORT int dpt_ckpt_poll(struct dpt_ckpt *ck, uint64_t step, unsigned *due);
 
+/*
+ * dpt_ckpt_step_error - what dpt_ckpt_step makes of RC, the error of the
+ * save of a step whose dpt_ckpt_poll said DUE, for callers that save
+ * between dpt_ckpt_poll and dpt_ckpt_save themselves (the Python
+ * binding's Checkpoint.step): the same rule in one place. Returns 0 when
+ * RC is 0 or when the failed save stays pending as failed (a periodic
+ * save whose snapshot failed on this rank, DPT_ENOMEM, DPT_ESYS,
+ * DPT_ECUDA: every rank gives it up at the next commit, rank 0 warns, and
+ * training goes on, as dpt_ckpt_step does); else RC, the step's error:
+ * the save of a stop (DPT_CKPT_DUE_STOP in DUE) must succeed, and a save
+ * that left nothing pending (DPT_EINVAL: nothing registered; DPT_EBUSY;
+ * an error before dpt_ckpt_save started) is an error of the program. CK
+ * is only read; a NULL CK returns RC.
+ */
+DPT_EXPORT int dpt_ckpt_step_error(const struct dpt_ckpt *ck, unsigned due,
+				   int rc);
+
 /* One tensor of a committed step (dpt_ckpt_inspect). An element of an
  * array: its layout is fixed, unlike the other structs' (<dptrain/
  * dptrain.h>, "the ABI"). */

@@ -20,6 +20,10 @@ EXTRA_DIST += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
 # anything is allocated (without a cluster).
 TESTS += tests/python/planted.sh
 EXTRA_DIST += tests/python/planted.sh tests/python/planted.py
+# dptrain.torch's step() takes the library's rule for a failed save
+# (dpt_ckpt_step_error), without a cluster.
+TESTS += tests/python/step_error.sh
+EXTRA_DIST += tests/python/step_error.sh tests/python/step_error.py
 # import dptrain before import torch: one libnccl, torch's.
 TESTS += tests/python/nccl.sh
 EXTRA_DIST += tests/python/nccl.sh
@@ -30,7 +34,7 @@ EXTRA_DIST += tests/python/nccl.sh
 TORCH2_TESTS = tests/python/torch2/binding.sh tests/python/torch2/torch.sh \
 	tests/python/torch2/fmnist.sh tests/python/torch2/errors.sh tests/python/torch2/log.sh \
 	tests/python/torch2/layout.sh tests/python/torch2/nccl.sh \
-	tests/python/torch2/planted.sh
+	tests/python/torch2/planted.sh tests/python/torch2/step_error.sh
 TESTS += $(TORCH2_TESTS)
 EXTRA_DIST += $(TORCH2_TESTS) tests/python/torch2/preempt.sh \
 	tests/python/torch2/run.sh

@@ -62,6 +62,7 @@ _ENOENT = -7  # DPT_ENOENT (include/dptrain/error.h)
 _EMISMATCH = -25  # DPT_EMISMATCH
 _ENOTSUP = -19  # DPT_ENOTSUP
 _MAX_DIMS = 8  # DPT_CKPT_MAX_DIMS
+_DUE_SAVE, _DUE_STOP = 0x1, 0x2  # DPT_CKPT_DUE_SAVE, DPT_CKPT_DUE_STOP
 
 
 # The public structs, as ctypes Structures: each passes its size to the
@@ -288,6 +289,8 @@ def _load_library():
         ("dpt_set_total_steps", i, [vp, u64]),
         ("dpt_set_cuda_stream", i, [vp, vp]),
         ("dpt_ckpt_set_cuda_stream", i, [vp, vp]),
+        # libdptrain 0.3 (-version-info 3:0:3):
+        ("dpt_ckpt_step_error", i, [vp, ctypes.c_uint, i]),
     ):
         f = getattr(lib, name, None)
         if f is not None:
@@ -788,12 +791,24 @@ class Checkpoint:
         exception's ``due`` holds it."""
         due = ctypes.c_uint(0)
         rc = _lib.dpt_ckpt_poll(self._handle(), step, ctypes.byref(due))
-        decision = (bool(due.value & 1), bool(due.value & 2))
+        decision = (bool(due.value & _DUE_SAVE), bool(due.value & _DUE_STOP))
         if rc:
             err = DptrainError(rc, "checkpoint step %d" % step)
             err.due = decision
             raise err
         return decision
+
+    def step_error(self, err, stop):
+        """What step() makes of ERR, the DptrainError of a save that poll()
+        said is due (STOP: poll's stop), for callers that save between
+        poll() and save() themselves: the library's rule
+        (dpt_ckpt_step_error). None when the failed save stays pending as
+        failed (a periodic save whose snapshot failed: every rank gives it
+        up at the next commit, rank 0 warns, training goes on); else ERR,
+        the step's error (the save of a stop, a save that never started)."""
+        due = _DUE_SAVE | (_DUE_STOP if stop else 0)
+        rc = _optional("dpt_ckpt_step_error")(self._handle(), due, err.code)
+        return err if rc else None
 
     def inspect(self, step=None):
         """What the newest committed step (at or below STEP) holds, from its

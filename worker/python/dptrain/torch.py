@@ -392,11 +392,6 @@ def _shape_text(shape):
     return "[%s]" % ", ".join(str(d) for d in shape)
 
 
-# The errors of dptrain.Checkpoint.save that leave the save pending as
-# failed (include/dptrain/ckpt.h, dpt_ckpt_save).
-_PENDING_ON_FAILURE = ("DPT_ENOMEM", "DPT_ESYS", "DPT_ECUDA")
-
-
 class Checkpoint:
     """Checkpoints of a training state (doc/python.md): ``save``, ``step``,
     ``load``, ``wait``, ``close``; every call collective. Without CTX it
@@ -566,12 +561,11 @@ class Checkpoint:
             try:
                 self.save(step, state)
             except DptrainError as e:
-                # As dpt_ckpt_step: a periodic save whose snapshot failed
-                # stays pending as failed, and every rank gives it up at
-                # the next commit, which says so; training goes on. The
-                # save of a stop must succeed.
-                if stop or e.name not in _PENDING_ON_FAILURE:
-                    err = err or e
+                # The library's rule, dpt_ckpt_step's: a periodic save
+                # whose snapshot failed stays pending as failed, and every
+                # rank gives it up at the next commit, which says so;
+                # training goes on. The save of a stop must succeed.
+                err = err or self._ck.step_error(e, stop)
         if stop:
             self._stopped = True
             try:

@@ -1,0 +1,31 @@
+#!/bin/bash
+# dptrain.torch's step() follows the library's rule for a failed save
+# (dpt_ckpt_step_error, include/dptrain/ckpt.h), which Python no longer
+# copies: a periodic save whose snapshot fails (no address space left)
+# stays pending as failed and training goes on, the next step gives it up
+# and saves; the same failure at a stop raises; an error with no save
+# pending is the step's error. Without a cluster: a coordinator and one
+# Python rank on loopback (tests/ckpt/lib.sh).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+
+require_python torch
+lib=$top_builddir/worker/.libs/libdptrain.so
+[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+. "$top_srcdir/tests/ckpt/lib.sh"
+unset DPTRAIN_LOG_LEVEL SLURM_RESTART_COUNT SLURM_JOB_ID
+export DPTRAIN_CKPT_URI=file://$ckpt_dir/root DPTRAIN_RUN=step-error \
+	DPTRAIN_CKPT_EVERY=1steps
+plan 7
+
+ckpt_program=$py ckpt_join_ms=120000 DPT_TIMEOUT=180 \
+	ckpt_job 1 "$ckpt_dir/job" "$top_srcdir/tests/python/step_error.py"
+ok $? "the rank exits 0" || diag "$(cat "$ckpt_dir/job".0)"
+out=$(cat "$ckpt_dir/job".0)
+grep -q "checkpoint of step 1 failed" <<<"$out"
+ok $? "rank 0 says that the save of step 1 was given up" || diag "$out"
+for check in pending rule given-up not-pending stop; do
+	grep -q "^ok $check\$" <<<"$out"
+	ok $? "$check" || diag "$(grep -- "$check" <<<"$out")"
+done
