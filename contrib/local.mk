@@ -11,6 +11,7 @@ EXTRA_DIST += \
 	contrib/plugstack.conf.d/dptrain.conf.in \
 	contrib/dptrain.spec \
 	contrib/examples/train_ddp.py \
+	contrib/examples/fmnist_common.py \
 	contrib/examples/fmnist_ddp.py \
 	contrib/examples/fmnist_dptrain.py \
 	contrib/examples/fmnist_lightning.py \

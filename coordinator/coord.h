@@ -127,6 +127,11 @@ struct dpt__coord_cell {
  * returns how many cells the table has. */
 size_t dpt__coord_table(struct dpt__coord_cell *cells, size_t max);
 
+/* The same for the tasks' table (doc/protocol.md, "Tasks"): every task
+ * state times every task event, each cell's HANDLER being the state the
+ * task goes to. */
+size_t dpt__coord_task_table(struct dpt__coord_cell *cells, size_t max);
+
 /* Called after each event the state machine executes: the cell, and the
  * state it led to. */
 typedef void dpt__coord_observer(void *arg, const struct dpt__coord_cell *cell,

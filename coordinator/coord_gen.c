@@ -145,11 +145,47 @@ void dpt__coord_peer_remove(struct dpt__coord *c, struct peer *p)
 		c->active--;
 	}
 	if (p->join.task_id < c->cfg.world_size &&
-	    c->tasks[p->join.task_id].peer == p) {
-		c->tasks[p->join.task_id].peer = NULL;
-		c->tasks[p->join.task_id].state = TASK_GONE;
-	}
+	    c->tasks[p->join.task_id].peer == p)
+		dpt__coord_task_event(c, p->join.task_id, TASK_EV_LOST, NULL);
 	free(p);
+}
+
+/* doc/protocol.md, "Tasks": a task's next state, by state and event. */
+static const uint8_t task_next[TASK_STATE_COUNT][TASK_EVENT_COUNT] = {
+	/*		 CLAIM	      RELEASE	   LOST		EXIT */
+	[TASK_UNSEEN] = {TASK_JOINED, TASK_UNSEEN, TASK_UNSEEN, TASK_EXITED},
+	[TASK_JOINED] = {TASK_JOINED, TASK_UNSEEN, TASK_GONE, TASK_EXITED},
+	[TASK_GONE] = {TASK_JOINED, TASK_GONE, TASK_GONE, TASK_EXITED},
+	[TASK_EXITED] = {TASK_EXITED, TASK_EXITED, TASK_EXITED, TASK_EXITED},
+};
+
+size_t dpt__coord_task_table(struct dpt__coord_cell *cells, size_t max)
+{
+	static const char *const states[TASK_STATE_COUNT] = {"UNSEEN", "JOINED",
+							     "GONE", "EXITED"};
+	static const char *const events[TASK_EVENT_COUNT] = {"CLAIM", "RELEASE",
+							     "LOST", "EXIT"};
+	size_t n = 0;
+
+	for (int s = 0; s < TASK_STATE_COUNT; s++)
+		for (int ev = 0; ev < TASK_EVENT_COUNT; ev++, n++)
+			if (n < max)
+				cells[n] = (struct dpt__coord_cell){
+					states[s], events[ev],
+					states[task_next[s][ev]]};
+	return n;
+}
+
+void dpt__coord_task_event(struct dpt__coord *c, uint32_t id,
+			   enum task_event ev, struct peer *p)
+{
+	struct task *t;
+
+	if (id >= c->cfg.world_size)
+		return;
+	t = &c->tasks[id];
+	t->state = task_next[t->state][ev];
+	t->peer = t->state == TASK_JOINED ? p : NULL; /* only CLAIM joins */
 }
 
 /* ------------------------------------------------------------ sending */

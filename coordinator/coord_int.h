@@ -81,12 +81,35 @@ struct peer {
 	struct dpt__msg_join join;
 };
 
-enum task_state { TASK_UNSEEN = 0, TASK_JOINED, TASK_GONE, TASK_EXITED };
+/*
+ * Each task of the step (by Slurm task id) has a state of its own,
+ * doc/protocol.md "Tasks": its table is task_next in coord_gen.c, and
+ * dpt__coord_task_event the one place that moves it.
+ */
+enum task_state {
+	TASK_UNSEEN = 0, /* no connection has joined as it yet */
+	TASK_JOINED,	 /* a peer joined as it */
+	TASK_GONE,	 /* its peer left or was dropped */
+	TASK_EXITED,	 /* Slurm reported its exit: final */
+	TASK_STATE_COUNT
+};
+enum task_event {
+	TASK_EV_CLAIM,	 /* a connection joins as the task */
+	TASK_EV_RELEASE, /* its peer joins again as another task */
+	TASK_EV_LOST,	 /* its peer leaves or is dropped */
+	TASK_EV_EXIT,	 /* TASK_EXIT: Slurm reported the task's exit */
+	TASK_EVENT_COUNT
+};
 
 struct task {
 	struct peer *peer; /* while TASK_JOINED */
 	uint8_t state;
 };
+
+/* Executes EV for task ID (no task: nothing); P is the peer that claims it
+ * (TASK_EV_CLAIM). */
+void dpt__coord_task_event(struct dpt__coord *c, uint32_t id,
+			   enum task_event ev, struct peer *p);
 
 /* Malformed messages: at most RL_BURST lines per RL_WINDOW_MS. */
 #define RL_BURST     5

@@ -21,6 +21,7 @@
 #include <dptrain/error.h>
 
 #include "clock.h"
+#include "file.h"
 #include "log.h"
 #include "net.h"
 #include "ratelimit.h"
@@ -69,35 +70,20 @@ static int make_endpoint(void *router, const struct options *o, char *out,
 	return n < 0 || (size_t)n >= size ? DPT_ETOOBIG : 0;
 }
 
-/* Write the endpoint so that a reader never sees half of it: a temporary
- * file in the same directory, renamed over the target. */
+/* Write the endpoint so that a reader never sees half of it. */
 int dpt__endpoint_file_write(const char *path, const char *endpoint)
 {
-	char tmp[PATH_MAX];
-	int fd, n, rc = 0;
+	char text[DPT_ENDPOINT_MAX + 2];
+	int n = snprintf(text, sizeof(text), "%s\n", endpoint), err;
 
-	n = snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
-	if (n < 0 || (size_t)n >= sizeof(tmp))
+	if (n < 0 || (size_t)n >= sizeof(text))
 		return DPT_ETOOBIG;
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		dpt__error("cannot create '%s': %s", tmp, strerror(errno));
+	err = dpt__file_replace(path, text, (size_t)n, 0644);
+	if (err) {
+		dpt__error("cannot write '%s': %s", path, strerror(err));
 		return DPT_EIO;
 	}
-	if (dprintf(fd, "%s\n", endpoint) < 0 || fsync(fd) != 0 ||
-	    fchmod(fd, 0644) != 0) {
-		dpt__error("cannot write '%s': %s", tmp, strerror(errno));
-		rc = DPT_EIO;
-	}
-	close(fd);
-	if (!rc && rename(tmp, path) != 0) {
-		dpt__error("cannot rename '%s' to '%s': %s", tmp, path,
-			   strerror(errno));
-		rc = DPT_EIO;
-	}
-	if (rc)
-		unlink(tmp);
-	return rc;
+	return 0;
 }
 
 /*

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "log.h"
 #include "service.h"
 
@@ -49,30 +50,16 @@ static int status_dir(char *buf, size_t size)
 	return 0;
 }
 
-/* Write DIR/JOB.SUFFIX with TEXT, 0600, through a temporary file and a
- * rename: a reader sees the whole file or none. */
+/* Write DIR/JOB.SUFFIX with TEXT, 0600, whole or not at all. */
 static int write_private(const char *dir, long job, const char *suffix,
 			 const char *text)
 {
-	char tmp[PATH_MAX], path[PATH_MAX];
-	size_t len = strlen(text);
-	int fd, rc = -1;
+	char path[PATH_MAX];
 
-	if (snprintf(tmp, sizeof(tmp), "%s/.%ld.%s.XXXXXX", dir, job, suffix) >=
-		    (int)sizeof(tmp) ||
-	    snprintf(path, sizeof(path), "%s/%ld.%s", dir, job, suffix) >=
-		    (int)sizeof(path))
+	if (snprintf(path, sizeof(path), "%s/%ld.%s", dir, job, suffix) >=
+	    (int)sizeof(path))
 		return -1;
-	fd = mkstemp(tmp);
-	if (fd < 0)
-		return -1;
-	if (fchmod(fd, 0600) == 0 && write(fd, text, len) == (ssize_t)len &&
-	    rename(tmp, path) == 0)
-		rc = 0;
-	close(fd);
-	if (rc)
-		unlink(tmp);
-	return rc;
+	return dpt__file_replace(path, text, strlen(text), 0600) ? -1 : 0;
 }
 
 /* DIR/JOB.live, readable by the owner (and root) only. */

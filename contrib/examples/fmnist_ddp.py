@@ -7,8 +7,6 @@ Data: the IDX files of Debian's dataset-fashion-mnist
 (/usr/share/datasets/fashion-mnist), or --data DIR.
 """
 import argparse
-import gzip
-import hashlib
 import json
 import os
 import time
@@ -17,51 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-
-def read_idx(path):
-    """An IDX file (gzip): uint8 images [N, 28, 28] or labels [N]."""
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return torch.frombuffer(bytearray(raw[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
-
-
-def fashion_mnist(root, split):
-    prefix = "train" if split == "train" else "t10k"
-    x = read_idx(os.path.join(root, prefix + "-images-idx3-ubyte.gz"))
-    y = read_idx(os.path.join(root, prefix + "-labels-idx1-ubyte.gz"))
-    x = (x.float().div(255) - 0.2860) / 0.3530  # the training set's mean and std
-    # The sample's index comes with it, for --trace.
-    return torch.utils.data.TensorDataset(x.unsqueeze(1), y.long(), torch.arange(len(y)))
-
-
-def test_accuracy(model, args, rank, world, device):
-    """Each rank tests its share of the 10000 test images."""
-    x, y, _ = fashion_mnist(args.data, "test")[rank::world]
-    with torch.no_grad():
-        correct = (model(x.to(device)).argmax(1) == y.to(device)).sum()
-    dist.all_reduce(correct)
-    return correct.item() / 10000
-
-
-def params_sha256(model):
-    digest = hashlib.sha256()
-    for p in model.parameters():
-        digest.update(p.detach().cpu().numpy().tobytes())
-    return digest.hexdigest()
-
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(1, 16, 5, stride=2)  # 16 x 12 x 12
-        self.fc1 = torch.nn.Linear(16 * 12 * 12, 128)
-        self.fc2 = torch.nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv(x)).flatten(1)
-        return self.fc2(F.relu(self.fc1(x)))
+from fmnist_common import Net, fashion_mnist, params_sha256, test_accuracy  # the examples' data and model
 
 
 def main():
@@ -122,7 +76,7 @@ def main():
                 break
     if trace:
         trace.close()
-    accuracy = test_accuracy(model, args, rank, world, device)
+    accuracy = test_accuracy(model, args.data, rank, world, device)
     if rank == 0:
         print("fmnist: done at step %d test_accuracy=%.4f params_sha256=%s" % (
             step, accuracy, params_sha256(model)), flush=True)

@@ -17,8 +17,6 @@ Data: the IDX files of Debian's dataset-fashion-mnist
 (/usr/share/datasets/fashion-mnist), or --data DIR.
 """
 import argparse
-import gzip
-import hashlib
 import json
 import os
 import time
@@ -34,23 +32,7 @@ except ImportError:
 import dptrain.torch as dpt  # dptrain
 from dptrain.lightning import DptrainCallback, DptrainEnvironment  # dptrain
 
-
-def read_idx(path):
-    """An IDX file (gzip): uint8 images [N, 28, 28] or labels [N]."""
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return torch.frombuffer(bytearray(raw[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
-
-
-def fashion_mnist(root, split):
-    prefix = "train" if split == "train" else "t10k"
-    x = read_idx(os.path.join(root, prefix + "-images-idx3-ubyte.gz"))
-    y = read_idx(os.path.join(root, prefix + "-labels-idx1-ubyte.gz"))
-    x = (x.float().div(255) - 0.2860) / 0.3530  # the training set's mean and std
-    # The sample's index comes with it, for --trace.
-    return torch.utils.data.TensorDataset(x.unsqueeze(1), y.long(), torch.arange(len(y)))
+from fmnist_common import fashion_mnist, params_sha256, test_accuracy  # the examples' data and model
 
 
 class FashionNet(pl.LightningModule):
@@ -113,22 +95,6 @@ class Trace(pl.Callback):
             "time": round(time.time(), 3)}) + "\n")
 
 
-def test_accuracy(model, root, rank, world):
-    """Each rank tests its share of the 10000 test images."""
-    x, y, _ = fashion_mnist(root, "test")[rank::world]
-    with torch.no_grad():
-        correct = (model(x.to(model.device)).argmax(1) == y.to(model.device)).sum()
-    torch.distributed.all_reduce(correct)
-    return correct.item() / 10000
-
-
-def params_sha256(model):
-    digest = hashlib.sha256()
-    for p in model.parameters():
-        digest.update(p.detach().cpu().numpy().tobytes())
-    return digest.hexdigest()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1000, help="global steps to train to")
@@ -175,7 +141,7 @@ def main():
             print("fmnist: stopped at step %d: checkpoint committed, the job is requeued"
                   % trainer.global_step, flush=True)
         return
-    accuracy = test_accuracy(model, args.data, rank, world)
+    accuracy = test_accuracy(model, args.data, rank, world, model.device)
     if rank == 0:
         print("fmnist: done at step %d (from %d) on %d ranks test_accuracy=%.4f "
               "params_sha256=%s" % (trainer.global_step, dptrain_cb.start, world, accuracy,

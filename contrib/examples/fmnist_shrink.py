@@ -38,7 +38,7 @@ import dptrain
 import dptrain.torch as dpt
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fmnist_dptrain import Net, fashion_mnist  # noqa: E402  (the sibling example)
+from fmnist_common import Net, fashion_mnist  # noqa: E402  (the examples' model and data)
 
 
 def flat(tensors):

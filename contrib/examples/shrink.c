@@ -203,19 +203,14 @@ static int register_state(struct dpt_ckpt *ck)
 						  .data = velocity});
 }
 
-int main(int argc, char **argv)
-{
-	uint64_t steps = 200, batch = 48, seed = 7, step = 0;
-	uint64_t last_saved = UINT64_MAX; /* the step committed or in flight */
-	long step_ms = 0;
-	struct dpt_ctx *ctx = NULL;
-	struct dpt_ckpt *ck = NULL;
-	struct dpt_sampler *s = NULL;
-	struct dpt_sampler_state at;
-	struct dpt_ckpt_opts co;
-	struct dpt_ckpt_info info;
-	int rc, stop = 0, saved = 0;
+struct args {
+	uint64_t steps, batch, seed;
+	long step_ms;
+};
 
+/* --steps N --step-ms N --batch N --seed N into A; 0, or 2 (said why). */
+static int parse_args(int argc, char **argv, struct args *a)
+{
 	for (int i = 1; i < argc; i += 2) {
 		char *end = NULL;
 		unsigned long long v =
@@ -226,13 +221,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (!strcmp(argv[i], "--steps"))
-			steps = v;
+			a->steps = v;
 		else if (!strcmp(argv[i], "--step-ms"))
-			step_ms = (long)v;
+			a->step_ms = (long)v;
 		else if (!strcmp(argv[i], "--batch"))
-			batch = v;
+			a->batch = v;
 		else if (!strcmp(argv[i], "--seed"))
-			seed = v;
+			a->seed = v;
 		else {
 			fprintf(stderr,
 				"shrink: unknown option '%s' (--steps, "
@@ -241,15 +236,50 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (batch == 0 || batch > MAX_SHARE) {
+	if (a->batch == 0 || a->batch > MAX_SHARE) {
 		fprintf(stderr, "shrink: --batch must be 1..%d\n", MAX_SHARE);
 		return 2;
 	}
+	return 0;
+}
+
+/* The latest committed checkpoint into S, *STEP, *AT and *LAST_SAVED;
+ * none: 0, and nothing changed. */
+static int resume(struct dpt_ckpt *ck, struct dpt_sampler *s, uint64_t *step,
+		  struct dpt_sampler_state *at, uint64_t *last_saved)
+{
+	struct dpt_ckpt_info info;
+	int rc = dpt_ckpt_load(ck, DPT_CKPT_LATEST, &info);
+
+	if (!rc && info.user_len == sizeof(*at)) {
+		memcpy(at, info.user, sizeof(*at));
+		*step = *last_saved = info.step;
+		return dpt_sampler_set_state(s, at);
+	}
+	if (!rc)
+		return DPT_ECORRUPT; /* not this program's checkpoint */
+	return rc == DPT_ENOENT ? 0 : rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct args args = {.steps = 200, .batch = 48, .seed = 7};
+	uint64_t step = 0;
+	uint64_t last_saved = UINT64_MAX; /* the step committed or in flight */
+	struct dpt_ctx *ctx = NULL;
+	struct dpt_ckpt *ck = NULL;
+	struct dpt_sampler *s = NULL;
+	struct dpt_sampler_state at;
+	struct dpt_ckpt_opts co;
+	int rc, stop = 0, saved = 0;
+
+	if (parse_args(argc, argv, &args))
+		return 2;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	rc = dpt_init(&ctx, NULL);
 	if (rc)
 		return fail("dpt_init", rc);
-	rc = dpt_sampler_new(&s, DATASET, batch, seed, 1);
+	rc = dpt_sampler_new(&s, DATASET, args.batch, args.seed, 1);
 	if (!rc)
 		rc = dpt_sampler_set_world(s, dpt_rank(ctx),
 					   dpt_world_size(ctx));
@@ -262,25 +292,16 @@ int main(int argc, char **argv)
 	if (rc)
 		return fail("checkpoint", rc);
 
-	rc = dpt_ckpt_load(ck, DPT_CKPT_LATEST, &info);
-	if (!rc && info.user_len == sizeof(at)) {
-		memcpy(&at, info.user, sizeof(at));
-		step = last_saved = info.step;
-		rc = dpt_sampler_set_state(s, &at);
-	} else if (!rc) {
-		rc = DPT_ECORRUPT; /* not this program's checkpoint */
-	} else if (rc == DPT_ENOENT) {
-		rc = 0;
-	}
+	rc = resume(ck, s, &step, &at, &last_saved);
 	if (rc)
 		return fail("load", rc);
 	printf("%s step=%" PRIu64 " rank=%d world=%d\n",
 	       step ? "resumed" : "fresh", step, dpt_rank(ctx),
 	       dpt_world_size(ctx));
 
-	while (step < steps && !stop) {
+	while (step < args.steps && !stop) {
 		dpt_sampler_get_state(s, &at); /* the position after STEP */
-		rc = train_step(ctx, s, batch, step + 1, step_ms);
+		rc = train_step(ctx, s, args.batch, step + 1, args.step_ms);
 		if (!rc) {
 			struct dpt_sampler_state next;
 
