@@ -36,7 +36,7 @@
 
 #include "bench.h"
 #include "tests/coll/harness.h"
-#include "worker/comm.h"
+#include "worker/cpu_comm.h"
 
 #define MAX_RANKS     64
 #define MAX_SIZES     40

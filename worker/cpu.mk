@@ -1,10 +1,11 @@
-# The CPU collective backend (worker/comm.h): shared memory between the
+# The CPU collective backend (worker/cpu_comm.h): shared memory between the
 # ranks of a node, a TCP ring between nodes. A convenience library so that
 # the tests and the benchmark can link its internal (hidden) symbols.
 noinst_LTLIBRARIES += worker/libdptcpu.la
 worker_libdptcpu_la_SOURCES = \
-	worker/comm.h \
+	worker/cpu_comm.h \
 	worker/cpu_comm.c \
+	worker/cpu_coll.c \
 	worker/cpu_hello.c worker/cpu_hello.h \
 	worker/cpu_reduce.c worker/cpu_reduce.h \
 	worker/cpu_ring.c worker/cpu_ring.h \

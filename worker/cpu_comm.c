@@ -1,6 +1,6 @@
 /*
  * The CPU collective backend: topology, bootstrap and the collectives of
- * worker/comm.h, composed from the shared-memory transport (ranks of one
+ * worker/cpu_comm.h, composed from the shared-memory transport (ranks of one
  * node) and the TCP ring (one leader per node, the node's lowest rank).
  *
  * An allreduce is a shared-memory reduce to the leader, a ring allreduce
@@ -35,7 +35,7 @@
 #include <dptrain/error.h>
 
 #include "clock.h"
-#include "comm.h"
+#include "cpu_comm.h"
 #include "cpu_hello.h"
 #include "cpu_reduce.h"
 #include "cpu_ring.h"

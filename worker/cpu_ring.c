@@ -82,6 +82,153 @@ static int would_block(void)
 	return errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
+/* One collective's progress through the streams of run(). */
+struct ring_run {
+	struct dpt__ring *r;
+	size_t own; /* run()'s OWN */
+	size_t send_total, recv_total;
+	size_t sent, done; /* bytes sent; bytes received and processed */
+	size_t staged;	   /* received bytes in r->stage, not yet reduced */
+	size_t soff, roff; /* the offsets in the current pieces */
+	int si, ri;	   /* the current pieces */
+	enum dpt_dtype dtype;
+	size_t es;
+};
+
+/* Send what the credit rule allows until the socket is full. Returns 0,
+ * or DPT_EPEERLOST. */
+static int pump_send(struct ring_run *s, int *moved)
+{
+	struct dpt__ring *r = s->r;
+
+	while (s->sent < s->send_total && s->own + s->done > s->sent) {
+		const struct dpt__ring_piece *p;
+		size_t n;
+		ssize_t k;
+
+		while (s->soff == r->send[s->si].len) {
+			s->si++;
+			s->soff = 0;
+		}
+		p = &r->send[s->si];
+		n = p->len - s->soff;
+		if (n > s->own + s->done - s->sent)
+			n = s->own + s->done - s->sent;
+		k = send(r->send_fd, p->src + s->soff, n,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k < 0 && would_block())
+			break;
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return DPT_EPEERLOST;
+		s->sent += (size_t)k;
+		s->soff += (size_t)k;
+		*moved = 1;
+	}
+	/* The credit rule (cpu_ring.h): past OWN, only bytes already
+	 * received and processed are sent on. */
+	DPT_ASSERT(s->sent <= s->own + s->done);
+	return 0;
+}
+
+/* One recv into piece P: copied, or added to the local operand. Returns
+ * recv's result (errno as recv left it). */
+static ssize_t recv_piece(struct ring_run *s, const struct dpt__ring_piece *p)
+{
+	struct dpt__ring *r = s->r;
+	const void *srcs[2];
+	size_t room, whole;
+	ssize_t k;
+
+	if (!p->divisor) {
+		k = recv(r->recv_fd, p->dst + s->roff, p->len - s->roff,
+			 MSG_DONTWAIT);
+		if (k > 0) {
+			s->roff += (size_t)k;
+			s->done += (size_t)k;
+		}
+		return k;
+	}
+	room = p->len - s->roff - s->staged;
+	if (room > r->stage_bytes - s->staged)
+		room = r->stage_bytes - s->staged;
+	k = recv(r->recv_fd, r->stage + s->staged, room, MSG_DONTWAIT);
+	if (k <= 0)
+		return k;
+	/* Reduce the whole elements now, while they are in cache; keep a
+	 * split one. */
+	s->staged += (size_t)k;
+	whole = s->staged / s->es * s->es;
+	srcs[0] = p->src + s->roff;
+	srcs[1] = r->stage;
+	dpt__reduce(s->dtype, p->dst + s->roff, NULL, srcs, 2, whole / s->es,
+		    p->divisor);
+	memmove(r->stage, r->stage + whole, s->staged - whole);
+	s->staged -= whole;
+	/* At most a split element is kept: the next recv has room for the
+	 * rest. */
+	DPT_ASSERT(s->staged < s->es);
+	s->roff += whole;
+	s->done += whole;
+	return k;
+}
+
+/* Receive and process until the socket is empty. Returns 0, or
+ * DPT_EPEERLOST. */
+static int pump_recv(struct ring_run *s, int *moved)
+{
+	struct dpt__ring *r = s->r;
+
+	while (s->done < s->recv_total) {
+		ssize_t k;
+
+		while (s->roff == r->recv[s->ri].len) {
+			s->ri++;
+			s->roff = 0;
+		}
+		k = recv_piece(s, &r->recv[s->ri]);
+		if (k < 0 && would_block())
+			break;
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return DPT_EPEERLOST;
+		*moved = 1;
+	}
+	return 0;
+}
+
+/*
+ * Stuck: sleep until a socket is ready. The next node never sends
+ * anything back, so its socket becoming readable means that it closed or
+ * reset the connection: a failure while it still needs bytes from us, and
+ * otherwise a node that finished the collective and went on (or exited).
+ */
+static int wait_sockets(const struct ring_run *s, struct dpt__cpu_watch *w)
+{
+	struct pollfd fds[2];
+	int rc;
+
+	fds[0] = (struct pollfd){
+		.fd = s->sent < s->send_total ? s->r->send_fd : -1,
+		.events = POLLIN | (s->own + s->done > s->sent ? POLLOUT : 0),
+	};
+	fds[1] = (struct pollfd){
+		.fd = s->r->recv_fd,
+		.events = s->done < s->recv_total ? POLLIN : 0,
+	};
+	rc = dpt__cpu_watch_poll(w, fds, 2,
+				 w->timeout_ms > 0 ? w->timeout_ms : -1);
+	if (rc)
+		return rc;
+	if (fds[0].revents & (POLLIN | POLLERR | POLLHUP))
+		return DPT_EPEERLOST;
+	if (!fds[0].revents && !fds[1].revents)
+		return DPT_EPEERLOST; /* a whole timeout without a byte */
+	return 0;
+}
+
 /*
  * Run the streams r->send[0..NSEND) and r->recv[0..NRECV): OWN is how
  * far the send stream may go before it needs received bytes; past that,
@@ -91,107 +238,27 @@ static int would_block(void)
 static int run(struct dpt__ring *r, struct dpt__cpu_watch *w, int nsend,
 	       int nrecv, size_t own, enum dpt_dtype dtype, size_t es)
 {
-	const size_t send_total = stream_bytes(r->send, nsend);
-	const size_t recv_total = stream_bytes(r->recv, nrecv);
-	size_t sent = 0, done = 0, staged = 0, soff = 0, roff = 0;
-	int si = 0, ri = 0, rc = 0;
+	struct ring_run s = {
+		.r = r,
+		.own = own,
+		.send_total = stream_bytes(r->send, nsend),
+		.recv_total = stream_bytes(r->recv, nrecv),
+		.dtype = dtype,
+		.es = es,
+	};
 	uint64_t stuck = 0; /* when the streams last stopped moving */
+	int rc;
 
-	while (sent < send_total || done < recv_total) {
-		struct pollfd fds[2];
+	while (s.sent < s.send_total || s.done < s.recv_total) {
 		int moved = 0;
 
-		if (atomic_load_explicit(&w->aborted, memory_order_relaxed)) {
-			rc = DPT_EGENERATION;
-			goto out;
-		}
-		while (sent < send_total && own + done > sent) {
-			const struct dpt__ring_piece *p;
-			size_t n;
-			ssize_t k;
-
-			while (soff == r->send[si].len) {
-				si++;
-				soff = 0;
-			}
-			p = &r->send[si];
-			n = p->len - soff;
-			if (n > own + done - sent)
-				n = own + done - sent;
-			k = send(r->send_fd, p->src + soff, n,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (k < 0 && would_block())
-				break;
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k < 0) {
-				rc = DPT_EPEERLOST;
-				goto out;
-			}
-			sent += (size_t)k;
-			soff += (size_t)k;
-			moved = 1;
-		}
-		/* The credit rule (cpu_ring.h): past OWN, only bytes already
-		 * received and processed are sent on. */
-		DPT_ASSERT(sent <= own + done);
-		while (done < recv_total) {
-			const struct dpt__ring_piece *p;
-			ssize_t k;
-
-			while (roff == r->recv[ri].len) {
-				ri++;
-				roff = 0;
-			}
-			p = &r->recv[ri];
-			if (!p->divisor) {
-				k = recv(r->recv_fd, p->dst + roff,
-					 p->len - roff, MSG_DONTWAIT);
-				if (k > 0) {
-					roff += (size_t)k;
-					done += (size_t)k;
-				}
-			} else {
-				size_t room = p->len - roff - staged;
-
-				if (room > r->stage_bytes - staged)
-					room = r->stage_bytes - staged;
-				k = recv(r->recv_fd, r->stage + staged, room,
-					 MSG_DONTWAIT);
-				if (k > 0) {
-					/* Reduce the whole elements now, while
-					 * they are in cache; keep a split one.
-					 */
-					size_t whole;
-					const void *srcs[2];
-
-					staged += (size_t)k;
-					whole = staged / es * es;
-					srcs[0] = p->src + roff;
-					srcs[1] = r->stage;
-					dpt__reduce(dtype, p->dst + roff, NULL,
-						    srcs, 2, whole / es,
-						    p->divisor);
-					memmove(r->stage, r->stage + whole,
-						staged - whole);
-					staged -= whole;
-					/* At most a split element is kept: the
-					 * next recv has room for the rest. */
-					DPT_ASSERT(staged < es);
-					roff += whole;
-					done += whole;
-				}
-			}
-			if (k < 0 && would_block())
-				break;
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0) {
-				rc = DPT_EPEERLOST;
-				goto out;
-			}
-			moved = 1;
-		}
+		if (atomic_load_explicit(&w->aborted, memory_order_relaxed))
+			return DPT_EGENERATION;
+		rc = pump_send(&s, &moved);
+		if (!rc)
+			rc = pump_recv(&s, &moved);
+		if (rc)
+			return rc;
 		if (moved) {
 			stuck = 0;
 			continue;
@@ -200,35 +267,11 @@ static int run(struct dpt__ring *r, struct dpt__cpu_watch *w, int nsend,
 			stuck = dpt__now_ns();
 		if (dpt__now_ns() - stuck < SPIN_NS)
 			continue;
-		/* Stuck: sleep until a socket is ready. The next node never
-		 * sends anything back, so its socket becoming readable
-		 * means that it closed or reset the connection: a failure
-		 * while it still needs bytes from us, and otherwise a node
-		 * that finished the collective and went on (or exited). */
-		fds[0] = (struct pollfd){
-			.fd = sent < send_total ? r->send_fd : -1,
-			.events = POLLIN | (own + done > sent ? POLLOUT : 0),
-		};
-		fds[1] = (struct pollfd){
-			.fd = r->recv_fd,
-			.events = done < recv_total ? POLLIN : 0,
-		};
-		rc = dpt__cpu_watch_poll(
-			w, fds, 2, w->timeout_ms > 0 ? w->timeout_ms : -1);
+		rc = wait_sockets(&s, w);
 		if (rc)
-			goto out;
-		if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
-			rc = DPT_EPEERLOST;
-			goto out;
-		}
-		if (!fds[0].revents && !fds[1].revents) {
-			/* A whole timeout without a byte either way. */
-			rc = DPT_EPEERLOST;
-			goto out;
-		}
+			return rc;
 	}
-out:
-	return rc;
+	return 0;
 }
 
 static int ring_mod(int a, int n)

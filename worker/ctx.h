@@ -20,8 +20,7 @@
 
 struct dpt__agent;
 struct dpt__logger;
-struct dpt__cpu_comm;
-struct dpt__nccl_comm;
+struct dpt__coll_ops;
 
 enum worker_state {
 	W_JOINING, /* waiting for a generation and its communicator */
@@ -49,7 +48,8 @@ struct dpt_ctx {
 	int error; /* W_BROKEN, W_LOST: what calls return */
 	uint32_t generation;
 	int rank, world, local_rank, local_world;
-	uint8_t backend;
+	/* The generation's backend (WELCOME's), set while COMM is NULL. */
+	const struct dpt__coll_ops *coll;
 	uint32_t barrier_seq;
 	bool fault_sent;
 
@@ -58,10 +58,9 @@ struct dpt_ctx {
 	pthread_cond_t verdict;	  /* the hook ran: ENDED or LINK_DEAD changed */
 	uint32_t ended;		  /* newest generation the coordinator ended */
 	bool link_dead;		  /* the coordinator is gone or refused us */
-	uint32_t comm_generation; /* the generation of CPU/NCCL */
-	struct dpt__cpu_comm *cpu;
-	struct dpt__nccl_comm *nccl;
-	atomic_int nccl_abort;
+	uint32_t comm_generation; /* the generation of COMM */
+	void *comm;		  /* COLL's communicator, or NULL */
+	atomic_int comm_abort;	  /* struct dpt__coll_gen's abort */
 	/* dpt_request_stop, from any thread or a signal handler: a
 	 * lock-free atomic is async-signal-safe (C11 7.14.1.1). */
 	atomic_int stop_requested;

@@ -1,9 +1,9 @@
 /*
  * libdptrain's worker API: joining generations through the coordinator
- * (worker/agent.c holds the link) and dispatching collectives to the
- * backend of the generation (worker/nccl.c, or worker/comm.h's CPU
- * backend). The worker state machine is doc/protocol.md's. dpt_init's
- * options and the creation of a context are worker/init.c's.
+ * (worker/agent.c holds the link) and calling the collectives through the
+ * operations of the generation's backend (worker/coll.h). The worker state
+ * machine is doc/protocol.md's. dpt_init's options and the creation of a
+ * context are worker/init.c's.
  */
 #include "config.h"
 
@@ -20,13 +20,12 @@
 
 #include "agent.h"
 #include "client.h"
-#include "comm.h"
+#include "coll.h"
+#include "cpu_comm.h"
 #include "cpu_reduce.h"
 #include "ctx.h"
-#include "hash.h"
 #include "internal.h"
 #include "log.h"
-#include "nccl.h"
 #include "wire.h"
 
 /* How many generations in a row may break while a worker joins before it
@@ -52,9 +51,9 @@ void dpt__on_abort(void *arg, uint32_t generation, int cause)
 	else if (generation > ctx->ended)
 		ctx->ended = generation;
 	if (ctx->link_dead || ctx->comm_generation <= ctx->ended) {
-		if (ctx->cpu)
-			dpt__cpu_comm_abort(ctx->cpu);
-		atomic_store(&ctx->nccl_abort, 1);
+		if (ctx->comm && ctx->coll->abort)
+			ctx->coll->abort(ctx->comm);
+		atomic_store(&ctx->comm_abort, 1);
 	}
 	pthread_cond_broadcast(&ctx->verdict);
 	pthread_mutex_unlock(&ctx->lock);
@@ -63,17 +62,14 @@ void dpt__on_abort(void *arg, uint32_t generation, int cause)
 /* Take the communicator out of the hook's reach, then free it. */
 static void release_comm(struct dpt_ctx *ctx)
 {
-	struct dpt__cpu_comm *cpu;
-	struct dpt__nccl_comm *nccl;
+	void *comm;
 
 	pthread_mutex_lock(&ctx->lock);
-	cpu = ctx->cpu;
-	nccl = ctx->nccl;
-	ctx->cpu = NULL;
-	ctx->nccl = NULL;
+	comm = ctx->comm;
+	ctx->comm = NULL;
 	pthread_mutex_unlock(&ctx->lock);
-	dpt__cpu_comm_destroy(&cpu);
-	dpt__nccl_comm_destroy(&nccl);
+	if (comm)
+		ctx->coll->destroy(&comm);
 }
 
 /* Whether the generation being set up is still alive. */
@@ -90,19 +86,17 @@ static bool generation_alive(struct dpt_ctx *ctx, uint32_t g)
 /* Hand a new communicator to the hook's reach. If the generation died
  * while it was being built, it is aborted at once (the hook came too
  * early to see it). */
-static int install_comm(struct dpt_ctx *ctx, struct dpt__cpu_comm *cpu,
-			struct dpt__nccl_comm *nccl)
+static int install_comm(struct dpt_ctx *ctx, void *comm)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&ctx->lock);
-	ctx->cpu = cpu;
-	ctx->nccl = nccl;
+	ctx->comm = comm;
 	ctx->comm_generation = ctx->generation;
 	if (ctx->link_dead || ctx->ended >= ctx->generation) {
-		if (cpu)
-			dpt__cpu_comm_abort(cpu);
-		atomic_store(&ctx->nccl_abort, 1);
+		if (ctx->coll->abort)
+			ctx->coll->abort(comm);
+		atomic_store(&ctx->comm_abort, 1);
 		rc = DPT_EGENERATION;
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -167,87 +161,60 @@ static void report_fault(struct dpt_ctx *ctx, int code)
 		ctx->fault_sent = true;
 }
 
-static uint32_t roster_digest(const struct dpt__peer *peers, uint32_t n)
-{
-	uint64_t h = DPT_FNV1A_INIT;
-	for (uint32_t i = 0; i < n; i++) {
-		h = dpt__fnv1a(peers[i].host, strlen(peers[i].host), h);
-		h = dpt__fnv1a(&peers[i].port, sizeof(peers[i].port), h);
-		h = dpt__fnv1a(&peers[i].node, sizeof(peers[i].node), h);
-	}
-	return (uint32_t)(h ^ (h >> 32));
-}
-
 /* ------------------------------------------------------------ joining */
 
-static int setup_cpu(struct dpt_ctx *ctx, struct dpt__cpu_listener **listener)
+/*
+ * The generation's communicator, of the backend that WELCOME named: its
+ * bootstrap (sent first when this rank is its ROOT), relayed by the
+ * coordinator, then the backend's create. LISTENER is JOIN's.
+ */
+static int setup_comm(struct dpt_ctx *ctx, bool root,
+		      struct dpt__cpu_listener **listener)
 {
-	struct dpt__cpu_comm *comm = NULL;
+	const struct dpt__coll_ops *ops = ctx->coll;
+	struct dpt__coll_gen g;
 	struct dpt__msg m;
 	char session[64];
+	void *comm = NULL;
 	int rc;
 
-	rc = await(ctx, DPT_MSG_ROSTER, ctx->generation, 0, &m);
-	if (rc)
-		return rc;
-	if (m.world != (uint32_t)ctx->world) {
-		dpt__msg_release(&m);
-		dpt__error("the coordinator's roster has %u ranks, its welcome "
-			   "said %d",
-			   m.world, ctx->world);
-		return DPT_EPROTO;
-	}
-	snprintf(session, sizeof(session), "%s-g%u", ctx->session_base,
-		 ctx->generation);
-	rc = dpt__cpu_comm_new(&comm, listener, ctx->rank, ctx->world, m.roster,
-			       session, ctx->keys.worker_secret,
-			       strlen(ctx->keys.worker_secret),
-			       ctx->comm_timeout_ms);
-	if (!rc)
-		dpt__debug("rank %d of %d in generation %u: cpu backend, "
-			   "roster %08x",
-			   ctx->rank, ctx->world, ctx->generation,
-			   roster_digest(m.roster, m.world));
-	dpt__msg_release(&m);
-	if (rc)
-		return rc;
-	return install_comm(ctx, comm, NULL);
-}
-
-static int setup_nccl(struct dpt_ctx *ctx, bool create_id)
-{
-	struct dpt__nccl_comm *comm = NULL;
-	struct dpt__msg m;
-	int rc;
-
-	if (create_id) {
-		/* This process is the NCCL bootstrap root of the generation:
-		 * it stays in it until every rank has initialised. */
-		dpt__msg_init(&m, DPT_MSG_UNIQUE_ID, ctx->generation);
-		rc = dpt__nccl_unique_id(m.u.unique_id);
+	if (root && ops->root) {
+		/* This process is the bootstrap's root: it stays in the
+		 * generation until every rank has initialised. */
+		dpt__msg_init(&m, ops->bootstrap, ctx->generation);
+		rc = ops->root(&m);
 		if (!rc)
 			rc = send_msg(ctx, &m);
 		if (rc)
 			return rc;
 	}
-	rc = await(ctx, DPT_MSG_UNIQUE_ID, ctx->generation, 0, &m);
+	rc = await(ctx, ops->bootstrap, ctx->generation, 0, &m);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&ctx->lock);
 	if (ctx->ended < ctx->generation)
-		atomic_store(&ctx->nccl_abort, 0);
+		atomic_store(&ctx->comm_abort, 0);
 	pthread_mutex_unlock(&ctx->lock);
-	dpt__debug("rank %d of %d in generation %u: nccl backend, id %08x",
-		   ctx->rank, ctx->world, ctx->generation,
-		   (uint32_t)dpt__fnv1a(m.u.unique_id, DPT_NCCL_ID_SIZE,
-					DPT_FNV1A_INIT));
-	rc = dpt__nccl_comm_new(&comm, m.u.unique_id, ctx->rank, ctx->world,
-				(int)ctx->local_hint, ctx->comm_timeout_ms,
-				&ctx->nccl_abort);
+	snprintf(session, sizeof(session), "%s-g%u", ctx->session_base,
+		 ctx->generation);
+	g = (struct dpt__coll_gen){
+		.generation = ctx->generation,
+		.rank = ctx->rank,
+		.world = ctx->world,
+		.local_hint = (int)ctx->local_hint,
+		.session = session,
+		.step_key = ctx->keys.worker_secret,
+		.step_key_len = strlen(ctx->keys.worker_secret),
+		.timeout_ms = ctx->comm_timeout_ms,
+		.stream = ctx->cuda_stream,
+		.abort = &ctx->comm_abort,
+		.listener = listener,
+	};
+	rc = ops->create(&comm, &g, &m);
+	dpt__msg_release(&m);
 	if (rc)
 		return rc;
-	dpt__nccl_comm_set_stream(comm, ctx->cuda_stream);
-	return install_comm(ctx, NULL, comm);
+	return install_comm(ctx, comm);
 }
 
 /* One attempt: JOIN, WELCOME, then the backend's set-up. */
@@ -292,14 +259,12 @@ static int join_once(struct dpt_ctx *ctx)
 	ctx->world = (int)m.u.welcome.world;
 	ctx->local_rank = (int)m.u.welcome.local_rank;
 	ctx->local_world = (int)m.u.welcome.local_world;
-	ctx->backend = m.u.welcome.backend;
+	ctx->coll = dpt__coll_find(m.u.welcome.backend);
 
-	if (ctx->backend == DPT_BACKEND_NCCL) {
+	if (!ctx->coll->listens)
 		dpt__cpu_listener_destroy(&listener);
-		rc = setup_nccl(ctx, m.u.welcome.flags & DPT_WELCOME_CREATE_ID);
-	} else {
-		rc = setup_cpu(ctx, &listener);
-	}
+	rc = setup_comm(ctx, m.u.welcome.flags & DPT_WELCOME_CREATE_ID,
+			&listener);
 	if (!rc && !generation_alive(ctx, ctx->generation))
 		rc = DPT_EGENERATION;
 out:
@@ -371,7 +336,7 @@ const char *dpt_backend(const struct dpt_ctx *ctx)
 {
 	if (!ctx || ctx->state == W_JOINING)
 		return "none";
-	return ctx->backend == DPT_BACKEND_NCCL ? "nccl" : "cpu";
+	return ctx->coll->name;
 }
 
 /* The coordinator's agent failed (the coordinator is lost): the context
@@ -600,11 +565,10 @@ static int reduce_supported(const struct dpt_ctx *ctx, enum dpt_dtype dtype,
 			   (int)dtype, (int)op, why);
 		return DPT_EINVAL;
 	}
-	if (ctx->backend == DPT_BACKEND_NCCL &&
-	    (why = dpt__nccl_reduce_refusal(dtype))) {
-		dpt__error(
-			"cannot allreduce dtype %d with the nccl backend: %s",
-			(int)dtype, why);
+	if (ctx->coll->reduce_refusal &&
+	    (why = ctx->coll->reduce_refusal(dtype))) {
+		dpt__error("cannot allreduce dtype %d with the %s backend: %s",
+			   (int)dtype, ctx->coll->name, why);
 		return DPT_ENOTSUP;
 	}
 	return 0;
@@ -621,11 +585,7 @@ int dpt_allreduce(struct dpt_ctx *ctx, const void *send, void *recv,
 		rc = reduce_supported(ctx, dtype, op);
 	if (rc)
 		return rc;
-	if (ctx->backend == DPT_BACKEND_NCCL)
-		rc = dpt__nccl_allreduce(ctx->nccl, send, recv, count, dtype,
-					 op);
-	else
-		rc = dpt__cpu_allreduce(ctx->cpu, send, recv, count, dtype, op);
+	rc = ctx->coll->allreduce(ctx->comm, send, recv, count, dtype, op);
 	return after(ctx, rc);
 }
 
@@ -640,10 +600,7 @@ int dpt_broadcast(struct dpt_ctx *ctx, void *buf, size_t count,
 		rc = DPT_EINVAL;
 	if (rc)
 		return rc;
-	if (ctx->backend == DPT_BACKEND_NCCL)
-		rc = dpt__nccl_broadcast(ctx->nccl, buf, count, dtype, root);
-	else
-		rc = dpt__cpu_broadcast(ctx->cpu, buf, count, dtype, root);
+	rc = ctx->coll->broadcast(ctx->comm, buf, count, dtype, root);
 	return after(ctx, rc);
 }
 
@@ -657,10 +614,7 @@ int dpt_allgather(struct dpt_ctx *ctx, const void *send, void *recv,
 				   (size_t)ctx->world);
 	if (rc)
 		return rc;
-	if (ctx->backend == DPT_BACKEND_NCCL)
-		rc = dpt__nccl_allgather(ctx->nccl, send, recv, count, dtype);
-	else
-		rc = dpt__cpu_allgather(ctx->cpu, send, recv, count, dtype);
+	rc = ctx->coll->allgather(ctx->comm, send, recv, count, dtype);
 	return after(ctx, rc);
 }
 
@@ -669,8 +623,8 @@ int dpt_set_cuda_stream(struct dpt_ctx *ctx, void *stream)
 	if (!ctx)
 		return DPT_EINVAL;
 	ctx->cuda_stream = stream;
-	if (ctx->nccl)
-		dpt__nccl_comm_set_stream(ctx->nccl, stream);
+	if (ctx->comm && ctx->coll->set_stream)
+		ctx->coll->set_stream(ctx->comm, stream);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +28,11 @@
 
 #include "abi.h"
 #include "agent.h"
+#include "coll.h"
 #include "ctx.h"
 #include "hash.h"
 #include "log.h"
 #include "net.h"
-#include "nccl.h"
 #include "parse.h"
 #include "wire.h"
 #include "setting_names.h"
@@ -219,28 +220,35 @@ static void route_address(const char *endpoint, char *out, size_t size)
 }
 
 /* The backends this worker offers the coordinator (JOIN caps), from
- * BACKEND (auto, cpu or nccl; NULL: auto). */
+ * BACKEND (auto, or a backend's name; NULL: auto): every available one,
+ * or the one named. */
 static int configure_caps(struct dpt_ctx *ctx, const char *backend)
 {
-	if (!backend || !strcmp(backend, "auto")) {
-		ctx->caps = DPT_CAP_CPU;
-		if (dpt__nccl_available())
-			ctx->caps |= DPT_CAP_NCCL;
-	} else if (!strcmp(backend, "cpu")) {
-		ctx->caps = DPT_CAP_CPU;
-	} else if (!strcmp(backend, "nccl")) {
-		if (!dpt__nccl_available()) {
-			dpt__error("backend 'nccl' requested, but this build "
-				   "has no nccl or no gpu is visible");
+	bool any = !backend || !strcmp(backend, "auto");
+
+	ctx->caps = 0;
+	for (int i = 0; dpt__coll_backends[i]; i++) {
+		const struct dpt__coll_ops *b = dpt__coll_backends[i];
+
+		if (any) {
+			if (b->available())
+				ctx->caps |= b->cap;
+			continue;
+		}
+		if (strcmp(backend, b->name))
+			continue;
+		if (!b->available()) {
+			dpt__error("backend '%s' requested, but %s", backend,
+				   b->unavailable);
 			return DPT_ENOTSUP;
 		}
-		ctx->caps = DPT_CAP_NCCL;
-	} else {
-		dpt__error("unknown backend '%s': use auto, nccl or cpu",
-			   backend);
-		return DPT_ECONFIG;
+		ctx->caps = b->cap;
+		return 0;
 	}
-	return 0;
+	if (any)
+		return 0;
+	dpt__error("unknown backend '%s': use auto, nccl or cpu", backend);
+	return DPT_ECONFIG;
 }
 
 /* This worker's data-plane address (DATA_HOST, else the address on the
@@ -394,7 +402,7 @@ static int init_ctx(struct dpt_ctx **out, const struct dpt_init_opts *opts)
 		return DPT_ENOMEM;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->verdict, NULL);
-	atomic_init(&ctx->nccl_abort, 0);
+	atomic_init(&ctx->comm_abort, 0);
 	atomic_init(&ctx->stop_requested, 0);
 	ctx->rank = ctx->world = ctx->local_rank = -1;
 	rc = configure(ctx, opts, &ac);

@@ -1,9 +1,10 @@
 # libdptrain: the library that training programs link.
 #
-# worker/cpu.mk builds the CPU collective backend (worker/comm.h: shared
-# memory within a node, a TCP ring between nodes); worker/nccl.c is the
-# NCCL backend, compiled to stubs that report DPT_ENOTSUP when configure
-# found no NCCL.
+# The collectives run through a backend's operations (worker/coll.h, the
+# list in worker/coll.c): worker/cpu.mk builds the CPU backend
+# (worker/cpu_comm.h: shared memory within a node, a TCP ring between
+# nodes); worker/nccl.c is the NCCL backend, compiled to stubs that report
+# DPT_ENOTSUP when configure found no NCCL.
 lib_LTLIBRARIES += worker/libdptrain.la
 pkginclude_HEADERS += include/dptrain/dptrain.h include/dptrain/error.h \
 	include/dptrain/sampler.h
@@ -13,6 +14,7 @@ worker_libdptrain_la_SOURCES = \
 	worker/dptrain.c worker/init.c worker/ctx.h worker/internal.h \
 	worker/logger.c \
 	worker/agent.c worker/agent.h \
+	worker/coll.c worker/coll.h \
 	worker/nccl.c worker/nccl.h worker/gpu_probe.c worker/gpu_probe.h
 worker_libdptrain_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 worker_libdptrain_la_LIBADD = worker/libdptcpu.la common/libdptcommon.la \

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "gpu_probe.h"
+#include "hash.h"
 #include "log.h"
 #include "nccl.h"
 
@@ -663,3 +664,82 @@ const char *dpt__nccl_reduce_refusal(enum dpt_dtype dtype)
 		       "int32 (widened), or use the cpu backend";
 	return NULL;
 }
+
+/* ------------------------------------------------------------ operations */
+
+/* The bootstrap is NCCL's unique ID, made by the rank that WELCOME names
+ * the root and relayed by the coordinator. */
+static int make_id(struct dpt__msg *m)
+{
+	return dpt__nccl_unique_id(m->u.unique_id);
+}
+
+static int create(void **out, const struct dpt__coll_gen *g,
+		  const struct dpt__msg *m)
+{
+	struct dpt__nccl_comm *comm = NULL;
+	int rc;
+
+	dpt__debug("rank %d of %d in generation %u: nccl backend, id %08x",
+		   g->rank, g->world, g->generation,
+		   (uint32_t)dpt__fnv1a(m->u.unique_id, DPT_NCCL_ID_SIZE,
+					DPT_FNV1A_INIT));
+	rc = dpt__nccl_comm_new(&comm, m->u.unique_id, g->rank, g->world,
+				g->local_hint, g->timeout_ms, g->abort);
+	if (rc)
+		return rc;
+	dpt__nccl_comm_set_stream(comm, g->stream);
+	*out = comm;
+	return 0;
+}
+
+static int allreduce(void *comm, const void *send, void *recv, size_t count,
+		     enum dpt_dtype dtype, enum dpt_op op)
+{
+	return dpt__nccl_allreduce(comm, send, recv, count, dtype, op);
+}
+
+static int broadcast(void *comm, void *buf, size_t count, enum dpt_dtype dtype,
+		     int root)
+{
+	return dpt__nccl_broadcast(comm, buf, count, dtype, root);
+}
+
+static int allgather(void *comm, const void *send, void *recv, size_t count,
+		     enum dpt_dtype dtype)
+{
+	return dpt__nccl_allgather(comm, send, recv, count, dtype);
+}
+
+static void set_stream(void *comm, void *stream)
+{
+	dpt__nccl_comm_set_stream(comm, stream);
+}
+
+static void destroy(void **comm)
+{
+	struct dpt__nccl_comm *c = *comm;
+
+	dpt__nccl_comm_destroy(&c);
+	*comm = NULL;
+}
+
+/* No abort operation: the communicator watches the generation's abort
+ * flag (struct dpt__coll_gen), in its set-up as in its collectives. */
+const struct dpt__coll_ops dpt__coll_nccl = {
+	.name = "nccl",
+	.wire = DPT_BACKEND_NCCL,
+	.cap = DPT_CAP_NCCL,
+	.memory = DPT__COLL_HOST | DPT__COLL_DEVICE,
+	.available = dpt__nccl_available,
+	.unavailable = "this build has no nccl or no gpu is visible",
+	.bootstrap = DPT_MSG_UNIQUE_ID,
+	.root = make_id,
+	.create = create,
+	.reduce_refusal = dpt__nccl_reduce_refusal,
+	.allreduce = allreduce,
+	.broadcast = broadcast,
+	.allgather = allgather,
+	.set_stream = set_stream,
+	.destroy = destroy,
+};

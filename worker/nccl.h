@@ -1,7 +1,8 @@
 /*
  * The NCCL collective backend. Built for real when configure found NCCL
  * (HAVE_NCCL); otherwise every function reports DPT_ENOTSUP and
- * dpt__nccl_available() says no, so callers need no #ifdef.
+ * dpt__nccl_available() says no, so callers need no #ifdef. The worker
+ * API reaches it through its operations, dpt__coll_nccl (worker/coll.h).
  *
  * Buffers are device memory of the communicator's GPU. Each collective is
  * enqueued on the communicator's stream after the caller's stream's work
@@ -17,9 +18,13 @@
 
 #include <dptrain/dptrain.h>
 
+#include "coll.h"
 #include "wire.h"
 
 struct dpt__nccl_comm;
+
+/* The backend's operations (worker/coll.h). */
+extern const struct dpt__coll_ops dpt__coll_nccl;
 
 /* Whether this build has NCCL and a CUDA device is visible. CUDA is asked
  * (which initialises its driver) only where dpt__gpu_device_files

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "worker/comm.h"
+#include "worker/cpu_comm.h"
 
 /* The code run by each rank; its return value is the process's exit
  * status. The communicator is destroyed after it returns. */

@@ -40,6 +40,21 @@ tests_unit_test_cpu_hello_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) \
 tests_unit_test_cpu_hello_LDADD = worker/libdptcpu.la worker/libdptrain.la \
 	common/libdptcommon.la $(CMOCKA_LIBS) $(CRYPTO_LIBS)
 tests_unit_test_cpu_hello_LDFLAGS = -no-install
+# The backends' operations (worker/coll.h): the list, the lookup, the
+# capabilities, the CPU backend through them. The seam's sources are built
+# in: libdptrain hides them.
+UNIT_TESTS += tests/unit/test_coll_ops
+tests_unit_test_coll_ops_SOURCES = tests/unit/test_coll_ops.c \
+	worker/coll.c worker/nccl.c worker/gpu_probe.c
+tests_unit_test_coll_ops_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_unit_test_coll_ops_LDADD = worker/libdptcpu.la worker/libdptrain.la \
+	common/libdptcommon.la \
+	$(CMOCKA_LIBS)
+tests_unit_test_coll_ops_LDFLAGS = -no-install
+if HAVE_NCCL
+tests_unit_test_coll_ops_CFLAGS += $(CUDA_CFLAGS) $(NCCL_CFLAGS)
+tests_unit_test_coll_ops_LDADD += $(NCCL_LIBS) $(CUDA_LIBS)
+endif
 endif
 
 # The collectives through libdptrain's public API, between worker

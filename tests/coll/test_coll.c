@@ -24,7 +24,7 @@
 #include <dptrain/dptrain.h>
 
 #include "harness.h"
-#include "worker/comm.h"
+#include "worker/cpu_comm.h"
 #include "worker/cpu_reduce.h"
 
 #define MAX_WORLD  8

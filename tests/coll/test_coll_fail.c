@@ -23,7 +23,7 @@
 #include <dptrain/dptrain.h>
 
 #include "harness.h"
-#include "worker/comm.h"
+#include "worker/cpu_comm.h"
 
 #define MAX_WORLD 8
 #define COUNT	  (4u << 20) /* 16 MiB of float32 per allreduce */

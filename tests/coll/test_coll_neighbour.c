@@ -40,7 +40,7 @@
 
 #include "harness.h"
 #include "hash.h"
-#include "worker/comm.h"
+#include "worker/cpu_comm.h"
 #include "worker/cpu_hello.h"
 
 #define MAX_WORLD  4

@@ -1,22 +1,28 @@
 /*
- * The collective backends' internal interface (CPU ring now, NCCL beside
- * it). The worker API (worker/dptrain.c) picks a backend and calls through
- * this interface; the coordinator is not involved in data movement.
+ * The CPU collective backend: shared memory between the ranks of a node,
+ * a TCP ring between nodes (worker/cpu_comm.c). The worker API
+ * (worker/dptrain.c) reaches it through its operations, dpt__coll_cpu
+ * (worker/coll.h, worker/cpu_coll.c); the tests and the benchmark call it
+ * directly. The coordinator is not involved in data movement.
  *
  * Bootstrap of the CPU backend: before joining, each worker opens a
  * listener (dpt__cpu_listen) and sends its address in its JOIN message; the
  * coordinator relays the generation's roster (address and node of every
  * rank) and each worker then connects with dpt__cpu_comm_new.
  */
-#ifndef DPT_WORKER_COMM_H
-#define DPT_WORKER_COMM_H
+#ifndef DPT_WORKER_CPU_COMM_H
+#define DPT_WORKER_CPU_COMM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <dptrain/dptrain.h>
 
+#include "coll.h"
 #include "wire.h" /* struct dpt__peer: the roster is a wire type */
+
+/* The backend's operations (worker/coll.h). */
+extern const struct dpt__coll_ops dpt__coll_cpu;
 
 struct dpt__cpu_listener;
 struct dpt__cpu_comm;
