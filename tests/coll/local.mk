@@ -22,26 +22,6 @@ tests_coll_test_coll_neighbour_SOURCES = tests/coll/test_coll_neighbour.c \
 tests_coll_test_coll_neighbour_LDADD = $(COLL_LDADD)
 tests_coll_test_coll_neighbour_LDFLAGS = -no-install
 
-# The reduction kernels' unit test sits with the other unit tests and is
-# one of them (UNIT_TESTS: `make check-unit`, the sanitizer pass), but is
-# built here, with the rest of the CPU backend's tests.
-if HAVE_CMOCKA
-UNIT_TESTS += tests/unit/test_cpu_reduce
-tests_unit_test_cpu_reduce_SOURCES = tests/unit/test_cpu_reduce.c
-tests_unit_test_cpu_reduce_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-tests_unit_test_cpu_reduce_LDADD = worker/libdptcpu.la worker/libdptrain.la \
-	common/libdptcommon.la $(CMOCKA_LIBS) -lm
-tests_unit_test_cpu_reduce_LDFLAGS = -no-install
-# The data plane's HELLO codec and key derivation.
-UNIT_TESTS += tests/unit/test_cpu_hello
-tests_unit_test_cpu_hello_SOURCES = tests/unit/test_cpu_hello.c
-tests_unit_test_cpu_hello_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) \
-	$(CRYPTO_CFLAGS)
-tests_unit_test_cpu_hello_LDADD = worker/libdptcpu.la worker/libdptrain.la \
-	common/libdptcommon.la $(CMOCKA_LIBS) $(CRYPTO_LIBS)
-tests_unit_test_cpu_hello_LDFLAGS = -no-install
-endif
-
 # The collectives through libdptrain's public API, between worker
 # processes that join a real dptrain-coordinator: tests/coll/api.sh starts
 # both, tests/coll/api is the worker.
