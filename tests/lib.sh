@@ -117,13 +117,36 @@ x_rows() {
 		sed 's/^X(//; s/)$//; s/"//g; s/  */ /g'
 }
 
-require_python() { # MODULE...: sets $py; SKIP unless it imports each MODULE
-	py=${DPT_PYTHON:-/usr/bin/python3}
-	"$py" -c '' 2>/dev/null || skip_all "$py does not run"
-	local m
+python_missing= # why python_has said no
+python_has() { # PY MODULE...: whether PY runs and imports each MODULE
+	local py=$1 m
+	shift
+	python_missing=
+	"$py" -c '' 2>/dev/null || { python_missing="$py does not run"; return 1; }
 	for m; do
-		"$py" -c "import $m" 2>/dev/null || skip_all "$py cannot import $m (Debian: python3-$m)"
+		"$py" -c "import $m" 2>/dev/null ||
+			{ python_missing="$py cannot import $m (Debian: python3-${m%%.*})"; return 1; }
 	done
+}
+require_python_module() { # PY MODULE...: SKIP unless PY imports each MODULE
+	python_has "$@" || skip_all "$python_missing"
+}
+require_python() { # MODULE...: sets $py (DPT_PYTHON, else Debian's python3); as above
+	py=${DPT_PYTHON:-/usr/bin/python3}
+	require_python_module "$py" "$@"
+}
+# The binding of this tree, for the Python it runs: sets $lib (SKIP
+# unless it is built) and exports PYTHONPATH and DPTRAIN_LIBRARY.
+require_binding() {
+	lib=$top_builddir/worker/.libs/libdptrain.so
+	[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+	export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+}
+# Fashion-MNIST from Debian's dataset-fashion-mnist: sets $data, SKIP
+# without it.
+require_fmnist() {
+	data=/usr/share/datasets/fashion-mnist
+	[ -f "$data/train-images-idx3-ubyte.gz" ] || skip_all "Debian's dataset-fashion-mnist is not installed"
 }
 
 # ---------------------------------------------------------------- time limits
