@@ -31,6 +31,9 @@ if [ -z "${top_srcdir:-}" ]; then
 fi
 top_builddir=${top_builddir:-$top_srcdir}
 export top_srcdir top_builddir
+# The test beds' port lock (s3_hold_port).
+# shellcheck source=tests/beds.sh
+. "$top_srcdir/tests/beds.sh"
 
 # ---------------------------------------------------------------- TAP
 tap_count=0
@@ -307,6 +310,25 @@ s3_down() { # [DIR]
 	local dir=${1:-${DPT_S3_DIR:-}}
 	[ -n "$dir" ] || return 0
 	DPTRAIN_S3_DIR=$dir bash "$top_srcdir/tests/s3/down" >/dev/null
+}
+# A restart of the server of s3_up on its port: s3_hold_port takes the
+# port lock (tests/beds.sh) before the test stops the server, so that no
+# test bed starting meanwhile picks the port left free; s3_start_again
+# starts the server there again and lets the lock go.
+s3_hold_port() {
+	port_lock || bail_out "cannot hold the S3 server's port"
+}
+s3_start_again() { # TRIES [NAME=VALUE...]: settings for tests/s3/up; 1 if it fails
+	local try out rc=1
+	for ((try = 1; try <= $1; try++)); do
+		out=$(env "${@:2}" DPTRAIN_S3_DIR="$DPT_S3_DIR" DPTRAIN_S3_PORT="${DPTRAIN_S3_ENDPOINT##*:}" \
+			DPTRAIN_PORT_LOCK_HELD=1 bash "$top_srcdir/tests/s3/up" 2>&1) && { rc=0; break; }
+		diag "try $try: tests/s3/up did not start the server again: $out"
+	done
+	port_unlock
+	# shellcheck disable=SC1091
+	[ $rc != 0 ] || . "$DPT_S3_DIR/env.sh"
+	return $rc
 }
 # The keys under PREFIX of the incomplete multipart uploads of the S3
 # server of env.sh's bucket, one a line. ListMultipartUploads (curl 7.88

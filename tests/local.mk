@@ -11,7 +11,7 @@ AM_TESTS_ENVIRONMENT = \
 	top_srcdir='$(abs_top_srcdir)'; export top_srcdir; \
 	top_builddir='$(abs_top_builddir)'; export top_builddir;
 
-EXTRA_DIST += tests/lib.sh tests/run-tap.sh tests/testlib.h
+EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 
 include $(srcdir)/tests/unit/local.mk
 
