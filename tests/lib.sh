@@ -31,6 +31,9 @@ if [ -z "${top_srcdir:-}" ]; then
 fi
 top_builddir=${top_builddir:-$top_srcdir}
 export top_srcdir top_builddir
+# The test beds' port lock (s3_hold_port).
+# shellcheck source=tests/beds.sh
+. "$top_srcdir/tests/beds.sh"
 
 # ---------------------------------------------------------------- TAP
 tap_count=0
@@ -117,13 +120,36 @@ x_rows() {
 		sed 's/^X(//; s/)$//; s/"//g; s/  */ /g'
 }
 
-require_python() { # MODULE...: sets $py; SKIP unless it imports each MODULE
-	py=${DPT_PYTHON:-/usr/bin/python3}
-	"$py" -c '' 2>/dev/null || skip_all "$py does not run"
-	local m
+python_missing= # why python_has said no
+python_has() { # PY MODULE...: whether PY runs and imports each MODULE
+	local py=$1 m
+	shift
+	python_missing=
+	"$py" -c '' 2>/dev/null || { python_missing="$py does not run"; return 1; }
 	for m; do
-		"$py" -c "import $m" 2>/dev/null || skip_all "$py cannot import $m (Debian: python3-$m)"
+		"$py" -c "import $m" 2>/dev/null ||
+			{ python_missing="$py cannot import $m (Debian: python3-${m%%.*})"; return 1; }
 	done
+}
+require_python_module() { # PY MODULE...: SKIP unless PY imports each MODULE
+	python_has "$@" || skip_all "$python_missing"
+}
+require_python() { # MODULE...: sets $py (DPT_PYTHON, else Debian's python3); as above
+	py=${DPT_PYTHON:-/usr/bin/python3}
+	require_python_module "$py" "$@"
+}
+# The binding of this tree, for the Python it runs: sets $lib (SKIP
+# unless it is built) and exports PYTHONPATH and DPTRAIN_LIBRARY.
+require_binding() {
+	lib=$top_builddir/worker/.libs/libdptrain.so
+	[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+	export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+}
+# Fashion-MNIST from Debian's dataset-fashion-mnist: sets $data, SKIP
+# without it.
+require_fmnist() {
+	data=/usr/share/datasets/fashion-mnist
+	[ -f "$data/train-images-idx3-ubyte.gz" ] || skip_all "Debian's dataset-fashion-mnist is not installed"
 }
 
 # ---------------------------------------------------------------- time limits
@@ -284,6 +310,25 @@ s3_down() { # [DIR]
 	local dir=${1:-${DPT_S3_DIR:-}}
 	[ -n "$dir" ] || return 0
 	DPTRAIN_S3_DIR=$dir bash "$top_srcdir/tests/s3/down" >/dev/null
+}
+# A restart of the server of s3_up on its port: s3_hold_port takes the
+# port lock (tests/beds.sh) before the test stops the server, so that no
+# test bed starting meanwhile picks the port left free; s3_start_again
+# starts the server there again and lets the lock go.
+s3_hold_port() {
+	port_lock || bail_out "cannot hold the S3 server's port"
+}
+s3_start_again() { # TRIES [NAME=VALUE...]: settings for tests/s3/up; 1 if it fails
+	local try out rc=1
+	for ((try = 1; try <= $1; try++)); do
+		out=$(env "${@:2}" DPTRAIN_S3_DIR="$DPT_S3_DIR" DPTRAIN_S3_PORT="${DPTRAIN_S3_ENDPOINT##*:}" \
+			DPTRAIN_PORT_LOCK_HELD=1 bash "$top_srcdir/tests/s3/up" 2>&1) && { rc=0; break; }
+		diag "try $try: tests/s3/up did not start the server again: $out"
+	done
+	port_unlock
+	# shellcheck disable=SC1091
+	[ $rc != 0 ] || . "$DPT_S3_DIR/env.sh"
+	return $rc
 }
 # The keys under PREFIX of the incomplete multipart uploads of the S3
 # server of env.sh's bucket, one a line. ListMultipartUploads (curl 7.88

@@ -11,7 +11,7 @@ AM_TESTS_ENVIRONMENT = \
 	top_srcdir='$(abs_top_srcdir)'; export top_srcdir; \
 	top_builddir='$(abs_top_builddir)'; export top_builddir;
 
-EXTRA_DIST += tests/lib.sh tests/run-tap.sh
+EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 
 # The tests that take minutes, slowest first (on the 2-core CI machine: the
 # fault campaign 260 s, the preemptions 220 s each, the Lightning tests 130
@@ -28,116 +28,7 @@ LONG_TESTS = \
 	tests/python/lightning.sh \
 	tests/python/demo.sh
 
-if HAVE_CMOCKA
-UNIT_TESTS = \
-	tests/unit/test_error \
-	tests/unit/test_parse \
-	tests/unit/test_buf \
-	tests/unit/test_jsonl \
-	tests/unit/test_scalars \
-	tests/unit/test_spank_config \
-	tests/unit/test_setting_names \
-	tests/unit/test_wire \
-	tests/unit/test_client \
-	tests/unit/test_net \
-	tests/unit/test_stepd \
-	tests/unit/test_coord \
-	tests/unit/test_kv \
-	tests/unit/test_requeue \
-	tests/unit/test_sampler \
-	tests/unit/test_gpu_probe \
-	tests/unit/test_run_as \
-	tests/unit/test_metrics \
-	tests/unit/test_event_log
-check_PROGRAMS += $(UNIT_TESTS)
-TESTS += $(UNIT_TESTS)
-UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-UNIT_LDADD = common/libdptcommon.la $(CMOCKA_LIBS)
-tests_unit_test_error_SOURCES = tests/unit/test_error.c
-tests_unit_test_error_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_error_LDADD = $(UNIT_LDADD)
-tests_unit_test_parse_SOURCES = tests/unit/test_parse.c
-tests_unit_test_parse_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_parse_LDADD = $(UNIT_LDADD)
-tests_unit_test_buf_SOURCES = tests/unit/test_buf.c
-tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_buf_LDADD = $(UNIT_LDADD)
-tests_unit_test_jsonl_SOURCES = tests/unit/test_jsonl.c
-tests_unit_test_jsonl_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_jsonl_LDADD = $(UNIT_LDADD)
-tests_unit_test_scalars_SOURCES = tests/unit/test_scalars.c
-tests_unit_test_scalars_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_scalars_LDADD = $(UNIT_LDADD) -lm
-tests_unit_test_spank_config_SOURCES = tests/unit/test_spank_config.c spank/settings.c
-tests_unit_test_spank_config_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
-# The names of the settings, walked through the plugin's and the
-# coordinator's parsers.
-tests_unit_test_setting_names_SOURCES = tests/unit/test_setting_names.c \
-	spank/settings.c coordinator/options.c
-tests_unit_test_setting_names_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_setting_names_LDADD = $(UNIT_LDADD)
-tests_unit_test_wire_SOURCES = tests/unit/test_wire.c
-tests_unit_test_wire_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_wire_LDADD = $(UNIT_LDADD)
-# The client against a hostile fake coordinator (a thread on loopback).
-tests_unit_test_client_SOURCES = tests/unit/test_client.c
-tests_unit_test_client_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
-tests_unit_test_client_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS) -lpthread
-tests_unit_test_gpu_probe_SOURCES = tests/unit/test_gpu_probe.c worker/gpu_probe.c
-tests_unit_test_gpu_probe_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_gpu_probe_LDADD = $(UNIT_LDADD)
-# Needs root (as slurmstepd): the child becomes nobody.
-tests_unit_test_run_as_SOURCES = tests/unit/test_run_as.c spank/run_as.c
-tests_unit_test_run_as_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_run_as_LDADD = $(UNIT_LDADD)
-tests_unit_test_net_SOURCES = tests/unit/test_net.c
-tests_unit_test_net_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_net_LDADD = $(UNIT_LDADD)
-# slurmstepd's side of the plugin with a fake Slurm and a fake client.
-tests_unit_test_stepd_SOURCES = tests/unit/test_stepd.c spank/stepd.c spank/run_as.c \
-	spank/settings.c
-tests_unit_test_stepd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/spank
-tests_unit_test_stepd_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
-tests_unit_test_stepd_LDADD = $(UNIT_LDADD)
-# The coordinator's state machine and key-value store, with no socket: the
-# test injects the sender (libzmq only for its message buffers).
-tests_unit_test_coord_SOURCES = tests/unit/test_coord.c coordinator/coord.c coordinator/coord_gen.c coordinator/coord_report.c \
-	coordinator/kv.c coordinator/peers.c
-tests_unit_test_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator \
-	-DDPT_TOP_SRCDIR='"$(abs_top_srcdir)"' 
-tests_unit_test_coord_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
-tests_unit_test_coord_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
-tests_unit_test_kv_SOURCES = tests/unit/test_kv.c coordinator/kv.c coordinator/coord_gen.c coordinator/coord_report.c \
-	coordinator/coord.c coordinator/peers.c
-tests_unit_test_kv_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
-tests_unit_test_kv_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
-tests_unit_test_kv_LDADD = $(UNIT_LDADD) $(ZMQ_LIBS)
-tests_unit_test_requeue_SOURCES = tests/unit/test_requeue.c \
-	coordinator/requeue.c
-tests_unit_test_requeue_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
-tests_unit_test_requeue_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_requeue_LDADD = $(UNIT_LDADD)
-tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.c \
-	coordinator/metrics.c
-tests_unit_test_metrics_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/coordinator
-tests_unit_test_metrics_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
-tests_unit_test_metrics_LDADD = $(UNIT_LDADD)
-# The run's events through the coordinator's writer and the tool's reader.
-tests_unit_test_event_log_SOURCES = tests/unit/test_event_log.c \
-	coordinator/events.c tool/event_line.c
-tests_unit_test_event_log_CPPFLAGS = $(AM_CPPFLAGS) \
-	-I$(top_srcdir)/coordinator -I$(top_srcdir)/tool
-tests_unit_test_event_log_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS) \
-	$(JANSSON_CFLAGS)
-tests_unit_test_event_log_LDADD = storage/libdptstorage.la $(UNIT_LDADD) \
-	$(JANSSON_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) -lpthread -lm
-# The sampler's source is built in: the test also checks its internal
-# random stream (worker/sampler_int.h), which the library hides.
-tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c worker/sampler.c
-tests_unit_test_sampler_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_sampler_LDADD = $(UNIT_LDADD)
-endif
+include $(srcdir)/tests/unit/local.mk
 
 include $(srcdir)/tests/cluster/local.mk
 include $(srcdir)/tests/s3/local.mk

@@ -80,7 +80,7 @@ run_ok "the newest step verifies" "$ckpt_tool" ckpt verify "file://$loop/run"
 py=/usr/bin/python3
 if [ -n "${DPT_SANITIZED:-}" ]; then
 	for i in 1 2 3; do skip "dptrain.torch after a failed save" "python3 is not built with the sanitizers (make check-sanitized)"; done
-elif $py -c 'import torch' 2>/dev/null; then
+elif python_has $py torch; then
 	fill
 	DPTRAIN_RUN=torch PYTHONPATH=$top_srcdir/worker/python \
 		DPTRAIN_LIBRARY=$top_builddir/worker/.libs/libdptrain.so \
@@ -97,7 +97,7 @@ elif $py -c 'import torch' 2>/dev/null; then
 	is "$(ckpt_grep "$out.py" '^finished step=30 rank=[01] committed$' | wc -l)" 2 \
 		"dptrain.torch: both ranks finish and commit step 30" || diag "$(cat "$out".py.[0-9]*)"
 else
-	for i in 1 2 3; do skip "dptrain.torch after a failed save" "Debian's python3-torch is not installed"; done
+	for i in 1 2 3; do skip "dptrain.torch after a failed save" "$python_missing"; done
 fi
 
 # A stop (SIGUSR1, as at the walltime) while the file system is full: the

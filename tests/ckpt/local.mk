@@ -1,7 +1,7 @@
-# Checkpoint tests: cmocka unit tests of the manifest codec and the
-# resharding planner; integration tests that run a real coordinator and
-# real workers (tests/ckpt/ckpt_worker, linked with libdptrain) saving and
-# loading through the public API, and the `dptrain ckpt` tool.
+# Checkpoint tests (the unit tests are in tests/unit/local.mk): integration
+# tests that run a real coordinator and real workers (tests/ckpt/ckpt_worker,
+# linked with libdptrain) saving and loading through the public API, and the
+# `dptrain ckpt` tool.
 check_PROGRAMS += tests/ckpt/ckpt_worker
 tests_ckpt_ckpt_worker_SOURCES = tests/ckpt/ckpt_worker.c
 tests_ckpt_ckpt_worker_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS)
@@ -35,23 +35,3 @@ CKPT_TESTS = \
 	tests/ckpt/cli.sh
 TESTS += $(CKPT_TESTS)
 EXTRA_DIST += $(CKPT_TESTS) tests/ckpt/lib.sh tests/ckpt/torch_loop.py
-
-if HAVE_CMOCKA
-CKPT_UNIT_TESTS = tests/unit/test_ckpt_manifest tests/unit/test_ckpt_plan \
-	tests/unit/test_ckpt_interval
-UNIT_TESTS += $(CKPT_UNIT_TESTS)
-CKPT_UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(JANSSON_CFLAGS)
-CKPT_UNIT_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
-	common/libdptcommon.la worker/libdptrain.la $(JANSSON_LIBS) \
-	$(XXHASH_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) $(CMOCKA_LIBS)
-tests_unit_test_ckpt_manifest_SOURCES = tests/unit/test_ckpt_manifest.c
-tests_unit_test_ckpt_manifest_CFLAGS = $(CKPT_UNIT_CFLAGS)
-tests_unit_test_ckpt_manifest_LDADD = $(CKPT_UNIT_LDADD)
-tests_unit_test_ckpt_plan_SOURCES = tests/unit/test_ckpt_plan.c
-tests_unit_test_ckpt_plan_CFLAGS = $(CKPT_UNIT_CFLAGS)
-tests_unit_test_ckpt_plan_LDADD = $(CKPT_UNIT_LDADD)
-# --dp-ckpt-every=auto: Young/Daly's interval and its bounds.
-tests_unit_test_ckpt_interval_SOURCES = tests/unit/test_ckpt_interval.c
-tests_unit_test_ckpt_interval_CFLAGS = $(CKPT_UNIT_CFLAGS)
-tests_unit_test_ckpt_interval_LDADD = $(CKPT_UNIT_LDADD) -lm
-endif

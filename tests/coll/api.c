@@ -34,6 +34,7 @@
 #include <dptrain/dptrain.h>
 
 #include "parse.h"
+#include "tests/testlib.h"
 
 #define GARBAGE 0x5a /* what outputs hold before a collective */
 
@@ -84,42 +85,6 @@ static double scale(enum dpt_dtype t)
 	}
 }
 
-static uint16_t bf16_round(float f)
-{
-	uint32_t x;
-
-	memcpy(&x, &f, 4);
-	/* Round to nearest, ties to even (no NaN occurs here). */
-	x += 0x7fffu + ((x >> 16) & 1u);
-	return (uint16_t)(x >> 16);
-}
-
-static double bf16_value(uint16_t h)
-{
-	uint32_t x = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &x, 4);
-	return f;
-}
-
-static uint16_t fp16_round(float f)
-{
-	_Float16 h = (_Float16)f;
-	uint16_t b;
-
-	memcpy(&b, &h, 2);
-	return b;
-}
-
-static double fp16_value(uint16_t b)
-{
-	_Float16 h;
-
-	memcpy(&h, &b, 2);
-	return (double)h;
-}
-
 /* The bits of V in type T: V itself when representable, else rounded as
  * the type's conversion from float32 (or float64) does. */
 static uint64_t bits_of(enum dpt_dtype t, double v)
@@ -136,9 +101,9 @@ static uint64_t bits_of(enum dpt_dtype t, double v)
 		memcpy(&x, &v, 8);
 		return x;
 	case DPT_BFLOAT16:
-		return bf16_round(f);
+		return bf16_of(f);
 	default:
-		return fp16_round(f);
+		return half_of(f);
 	}
 }
 
@@ -156,9 +121,9 @@ static double value_of(enum dpt_dtype t, uint64_t bits)
 		memcpy(&d, &bits, 8);
 		return d;
 	case DPT_BFLOAT16:
-		return bf16_value((uint16_t)bits);
+		return float_of_bf16((uint16_t)bits);
 	default:
-		return fp16_value((uint16_t)bits);
+		return float_of_half((uint16_t)bits);
 	}
 }
 

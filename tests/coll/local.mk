@@ -22,41 +22,6 @@ tests_coll_test_coll_neighbour_SOURCES = tests/coll/test_coll_neighbour.c \
 tests_coll_test_coll_neighbour_LDADD = $(COLL_LDADD)
 tests_coll_test_coll_neighbour_LDFLAGS = -no-install
 
-# The reduction kernels' unit test sits with the other unit tests and is
-# one of them (UNIT_TESTS: `make check-unit`, the sanitizer pass), but is
-# built here, with the rest of the CPU backend's tests.
-if HAVE_CMOCKA
-UNIT_TESTS += tests/unit/test_cpu_reduce
-tests_unit_test_cpu_reduce_SOURCES = tests/unit/test_cpu_reduce.c
-tests_unit_test_cpu_reduce_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-tests_unit_test_cpu_reduce_LDADD = worker/libdptcpu.la worker/libdptrain.la \
-	common/libdptcommon.la $(CMOCKA_LIBS) -lm
-tests_unit_test_cpu_reduce_LDFLAGS = -no-install
-# The data plane's HELLO codec and key derivation.
-UNIT_TESTS += tests/unit/test_cpu_hello
-tests_unit_test_cpu_hello_SOURCES = tests/unit/test_cpu_hello.c
-tests_unit_test_cpu_hello_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) \
-	$(CRYPTO_CFLAGS)
-tests_unit_test_cpu_hello_LDADD = worker/libdptcpu.la worker/libdptrain.la \
-	common/libdptcommon.la $(CMOCKA_LIBS) $(CRYPTO_LIBS)
-tests_unit_test_cpu_hello_LDFLAGS = -no-install
-# The backends' operations (worker/coll.h): the list, the lookup, the
-# capabilities, the CPU backend through them. The seam's sources are built
-# in: libdptrain hides them.
-UNIT_TESTS += tests/unit/test_coll_ops
-tests_unit_test_coll_ops_SOURCES = tests/unit/test_coll_ops.c \
-	worker/coll.c worker/nccl.c worker/gpu_probe.c
-tests_unit_test_coll_ops_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-tests_unit_test_coll_ops_LDADD = worker/libdptcpu.la worker/libdptrain.la \
-	common/libdptcommon.la \
-	$(CMOCKA_LIBS)
-tests_unit_test_coll_ops_LDFLAGS = -no-install
-if HAVE_NCCL
-tests_unit_test_coll_ops_CFLAGS += $(CUDA_CFLAGS) $(NCCL_CFLAGS)
-tests_unit_test_coll_ops_LDADD += $(NCCL_LIBS) $(CUDA_LIBS)
-endif
-endif
-
 # The collectives through libdptrain's public API, between worker
 # processes that join a real dptrain-coordinator: tests/coll/api.sh starts
 # both, tests/coll/api is the worker.

@@ -46,6 +46,7 @@
 
 #include "client.h"
 #include "parse.h"
+#include "tests/testlib.h"
 #include "wire.h"
 
 static long long wall_ns(void)
@@ -64,43 +65,8 @@ static int fail(const char *what, int rc)
 
 /* ------------------------------------------------------------ exactness */
 
-static uint16_t to_bf16(float f)
-{
-	uint32_t x;
-	memcpy(&x, &f, 4);
-	return (uint16_t)(x >> 16); /* the test's values are exact in bf16 */
-}
-
-static float from_bf16(uint16_t b)
-{
-	uint32_t x = (uint32_t)b << 16;
-	float f;
-	memcpy(&f, &x, 4);
-	return f;
-}
-
 /* Small integers are exact in every float type, so is their mean when it
  * is an integer: the checks compare exactly. */
-static uint16_t to_half(float f)
-{
-	/* Only non-negative integers below 2048 occur here. */
-	if (f == 0)
-		return 0;
-	int e = 0;
-	float m = frexpf(f, &e); /* f = m * 2^e, 0.5 <= m < 1 */
-	uint16_t man = (uint16_t)((m * 2 - 1) * 1024);
-	return (uint16_t)(((e - 1 + 15) << 10) | man);
-}
-
-static float from_half(uint16_t h)
-{
-	int e = (h >> 10) & 0x1f;
-	float m = (float)(h & 0x3ff) / 1024.0f;
-	if (e == 0)
-		return ldexpf(m, -14);
-	return ldexpf(1 + m, e - 15);
-}
-
 #define N 257 /* odd, so that no chunking hides an off-by-one */
 
 /* Rank r contributes 2r + (i % 2): the sum is W(W-1) + W(i % 2) <= 256 for
@@ -123,10 +89,10 @@ static int check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 			((double *)buf)[i] = v;
 			break;
 		case DPT_BFLOAT16:
-			((uint16_t *)buf)[i] = to_bf16(v);
+			((uint16_t *)buf)[i] = bf16_of(v);
 			break;
 		case DPT_FLOAT16:
-			((uint16_t *)buf)[i] = to_half(v);
+			((uint16_t *)buf)[i] = half_of(v);
 			break;
 		default:
 			((int32_t *)buf)[i] = (int32_t)v;
@@ -149,10 +115,10 @@ static int check_allreduce(struct dpt_ctx *ctx, enum dpt_dtype dt,
 			got = ((double *)buf)[i];
 			break;
 		case DPT_BFLOAT16:
-			got = from_bf16(((uint16_t *)buf)[i]);
+			got = float_of_bf16(((uint16_t *)buf)[i]);
 			break;
 		case DPT_FLOAT16:
-			got = from_half(((uint16_t *)buf)[i]);
+			got = float_of_half(((uint16_t *)buf)[i]);
 			break;
 		default:
 			got = ((int32_t *)buf)[i];

@@ -62,6 +62,8 @@
 
 #include <dptrain/dptrain.h>
 
+#include "tests/testlib.h"
+
 static int checks, failures;
 static int rank, world;
 
@@ -97,40 +99,6 @@ static int value(enum dpt_dtype dt, int r, size_t i, uint32_t key)
 {
 	int v = (int)(mix((uint32_t)i * 31u + (uint32_t)r * 7919u + key) % 16u);
 	return dt == DPT_BOOL ? v >= 11 : v - 8;
-}
-
-/* IEEE half through the compiler's _Float16 (GCC 12 on x86-64), not
- * through anything of the library's. */
-static uint16_t half_of(double v)
-{
-	_Float16 h = (_Float16)(float)v;
-	uint16_t u;
-	memcpy(&u, &h, 2);
-	return u;
-}
-
-static float float_of_half(uint16_t u)
-{
-	_Float16 h;
-	memcpy(&h, &u, 2);
-	return (float)h;
-}
-
-/* bfloat16: the top half of a float32, rounded to nearest even. */
-static uint16_t bf16_of(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	u += 0x7fff + ((u >> 16) & 1);
-	return (uint16_t)(u >> 16);
-}
-
-static float float_of_bf16(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
 }
 
 static int is_signed(enum dpt_dtype dt)

@@ -17,9 +17,8 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (dpkg -i, and the cluster)"
 require_prog dpkg-buildpackage dpkg-checkbuilddeps dh dpkg-deb make
 py=/usr/bin/python3
-$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
-data=/usr/share/datasets/fashion-mnist
-[ -f $data/train-images-idx3-ubyte.gz ] || skip_all "Debian's dataset-fashion-mnist is not installed"
+require_python_module $py torch
+require_fmnist
 [ -f "$top_builddir/Makefile" ] || skip_all "configure the tree first ($top_builddir/Makefile)"
 
 pkgs=(slurm-spank-dptrain libdptrain0 libdptrain-dev python3-dptrain dptrain-tools)

@@ -10,9 +10,7 @@
 
 require_root
 require_python torch numpy
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
-export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+require_binding
 worker=$top_srcdir/tests/python/worker.py
 dptrain_cli=$top_builddir/dptrain
 

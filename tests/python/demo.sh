@@ -14,8 +14,7 @@
 
 require_root
 torch2_lightning
-[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
-	skip_all "Debian's dataset-fashion-mnist is not installed"
+require_fmnist
 command -v gnuplot >/dev/null || skip_all "gnuplot is not installed (apt-get install gnuplot-nox)"
 [ -f "$top_builddir/worker/.libs/libdptrain.so" ] || skip_all "build libdptrain first"
 

@@ -11,9 +11,7 @@
 require_root
 require_prog setpriv
 require_python numpy
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
-export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+require_binding
 script=$top_srcdir/tests/python/errors.py
 dir=$(dpt_state_dir pyerr) || exit 1
 dpt_scratch+=("$dir")

@@ -19,11 +19,8 @@
 
 require_root
 torch2_lightning
-data=/usr/share/datasets/fashion-mnist
-[ -f $data/train-images-idx3-ubyte.gz ] || skip_all "Debian's dataset-fashion-mnist is not installed"
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
-export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+require_fmnist
+require_binding
 script=$top_srcdir/contrib/examples/fmnist_lightning.py
 check=$top_srcdir/tests/python/fmnist_check.py
 

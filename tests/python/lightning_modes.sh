@@ -15,9 +15,7 @@
 
 require_root
 torch2_lightning
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
-export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+require_binding
 fit=$top_srcdir/tests/python/lightning_fit.py
 dptrain=$top_builddir/dptrain
 

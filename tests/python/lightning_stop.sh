@@ -12,10 +12,8 @@
 
 require_root
 torch2_lightning
-[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
-	skip_all "Debian's dataset-fashion-mnist is not installed"
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+require_fmnist
+require_binding
 check=$top_srcdir/tests/python/fmnist_check.py
 cluster_up NODES=2 CPUS=6 GPUS=0
 work=$(mktemp -d /tmp/dptrain-lstop.XXXXXX) || bail_out "mktemp failed"

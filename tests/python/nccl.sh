@@ -10,13 +10,11 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 require_python torch
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+require_binding
 cc=${CC:-cc}
 command -v "$cc" >/dev/null || skip_all "no C compiler ($cc) for the stand-in libraries"
 dir=$(dpt_state_dir nccl) || exit 1
 dpt_scratch+=("$dir")
-export DPTRAIN_LIBRARY=$lib
 plan 4
 
 # Prints, for NAME in ARGV[1], how many such files are mapped and their

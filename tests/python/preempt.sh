@@ -15,10 +15,8 @@
 
 require_root
 require_python torch
-[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
-	skip_all "Debian's dataset-fashion-mnist is not installed"
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+require_fmnist
+require_binding
 cluster_up NODES=2 CPUS=4 GPUS=0 PREEMPT_GRACE=30
 work=$(mktemp -d /tmp/dptrain-preempt.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")

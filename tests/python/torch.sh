@@ -13,11 +13,9 @@
 
 require_root
 require_python torch
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
+require_binding
 ckpt_worker=$top_builddir/tests/ckpt/ckpt_worker
 [ -x "$ckpt_worker" ] || skip_all "build the test programs first ($ckpt_worker)"
-export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
 worker=$top_srcdir/tests/python/torch_worker.py
 
 plan 21

@@ -13,11 +13,9 @@
 . "$top_srcdir/tests/shrink/lib.sh"
 
 [ "${DPT_SANITIZED:-0}" = 1 ] && skip_all "python3 is not built with the sanitizers"
-/usr/bin/python3 -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
-data=/usr/share/datasets/fashion-mnist
-[ -f "$data/train-images-idx3-ubyte.gz" ] || skip_all "$data not found (apt-get install dataset-fashion-mnist)"
-lib=$top_builddir/worker/.libs/libdptrain.so
-export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+require_python_module /usr/bin/python3 torch
+require_fmnist
+require_binding
 shrink_setup python
 plan 9
 steps=100

@@ -1,5 +1,5 @@
 # Integration tests of the SPANK plugin on the real test cluster.
-TESTS += \
+SPANK_TESTS = \
 	tests/spank/plugin_link.sh \
 	tests/spank/options.sh \
 	tests/spank/coordinator.sh \
@@ -20,26 +20,5 @@ TESTS += \
 	tests/spank/private.sh \
 	tests/spank/shared_root.sh \
 	tests/spank/secret.sh
-EXTRA_DIST += \
-	tests/spank/lib.sh \
-	tests/spank/plugin_link.sh \
-	tests/spank/options.sh \
-	tests/spank/coordinator.sh \
-	tests/spank/env.sh \
-	tests/spank/gpus.sh \
-	tests/spank/torchrun.sh \
-	tests/spank/torch.sh \
-	tests/spank/workers.sh \
-	tests/spank/walltime.sh \
-	tests/spank/walltime-change.sh \
-	tests/spank/requeue-guard.sh \
-	tests/spank/elastic.sh \
-	tests/spank/status.sh \
-	tests/spank/status_hostile.sh \
-	tests/spank/metrics.sh \
-	tests/spank/plot.sh \
-	tests/spank/netns.sh \
-	tests/spank/private.sh \
-	tests/spank/shared_root.sh \
-	tests/spank/secret.sh \
-	tests/spank/ddp.py
+TESTS += $(SPANK_TESTS)
+EXTRA_DIST += $(SPANK_TESTS) tests/spank/lib.sh tests/spank/ddp.py

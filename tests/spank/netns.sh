@@ -39,11 +39,11 @@ is "$(grep -o '^ok rank=[0-9]*' <<<"$out" | sort | tr '\n' ' ')" \
 # from the host name and is told the interface, as on a cluster where the
 # host name resolves to another network than the one to use.
 py=/usr/bin/python3
-if $py -c 'import torch' 2>/dev/null; then
+if python_has $py torch; then
 	out=$(GLOO_SOCKET_IFNAME=eth0 DPT_TIMEOUT=120 srun_t -N 2 -n 4 --ntasks-per-node=2 --dp-train=ddp \
 		$py "$top_srcdir/tests/spank/ddp.py" 2>&1)
 	is "$(grep -c 'world=4 .* sum=10 grad_ok=True' <<<"$out")" 4 \
 		"PyTorch DDP with gloo across namespaces: every rank got 10" || diag "$out"
 else
-	skip 1 "Debian's python3-torch is not installed"
+	skip 1 "$python_missing"
 fi

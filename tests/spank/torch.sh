@@ -7,7 +7,7 @@
 require_root
 # Debian's torch, not the python3 first on PATH.
 py=/usr/bin/python3
-$py -c 'import torch' 2>/dev/null || skip_all "Debian's python3-torch is not installed"
+require_python_module $py torch
 cluster_up NODES=2 CPUS=4 GPUS=0
 plan 3
 

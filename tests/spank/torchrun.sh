@@ -62,7 +62,7 @@ is "$(by_rank <<<"$out")" "$(want 0 100 tr)" \
 # 5-6. Real torch: is_torchelastic_launched() follows --dp-torchelastic,
 # and env:// still rendezvous without an agent store.
 py=/usr/bin/python3
-if $py -c 'import torch.distributed' 2>/dev/null; then
+if python_has $py torch.distributed; then
 	cat >"$work/te.py" <<'EOF'
 import torch
 import torch.distributed as dist
@@ -83,8 +83,8 @@ EOF
 	is "$out" "launched False" \
 		"without it torch does not take the step for a torchrun launch"
 else
-	skip "--dp-torchelastic: torch sees a torchrun launch" "Debian's python3-torch is not installed"
-	skip "without it torch does not take the step for a torchrun launch" "Debian's python3-torch is not installed"
+	skip "--dp-torchelastic: torch sees a torchrun launch" "$python_missing"
+	skip "without it torch does not take the step for a torchrun launch" "$python_missing"
 fi
 
 # 7-10. A batch job requeued once (RequeueExit=85 in the test cluster):

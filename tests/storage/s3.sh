@@ -16,7 +16,6 @@ tool=$top_builddir/tests/storage/storage_tool
 require_prog curl cmp head dd
 s3_up
 dir=$DPTRAIN_S3_DIR
-port=${DPTRAIN_S3_ENDPOINT##*:}
 plan 34
 
 work=$dir/data
@@ -234,13 +233,12 @@ ok $? "the object uploaded across the stall reads back byte for byte"
 slow_put slow/restarted 50 --retries 30 --retry-base-ms 100 --retry-max-ms 500
 wait_written $((7 * mib)) || diag "the put did not start"
 kill -STOP "$put_pid"
+s3_hold_port
 s3_down
 kill -CONT "$put_pid"
 sleep 1.5 # the writer meets a closed port
 kill -STOP "$put_pid"
-up_out=$(DPTRAIN_S3_DIR=$dir DPTRAIN_S3_PORT=$port bash "$top_srcdir/tests/s3/up" 2>&1) ||
-	{ kill -CONT "$put_pid"; bail_out "tests/s3/up cannot restart the server: $up_out"; }
-. "$dir/env.sh"
+s3_start_again 1 || { kill -CONT "$put_pid"; bail_out "tests/s3/up cannot restart the server"; }
 kill -CONT "$put_pid"
 wait_put
 rc=$?

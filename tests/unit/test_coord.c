@@ -2,13 +2,13 @@
  * The coordinator's state machine (coordinator/coord.c), driven without a
  * socket and without a clock: messages are encoded and handed to
  * dpt__coord_on_message as coordinator/main.c would hand them over, the
- * replies are recorded by an injected sender and decoded, and the time is
- * a number the test moves.
+ * replies are recorded by an injected sender and decoded (recorder,
+ * tests/testlib.h), and the time is a number the test moves.
  *
  * Over 900 lines on purpose: one test per row group of doc/protocol.md's
  * transition table, each a short scenario, and the check that the table
- * and the code agree; split, the scenarios would share their recorder and
- * helpers through a header for no reader's benefit.
+ * and the code agree; split, the scenarios would share their helpers
+ * through a header for no reader's benefit.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,68 +25,16 @@
 
 #include "coord.h"
 #include "log.h"
+#include "tests/testlib.h"
 #include "wire.h"
 
 /* ------------------------------------------------------------ harness */
 
-#define SENT_MAX  8192
 #define NAMES_MAX 256
 
-/* What the coordinator sent, decoded, to whom (a routing id is a short
- * name here: "w0", "stepd"). */
-static struct sent {
-	char to[32];
-	struct dpt__msg m;
-} sent[SENT_MAX];
-static size_t nsent;
 static int64_t now = 1000000;
 static char names[NAMES_MAX][32]; /* the peers seen: index + 10 is the fd */
 static size_t nnames;
-
-static int record(void *arg, const uint8_t *id, size_t id_len, zmq_msg_t *msg)
-{
-	struct sent *s = &sent[nsent];
-
-	(void)arg;
-	assert_true(nsent < SENT_MAX);
-	assert_true(id_len < sizeof(s->to));
-	memcpy(s->to, id, id_len);
-	s->to[id_len] = '\0';
-	assert_int_equal(dpt__wire_decode(zmq_msg_data(msg), zmq_msg_size(msg),
-					  DPT_WIRE_MSG_MAX, &s->m),
-			 0);
-	nsent++;
-	return 0;
-}
-
-static const struct dpt__coord_sender recorder = {.send = record};
-
-static void clear_sent(void)
-{
-	for (size_t i = 0; i < nsent; i++)
-		dpt__msg_release(&sent[i].m);
-	nsent = 0;
-}
-
-/* How many messages of TYPE went to TO since clear_sent. */
-static int count(const char *to, enum dpt__msg_type type)
-{
-	int n = 0;
-
-	for (size_t i = 0; i < nsent; i++)
-		n += !strcmp(sent[i].to, to) && sent[i].m.type == type;
-	return n;
-}
-
-/* The last message of TYPE sent to TO; fails the test if there is none. */
-static const struct dpt__msg *last(const char *to, enum dpt__msg_type type)
-{
-	for (size_t i = nsent; i-- > 0;)
-		if (!strcmp(sent[i].to, to) && sent[i].m.type == type)
-			return &sent[i].m;
-	fail_msg("no %s was sent to %s", dpt__msg_type_name(type), to);
-	return NULL;
-}
 
 /* The connection descriptor of peer ID: one per name. */
 static int fd_of(const char *id)
@@ -310,7 +258,7 @@ static struct dpt__coord *coord_new(uint32_t world, uint32_t min_workers,
 	};
 	struct dpt__coord *c;
 
-	clear_sent();
+	sent_clear();
 	clear_log();
 	nnames = 0;
 	assert_int_equal(dpt__coord_new(&c, &cfg, &recorder, now), 0);
@@ -425,12 +373,12 @@ static void linger_counts_and_acks_task_exits(void **state)
 	(void)state;
 	join(c, "w0", 0, 0);
 	join(c, "w1", 1, 0);
-	assert_int_equal(count("w0", DPT_MSG_WELCOME), 1);
-	assert_int_equal(count("w1", DPT_MSG_WELCOME), 1);
+	assert_int_equal(sent_count("w0", DPT_MSG_WELCOME), 1);
+	assert_int_equal(sent_count("w1", DPT_MSG_WELCOME), 1);
 	dpt__coord_stop(c, "the step ends", now);
 	vote(c, "w0", 1, 1, 0, 0);
 	vote(c, "w1", 1, 1, 0, 0);
-	assert_int_equal(last("w1", DPT_MSG_VOTE_DONE)->u.vote.flags,
+	assert_int_equal(sent_last("w1", DPT_MSG_VOTE_DONE)->u.vote.flags,
 			 DPT_VOTE_STOP);
 	assert_true(dpt__coord_stop_sent(c));
 	simple(c, "w0", DPT_MSG_LEAVE, 1);
@@ -439,20 +387,20 @@ static void linger_counts_and_acks_task_exits(void **state)
 	assert_int_equal(code, 0);
 	assert_int_equal(dpt__coord_tasks_running(c), 2);
 
-	clear_sent();
+	sent_clear();
 	task_exit(c, "stepd0", 0, 0, 7);
-	assert_int_equal(count("stepd0", DPT_MSG_ACK), 1);
-	assert_int_equal(last("stepd0", DPT_MSG_ACK)->seq, 7);
+	assert_int_equal(sent_count("stepd0", DPT_MSG_ACK), 1);
+	assert_int_equal(sent_last("stepd0", DPT_MSG_ACK)->seq, 7);
 	assert_int_equal(dpt__coord_tasks_running(c), 1);
 	task_exit(c, "stepd1", 1, 0, 8);
-	assert_int_equal(last("stepd1", DPT_MSG_ACK)->seq, 8);
+	assert_int_equal(sent_last("stepd1", DPT_MSG_ACK)->seq, 8);
 	assert_int_equal(dpt__coord_tasks_running(c), 0);
 	/* Nothing else is taken once finished: a late heartbeat or join
 	 * gets no answer, and the exit code stays. */
-	clear_sent();
+	sent_clear();
 	simple(c, "w0", DPT_MSG_HEARTBEAT, 1);
 	join(c, "w9", 0, 0);
-	assert_int_equal((int)nsent, 0);
+	assert_int_equal((int)sent_total(), 0);
 	assert_true(done(c, &code));
 	assert_int_equal(code, 0);
 	dpt__coord_destroy(&c);
@@ -466,10 +414,10 @@ static struct dpt__coord *running_pair(void)
 
 	join(c, "w0", 0, 0);
 	join(c, "w1", 1, 0);
-	assert_int_equal(last("w0", DPT_MSG_WELCOME)->u.welcome.rank, 0);
-	assert_int_equal(last("w1", DPT_MSG_WELCOME)->u.welcome.rank, 1);
-	assert_int_equal(count("w1", DPT_MSG_ROSTER), 1);
-	clear_sent();
+	assert_int_equal(sent_last("w0", DPT_MSG_WELCOME)->u.welcome.rank, 0);
+	assert_int_equal(sent_last("w1", DPT_MSG_WELCOME)->u.welcome.rank, 1);
+	assert_int_equal(sent_count("w1", DPT_MSG_ROSTER), 1);
+	sent_clear();
 	return c;
 }
 
@@ -486,14 +434,14 @@ static void member_stop_request_stops_everyone(void **state)
 	(void)state;
 	vote(c, "w0", 1, 1, 0, 0);
 	vote(c, "w1", 1, 1, 0, 0);
-	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags, 0);
+	assert_int_equal(sent_last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags, 0);
 	assert_false(dpt__coord_stop_sent(c));
 	clear_log();
 	vote(c, "w0", 1, 2, 0, DPT_VOTE_BUSY);
 	vote(c, "w1", 1, 2, 0, DPT_VOTE_STOP);
-	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+	assert_int_equal(sent_last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
 			 DPT_VOTE_STOP | DPT_VOTE_BUSY);
-	assert_int_equal(last("w1", DPT_MSG_VOTE_DONE)->u.vote.flags,
+	assert_int_equal(sent_last("w1", DPT_MSG_VOTE_DONE)->u.vote.flags,
 			 DPT_VOTE_STOP | DPT_VOTE_BUSY);
 	assert_true(dpt__coord_stop_sent(c));
 	assert_non_null(strstr(logged, "stop requested by rank 1 (task 1, "));
@@ -502,7 +450,7 @@ static void member_stop_request_stops_everyone(void **state)
 	clear_log();
 	vote(c, "w0", 1, 3, 0, DPT_VOTE_STOP);
 	vote(c, "w1", 1, 3, 0, 0);
-	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+	assert_int_equal(sent_last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
 			 DPT_VOTE_STOP);
 	assert_null(strstr(logged, "stop requested"));
 	dpt__coord_destroy(&c);
@@ -519,13 +467,13 @@ static void member_save_request_reaches_everyone(void **state)
 	(void)state;
 	vote(c, "w0", 1, 1, 0, DPT_VOTE_SAVE);
 	vote(c, "w1", 1, 1, 0, 0);
-	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+	assert_int_equal(sent_last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
 			 DPT_VOTE_SAVE);
-	assert_int_equal(last("w1", DPT_MSG_VOTE_DONE)->u.vote.flags,
+	assert_int_equal(sent_last("w1", DPT_MSG_VOTE_DONE)->u.vote.flags,
 			 DPT_VOTE_SAVE);
 	vote(c, "w0", 1, 2, 0, 0);
 	vote(c, "w1", 1, 2, 0, DPT_VOTE_BUSY);
-	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+	assert_int_equal(sent_last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
 			 DPT_VOTE_BUSY);
 	dpt__coord_destroy(&c);
 }
@@ -549,11 +497,12 @@ static void other_version_join_is_refused(void **state)
 	assert_true(len > 0);
 	buf[2] = DPT_WIRE_VERSION - 1;
 	dpt__coord_on_message(c, "old", 3, buf, (size_t)len, 10, now);
-	assert_int_equal(last("old", DPT_MSG_ERROR)->u.text.code, DPT_EVERSION);
-	assert_non_null(strstr(last("old", DPT_MSG_ERROR)->u.text.text,
+	assert_int_equal(sent_last("old", DPT_MSG_ERROR)->u.text.code,
+			 DPT_EVERSION);
+	assert_non_null(strstr(sent_last("old", DPT_MSG_ERROR)->u.text.text,
 			       "protocol version 3 is not supported: this "
 			       "coordinator speaks version 4"));
-	assert_int_equal(count("old", DPT_MSG_WELCOME), 0);
+	assert_int_equal(sent_count("old", DPT_MSG_WELCOME), 0);
 	dpt__coord_destroy(&c);
 }
 
@@ -678,42 +627,44 @@ static void nccl_unique_id_relay_and_rejoin(void **state)
 	join_as(c, "w0", 0, 0, DPT_CAP_NCCL | DPT_CAP_CPU);
 	join_as(c, "w1", 1, 0, DPT_CAP_NCCL);
 	assert_string_equal(state_now, "ID_WAIT");
-	assert_int_equal(last("w0", DPT_MSG_WELCOME)->u.welcome.flags,
+	assert_int_equal(sent_last("w0", DPT_MSG_WELCOME)->u.welcome.flags,
 			 DPT_WELCOME_CREATE_ID);
-	assert_int_equal(last("w1", DPT_MSG_WELCOME)->u.welcome.flags, 0);
-	assert_int_equal(last("w1", DPT_MSG_WELCOME)->u.welcome.backend,
+	assert_int_equal(sent_last("w1", DPT_MSG_WELCOME)->u.welcome.flags, 0);
+	assert_int_equal(sent_last("w1", DPT_MSG_WELCOME)->u.welcome.backend,
 			 DPT_BACKEND_NCCL);
 	dpt__msg_init(&id, DPT_MSG_UNIQUE_ID, 1);
 	memset(id.u.unique_id, 0x5a, DPT_NCCL_ID_SIZE);
-	clear_sent();
+	sent_clear();
 	deliver(c, "w1", &id); /* not rank 0: nothing */
-	assert_int_equal((int)nsent, 0);
+	assert_int_equal((int)sent_total(), 0);
 	assert_string_equal(state_now, "ID_WAIT");
 	barrier(c, "w0", 1, 1); /* a barrier may come before the ID */
 	deliver(c, "w0", &id);
 	assert_string_equal(state_now, "RUNNING");
-	assert_int_equal(last("w0", DPT_MSG_UNIQUE_ID)->u.unique_id[7], 0x5a);
-	assert_int_equal(last("w1", DPT_MSG_UNIQUE_ID)->u.unique_id[7], 0x5a);
+	assert_int_equal(sent_last("w0", DPT_MSG_UNIQUE_ID)->u.unique_id[7],
+			 0x5a);
+	assert_int_equal(sent_last("w1", DPT_MSG_UNIQUE_ID)->u.unique_id[7],
+			 0x5a);
 	barrier(c, "w1", 1, 1);
-	assert_int_equal(count("w0", DPT_MSG_BARRIER_DONE), 1);
+	assert_int_equal(sent_count("w0", DPT_MSG_BARRIER_DONE), 1);
 	deliver(c, "w0", &id); /* late: ignored while RUNNING */
 	assert_string_equal(state_now, "RUNNING");
 
 	/* Rank 1's data plane broke: it re-joins, the generation ends. */
-	clear_sent();
+	sent_clear();
 	join_as(c, "w1", 1, 1, DPT_CAP_NCCL);
 	assert_string_equal(state_now, "GATHERING");
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_FAULT);
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.lost_rank, 1);
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.lost_rank, 1);
 	join_as(c, "w0", 0, 1, DPT_CAP_NCCL | DPT_CAP_CPU);
 	assert_string_equal(state_now, "ID_WAIT");
-	assert_int_equal(last("w0", DPT_MSG_WELCOME)->generation, 2);
+	assert_int_equal(sent_last("w0", DPT_MSG_WELCOME)->generation, 2);
 	/* Rank 0 offers generation 1's ID again: refused. */
 	id.generation = 2;
 	deliver(c, "w0", &id);
 	assert_string_equal(state_now, "GATHERING");
-	assert_non_null(strstr(last("w1", DPT_MSG_GEN_END)->u.text.text,
+	assert_non_null(strstr(sent_last("w1", DPT_MSG_GEN_END)->u.text.text,
 			       "previous generation's nccl unique id"));
 	dpt__coord_destroy(&c);
 }
@@ -728,28 +679,28 @@ static void nccl_id_timeout_and_leave(void **state)
 	join_as(c, "w0", 0, 0, DPT_CAP_NCCL);
 	join_as(c, "w1", 1, 0, DPT_CAP_NCCL);
 	assert_string_equal(state_now, "ID_WAIT");
-	clear_sent();
+	sent_clear();
 	tick(c, 999);
 	assert_string_equal(state_now, "ID_WAIT");
 	tick(c, 1);
 	assert_string_equal(state_now, "GATHERING");
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_EVICTED);
-	assert_int_equal(last("w1", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w1", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_PEER_LOST);
 	join_as(c, "w1", 1, 1, DPT_CAP_NCCL);
 	assert_string_equal(state_now, "ID_WAIT");
-	assert_int_equal(last("w1", DPT_MSG_WELCOME)->u.welcome.world, 1);
+	assert_int_equal(sent_last("w1", DPT_MSG_WELCOME)->u.welcome.world, 1);
 	/* The evicted rank 0 still talks: told again, nothing else. */
-	clear_sent();
+	sent_clear();
 	simple(c, "w0", DPT_MSG_HEARTBEAT, 1);
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_EVICTED);
 	assert_string_equal(state_now, "ID_WAIT");
 	/* A collective failed before the ID came: the generation ends. */
 	fault(c, "w1", 2);
 	assert_string_equal(state_now, "GATHERING");
-	assert_int_equal(last("w1", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w1", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_FAULT);
 	join_as(c, "w1", 1, 2, DPT_CAP_NCCL);
 	assert_string_equal(state_now, "ID_WAIT");
@@ -783,7 +734,7 @@ static void join_timeout_forms_or_fails(void **state)
 	simple(c, "w1", DPT_MSG_HEARTBEAT, 0);
 	tick(c, 1000);
 	assert_string_equal(state_now, "RUNNING");
-	assert_int_equal(last("w1", DPT_MSG_WELCOME)->u.welcome.world, 2);
+	assert_int_equal(sent_last("w1", DPT_MSG_WELCOME)->u.welcome.world, 2);
 	assert_non_null(strstr(logged, "2 of 3 workers joined within 5000 ms"));
 	dpt__coord_destroy(&c);
 
@@ -795,7 +746,8 @@ static void join_timeout_forms_or_fails(void **state)
 	}
 	assert_true(done(c, &code));
 	assert_int_equal(code, 1);
-	assert_int_equal(last("w0", DPT_MSG_ERROR)->u.text.code, DPT_EPEERLOST);
+	assert_int_equal(sent_last("w0", DPT_MSG_ERROR)->u.text.code,
+			 DPT_EPEERLOST);
 	dpt__coord_destroy(&c);
 }
 
@@ -815,12 +767,13 @@ static void join_timeout_drops_the_missing(void **state)
 	join(c, "w0", 0, 1);
 	join(c, "w1", 1, 1);
 	assert_string_equal(state_now, "GATHERING"); /* w2 is awaited */
-	clear_sent();
+	sent_clear();
 	tick(c, 1000);
 	assert_string_equal(state_now, "RUNNING");
-	assert_int_equal(last("w2", DPT_MSG_ERROR)->u.text.code, DPT_ETIMEDOUT);
-	assert_int_equal(last("w0", DPT_MSG_WELCOME)->u.welcome.world, 2);
-	assert_int_equal(last("w0", DPT_MSG_WELCOME)->generation, 2);
+	assert_int_equal(sent_last("w2", DPT_MSG_ERROR)->u.text.code,
+			 DPT_ETIMEDOUT);
+	assert_int_equal(sent_last("w0", DPT_MSG_WELCOME)->u.welcome.world, 2);
+	assert_int_equal(sent_last("w0", DPT_MSG_WELCOME)->generation, 2);
 	dpt__coord_destroy(&c);
 }
 
@@ -834,18 +787,18 @@ static void silence_evicts(void **state)
 	(void)state;
 	tick(c, 1000);
 	simple(c, "w0", DPT_MSG_HEARTBEAT, 1);
-	assert_int_equal(count("w1", DPT_MSG_HEARTBEAT), 1); /* we speak */
+	assert_int_equal(sent_count("w1", DPT_MSG_HEARTBEAT), 1); /* we speak */
 	tick(c, 1000);
 	assert_string_equal(state_now, "GATHERING");
-	assert_int_equal(last("w1", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w1", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_EVICTED);
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_PEER_LOST);
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.lost_rank, 1);
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.lost_rank, 1);
 	/* The evicted worker still talks: it is told again. */
-	clear_sent();
+	sent_clear();
 	vote(c, "w1", 1, 1, 0, 0);
-	assert_int_equal(last("w1", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w1", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_EVICTED);
 	tick(c, 1000);
 	assert_true(done(c, &code));
@@ -875,7 +828,7 @@ static void closed_connection_evicts(void **state)
 	assert_string_equal(state_now, "RUNNING");
 	tick(c, 1);
 	assert_string_equal(state_now, "GATHERING");
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_PEER_LOST);
 	/* While GATHERING: w0 is WAITING; its connection closes too. */
 	dpt__coord_on_disconnect(c, fd_of("w0"), now);
@@ -915,7 +868,7 @@ static void task_exits(void **state)
 	join(c, "w0", 0, 0);
 	task_exit(c, "stepd", 2, 0, 1); /* never joined, clean */
 	assert_string_equal(state_now, "GATHERING");
-	assert_int_equal(last("stepd", DPT_MSG_ACK)->seq, 1);
+	assert_int_equal(sent_last("stepd", DPT_MSG_ACK)->seq, 1);
 	join(c, "w1", 1, 0); /* 2 of the 2 still expected */
 	assert_string_equal(state_now, "RUNNING");
 	task_exit(c, "stepd", 7, 0, 2);
@@ -923,22 +876,23 @@ static void task_exits(void **state)
 	assert_non_null(strstr(logged, "task 7 exited (exit code 0): no such "
 				       "task in a step of 3"));
 	simple(c, "w5", DPT_MSG_LEAVE, 1); /* never joined */
-	assert_int_equal(last("w5", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w5", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_EVICTED);
 	assert_string_equal(state_now, "RUNNING");
 	task_exit(c, "stepd", 1, 9, 3);
 	assert_string_equal(state_now, "GATHERING");
-	assert_int_equal(last("w1", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w1", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_EVICTED);
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_TASK_EXIT);
 	assert_non_null(strstr(logged, "its task exited (signal 9)"));
 	/* Its worker, not knowing, joins again: refused. */
 	join(c, "w1", 1, 1);
-	assert_int_equal(last("w1", DPT_MSG_ERROR)->u.text.code, DPT_ECLOSED);
+	assert_int_equal(sent_last("w1", DPT_MSG_ERROR)->u.text.code,
+			 DPT_ECLOSED);
 	join(c, "w0", 0, 1);
 	assert_string_equal(state_now, "RUNNING");
-	assert_int_equal(last("w0", DPT_MSG_WELCOME)->u.welcome.world, 1);
+	assert_int_equal(sent_last("w0", DPT_MSG_WELCOME)->u.welcome.world, 1);
 	dpt__coord_destroy(&c);
 
 	/* ID_WAIT. */
@@ -968,14 +922,15 @@ static void shutdown_in_every_state(void **state)
 	dpt__coord_shutdown(c, "the coordinator got signal 15", now);
 	assert_true(done(c, &code));
 	assert_int_equal(code, 1);
-	assert_int_equal(last("w0", DPT_MSG_ERROR)->u.text.code, DPT_ECLOSED);
+	assert_int_equal(sent_last("w0", DPT_MSG_ERROR)->u.text.code,
+			 DPT_ECLOSED);
 	dpt__coord_destroy(&c);
 
 	c = running_pair();
 	dpt__coord_shutdown(c, "parent exited", now);
 	assert_true(done(c, &code));
 	assert_int_equal(code, 1);
-	assert_string_equal(last("w1", DPT_MSG_ERROR)->u.text.text,
+	assert_string_equal(sent_last("w1", DPT_MSG_ERROR)->u.text.text,
 			    "parent exited");
 	dpt__coord_shutdown(c, "again", now); /* DONE: ignored */
 	dpt__coord_stop(c, "late", now);
@@ -1003,9 +958,9 @@ static void stop_before_the_generation_runs(void **state)
 				       "told to stop at their next vote"));
 	vote(c, "w0", 1, 1, 0, 0);
 	barrier(c, "w1", 1, 1);
-	assert_int_equal(last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
+	assert_int_equal(sent_last("w0", DPT_MSG_VOTE_DONE)->u.vote.flags,
 			 DPT_VOTE_STOP);
-	assert_int_equal(count("w1", DPT_MSG_BARRIER_DONE), 1);
+	assert_int_equal(sent_count("w1", DPT_MSG_BARRIER_DONE), 1);
 	assert_true(dpt__coord_stop_sent(c));
 	dpt__coord_destroy(&c);
 }
@@ -1025,9 +980,9 @@ static void votes_and_duplicate_barriers(void **state)
 	vote(c, "w2", 1, 1, DPT_EIO, 0);
 	vote(c, "w2", 1, 1, DPT_EIO, 0); /* duplicate */
 	vote(c, "w1", 1, 1, DPT_ENOSPC, 0);
-	assert_int_equal(count("w0", DPT_MSG_VOTE_DONE), 0);
+	assert_int_equal(sent_count("w0", DPT_MSG_VOTE_DONE), 0);
 	vote(c, "w0", 1, 1, 0, 0);
-	d = last("w0", DPT_MSG_VOTE_DONE);
+	d = sent_last("w0", DPT_MSG_VOTE_DONE);
 	assert_int_equal(d->u.vote.failed, 2);
 	assert_int_equal(d->u.vote.code, DPT_ENOSPC);
 	assert_non_null(strstr(logged, "2 of 3 members failed"));
@@ -1035,13 +990,14 @@ static void votes_and_duplicate_barriers(void **state)
 	barrier(c, "w0", 1, 2);
 	barrier(c, "w1", 1, 2);
 	simple(c, "w0", DPT_MSG_LEAVE, 1);
-	assert_int_equal(count("w1", DPT_MSG_BARRIER_DONE), 0);
+	assert_int_equal(sent_count("w1", DPT_MSG_BARRIER_DONE), 0);
 	barrier(c, "w2", 1, 2);
-	assert_int_equal(count("w1", DPT_MSG_BARRIER_DONE), 1);
-	assert_int_equal(count("w0", DPT_MSG_BARRIER_DONE), 0);
+	assert_int_equal(sent_count("w1", DPT_MSG_BARRIER_DONE), 1);
+	assert_int_equal(sent_count("w0", DPT_MSG_BARRIER_DONE), 0);
 	/* After a member left, a newcomer is refused: the job finishes. */
 	join(c, "w3", 0, 0);
-	assert_int_equal(last("w3", DPT_MSG_ERROR)->u.text.code, DPT_EBUSY);
+	assert_int_equal(sent_last("w3", DPT_MSG_ERROR)->u.text.code,
+			 DPT_EBUSY);
 	dpt__coord_destroy(&c);
 }
 
@@ -1059,25 +1015,28 @@ static void duplicate_and_late_joins(void **state)
 	join(c, "w0", 0, 0);
 	assert_non_null(strstr(logged, "joins generation 1 (1 of 3)"));
 	join(c, "x0", 0, 0); /* task 0 again, another connection */
-	assert_int_equal(last("x0", DPT_MSG_ERROR)->u.text.code, DPT_EEXIST);
+	assert_int_equal(sent_last("x0", DPT_MSG_ERROR)->u.text.code,
+			 DPT_EEXIST);
 	join(c, "w1", 1, 0);
 	assert_string_equal(state_now, "GATHERING");
 	tick(c, 1000); /* the third never comes */
 	assert_string_equal(state_now, "RUNNING");
-	assert_int_equal(last("w1", DPT_MSG_WELCOME)->u.welcome.world, 2);
+	assert_int_equal(sent_last("w1", DPT_MSG_WELCOME)->u.welcome.world, 2);
 	/* It comes now: the generation ends (GROW) and the next has 3. */
 	join(c, "w2", 2, 0);
 	assert_string_equal(state_now, "GATHERING");
-	assert_int_equal(last("w0", DPT_MSG_GEN_END)->u.text.code,
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.code,
 			 DPT_END_GROW);
 	join(c, "w0", 0, 1);
 	join(c, "w1", 1, 1);
 	assert_string_equal(state_now, "RUNNING");
-	assert_int_equal(last("w2", DPT_MSG_WELCOME)->u.welcome.world, 3);
+	assert_int_equal(sent_last("w2", DPT_MSG_WELCOME)->u.welcome.world, 3);
 	join(c, "w9", 1, 0); /* full */
-	assert_int_equal(last("w9", DPT_MSG_ERROR)->u.text.code, DPT_EEXIST);
+	assert_int_equal(sent_last("w9", DPT_MSG_ERROR)->u.text.code,
+			 DPT_EEXIST);
 	join(c, "w8", DPT_WIRE_NO_TASK, 0);
-	assert_int_equal(last("w8", DPT_MSG_ERROR)->u.text.code, DPT_EBUSY);
+	assert_int_equal(sent_last("w8", DPT_MSG_ERROR)->u.text.code,
+			 DPT_EBUSY);
 	dpt__coord_destroy(&c);
 
 	/* A newcomer while ID_WAIT. */
@@ -1089,7 +1048,7 @@ static void duplicate_and_late_joins(void **state)
 	assert_string_equal(state_now, "GATHERING");
 	join_as(c, "w0", 0, 1, DPT_CAP_NCCL);
 	assert_string_equal(state_now, "ID_WAIT");
-	assert_int_equal(last("w1", DPT_MSG_WELCOME)->u.welcome.world, 2);
+	assert_int_equal(sent_last("w1", DPT_MSG_WELCOME)->u.welcome.world, 2);
 	dpt__coord_destroy(&c);
 }
 
@@ -1109,7 +1068,7 @@ static void rejoin_storm(void **state)
 		join(c, id[i], (uint32_t)i, 0);
 	}
 	assert_string_equal(state_now, "RUNNING");
-	clear_sent();
+	sent_clear();
 	for (int i = W - 1; i >= 0; i--) {
 		join(c, id[i], (uint32_t)i, 1);
 		simple(c, id[(i + 7) % W], DPT_MSG_HEARTBEAT, 1);
@@ -1119,10 +1078,10 @@ static void rejoin_storm(void **state)
 	}
 	assert_string_equal(state_now, "RUNNING");
 	for (int i = 0; i < W; i++) {
-		const struct dpt__msg *w = last(id[i], DPT_MSG_WELCOME);
+		const struct dpt__msg *w = sent_last(id[i], DPT_MSG_WELCOME);
 
-		assert_int_equal(count(id[i], DPT_MSG_GEN_END), 1);
-		assert_int_equal(count(id[i], DPT_MSG_WELCOME), 1);
+		assert_int_equal(sent_count(id[i], DPT_MSG_GEN_END), 1);
+		assert_int_equal(sent_count(id[i], DPT_MSG_WELCOME), 1);
 		assert_int_equal(w->generation, 2);
 		assert_int_equal(w->u.welcome.rank, i);
 		assert_int_equal(w->u.welcome.world, W);
@@ -1145,7 +1104,7 @@ static void leaving(void **state)
 	assert_string_equal(state_now, "GATHERING");
 	join(c, "w2", 2, 0);
 	assert_string_equal(state_now, "RUNNING");
-	assert_int_equal(last("w2", DPT_MSG_WELCOME)->u.welcome.world, 2);
+	assert_int_equal(sent_last("w2", DPT_MSG_WELCOME)->u.welcome.world, 2);
 	fault(c, "w2", 1);
 	assert_string_equal(state_now, "GATHERING");
 	simple(c, "w0", DPT_MSG_LEAVE, 1);

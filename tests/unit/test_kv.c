@@ -1,8 +1,8 @@
 /*
  * The step's key-value store (coordinator/kv.c; doc/protocol.md, "Step
  * key-value store"), driven without a socket and without a clock: the
- * replies are recorded by an injected sender and decoded, the time is a
- * number the test moves.
+ * replies are recorded by an injected sender and decoded (recorder,
+ * tests/testlib.h), the time is a number the test moves.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,62 +20,16 @@
 #include "coord.h"
 #include "kv.h"
 #include "log.h"
+#include "tests/testlib.h"
 #include "wire.h"
 
-#define SENT_MAX 8192
-
-static struct sent {
-	char to[32];
-	struct dpt__msg m;
-} sent[SENT_MAX];
-static size_t nsent;
 static int64_t now = 5000000;
-
-static int record(void *arg, const uint8_t *id, size_t id_len, zmq_msg_t *msg)
-{
-	struct sent *s = &sent[nsent];
-
-	(void)arg;
-	assert_true(nsent < SENT_MAX);
-	assert_true(id_len < sizeof(s->to));
-	memcpy(s->to, id, id_len);
-	s->to[id_len] = '\0';
-	assert_int_equal(dpt__wire_decode(zmq_msg_data(msg), zmq_msg_size(msg),
-					  DPT_WIRE_MSG_MAX, &s->m),
-			 0);
-	nsent++;
-	return 0;
-}
-
-static const struct dpt__coord_sender recorder = {.send = record};
-
-/* The one reply to TO since the last call; fails unless there is
- * exactly one. */
-static struct dpt__msg reply_to(const char *to)
-{
-	struct dpt__msg m = {0};
-	int n = 0;
-
-	for (size_t i = 0; i < nsent; i++)
-		if (!strcmp(sent[i].to, to)) {
-			m = sent[i].m;
-			n++;
-		}
-	if (n != 1)
-		fail_msg("%d replies to %s, expected 1", n, to);
-	return m;
-}
-
-static void clear(void)
-{
-	nsent = 0;
-}
 
 static struct dpt__kv *kv_new(void)
 {
 	struct dpt__kv *kv;
 
-	clear();
+	sent_clear();
 	assert_int_equal(dpt__kv_new(&kv, &recorder), 0);
 	return kv;
 }
@@ -109,29 +63,29 @@ static void get(struct dpt__kv *kv, const char *from, uint32_t seq,
 static void first_put_wins(void **state)
 {
 	struct dpt__kv *kv = kv_new();
-	struct dpt__msg r;
+	const struct dpt__msg *r;
 
 	(void)state;
 	put(kv, "t0", 3, "master", "10.0.0.1:4000");
-	r = reply_to("t0");
-	assert_int_equal(r.type, DPT_MSG_ACK);
-	assert_int_equal(r.seq, 3);
-	clear();
+	r = sent_only("t0");
+	assert_int_equal(r->type, DPT_MSG_ACK);
+	assert_int_equal(r->seq, 3);
+	sent_clear();
 	put(kv, "t0", 4, "master", "10.0.0.1:4000");
-	assert_int_equal(reply_to("t0").type, DPT_MSG_ACK);
-	clear();
+	assert_int_equal(sent_only("t0")->type, DPT_MSG_ACK);
+	sent_clear();
 	put(kv, "t9", 5, "master", "10.0.0.9:4000");
-	r = reply_to("t9");
-	assert_int_equal(r.type, DPT_MSG_ERROR);
-	assert_int_equal(r.u.text.code, DPT_EBUSY);
-	assert_int_equal(r.seq, 5);
-	assert_string_equal(r.u.text.text,
+	r = sent_only("t9");
+	assert_int_equal(r->type, DPT_MSG_ERROR);
+	assert_int_equal(r->u.text.code, DPT_EBUSY);
+	assert_int_equal(r->seq, 5);
+	assert_string_equal(r->u.text.text,
 			    "'master' is already set to '10.0.0.1:4000'");
-	clear();
+	sent_clear();
 	get(kv, "t1", 6, "master", 0);
-	r = reply_to("t1");
-	assert_int_equal(r.type, DPT_MSG_KV_VALUE);
-	assert_string_equal(r.u.kv.value, "10.0.0.1:4000");
+	r = sent_only("t1");
+	assert_int_equal(r->type, DPT_MSG_KV_VALUE);
+	assert_string_equal(r->u.kv.value, "10.0.0.1:4000");
 	dpt__kv_destroy(&kv);
 	assert_null(kv);
 }
@@ -145,17 +99,17 @@ static void status_keys_are_replaced(void **state)
 	(void)state;
 	assert_null(dpt__kv_value(kv, DPT_KV_COMMITTED));
 	put(kv, "t0", 1, DPT_KV_COMMITTED, "40");
-	assert_int_equal(reply_to("t0").type, DPT_MSG_ACK);
-	clear();
+	assert_int_equal(sent_only("t0")->type, DPT_MSG_ACK);
+	sent_clear();
 	put(kv, "t0", 2, DPT_KV_COMMITTED, "80");
-	assert_int_equal(reply_to("t0").type, DPT_MSG_ACK);
+	assert_int_equal(sent_only("t0")->type, DPT_MSG_ACK);
 	assert_string_equal(dpt__kv_value(kv, DPT_KV_COMMITTED), "80");
-	clear();
+	sent_clear();
 	/* Not a prefix match on "dptrain" alone. */
 	put(kv, "t0", 3, "dptrainx", "a");
-	clear();
+	sent_clear();
 	put(kv, "t0", 4, "dptrainx", "b");
-	assert_int_equal(reply_to("t0").type, DPT_MSG_ERROR);
+	assert_int_equal(sent_only("t0")->type, DPT_MSG_ERROR);
 	assert_string_equal(dpt__kv_value(kv, "dptrainx"), "a");
 	dpt__kv_destroy(&kv);
 }
@@ -165,38 +119,38 @@ static void status_keys_are_replaced(void **state)
 static void get_waits_then_answers_or_times_out(void **state)
 {
 	struct dpt__kv *kv = kv_new();
-	struct dpt__msg r;
+	const struct dpt__msg *r;
 
 	(void)state;
 	get(kv, "t1", 1, "master", 0);
-	assert_int_equal(reply_to("t1").u.text.code, DPT_ENOENT);
-	clear();
+	assert_int_equal(sent_only("t1")->u.text.code, DPT_ENOENT);
+	sent_clear();
 	get(kv, "t1", 2, "master", 1000);
 	get(kv, "t2", 7, "master", 3000);
 	get(kv, "t3", 1, "other", 500);
-	assert_int_equal((int)nsent, 0);
+	assert_int_equal((int)sent_total(), 0);
 	now += 999;
 	dpt__kv_on_tick(kv, now);
-	assert_int_equal((int)nsent, 1); /* only t3's 500 ms are over */
-	assert_int_equal(reply_to("t3").u.text.code, DPT_ETIMEDOUT);
-	clear();
+	assert_int_equal((int)sent_total(), 1); /* only t3's 500 ms are over */
+	assert_int_equal(sent_only("t3")->u.text.code, DPT_ETIMEDOUT);
+	sent_clear();
 	now += 1;
 	dpt__kv_on_tick(kv, now);
-	r = reply_to("t1");
-	assert_int_equal(r.u.text.code, DPT_ETIMEDOUT);
-	assert_int_equal(r.seq, 2);
-	assert_non_null(strstr(r.u.text.text, "no value for 'master'"));
-	clear();
+	r = sent_only("t1");
+	assert_int_equal(r->u.text.code, DPT_ETIMEDOUT);
+	assert_int_equal(r->seq, 2);
+	assert_non_null(strstr(r->u.text.text, "no value for 'master'"));
+	sent_clear();
 	put(kv, "t0", 1, "master", "a:1");
-	assert_int_equal(reply_to("t0").type, DPT_MSG_ACK);
-	r = reply_to("t2");
-	assert_int_equal(r.type, DPT_MSG_KV_VALUE);
-	assert_int_equal(r.seq, 7);
-	assert_string_equal(r.u.kv.value, "a:1");
-	clear();
+	assert_int_equal(sent_only("t0")->type, DPT_MSG_ACK);
+	r = sent_only("t2");
+	assert_int_equal(r->type, DPT_MSG_KV_VALUE);
+	assert_int_equal(r->seq, 7);
+	assert_string_equal(r->u.kv.value, "a:1");
+	sent_clear();
 	now += 5000;
 	dpt__kv_on_tick(kv, now); /* nobody waits any more */
-	assert_int_equal((int)nsent, 0);
+	assert_int_equal((int)sent_total(), 0);
 	dpt__kv_destroy(&kv);
 }
 
@@ -212,20 +166,20 @@ static void limits(void **state)
 		snprintf(key, sizeof(key), "k%d", i);
 		put(kv, "t0", (uint32_t)i + 1, key, "v");
 	}
-	clear();
+	sent_clear();
 	put(kv, "t0", 100, "one-more", "v");
-	assert_int_equal(reply_to("t0").u.text.code, DPT_ETOOBIG);
+	assert_int_equal(sent_only("t0")->u.text.code, DPT_ETOOBIG);
 	put(kv, "t1", 101, "k5", "v"); /* an existing key still is fine */
-	assert_int_equal(reply_to("t1").type, DPT_MSG_ACK);
-	clear();
+	assert_int_equal(sent_only("t1")->type, DPT_MSG_ACK);
+	sent_clear();
 	for (int i = 0; i < DPT_KV_WAITING_MAX; i++) {
 		snprintf(from, sizeof(from), "w%d", i);
 		get(kv, from, 1, "late", 60000);
 	}
-	assert_int_equal((int)nsent, 0);
+	assert_int_equal((int)sent_total(), 0);
 	get(kv, "newest", 1, "late", 60000);
-	assert_int_equal(reply_to("w0").u.text.code, DPT_ETIMEDOUT);
-	assert_int_equal((int)nsent, 1);
+	assert_int_equal(sent_only("w0")->u.text.code, DPT_ETIMEDOUT);
+	assert_int_equal((int)sent_total(), 1);
 	dpt__kv_destroy(&kv); /* frees the 4096 waiting */
 }
 

@@ -1,0 +1,85 @@
+/*
+ * What the test programs share, in the manner of libuv's test/task.h.
+ *
+ * Oracles of the 16-bit float types, for the programs that check the
+ * collectives' sums (tests/coll/api.c, tests/coord/coord_worker.c,
+ * tests/gpu/gpu_coll.c): the bits are made here from their definition or
+ * by the compiler, never by the library, so that the library cannot agree
+ * with itself. (tests/unit/test_cpu_reduce.c checks the library's own
+ * conversions against a rounding by the definition.)
+ *
+ * The fake sender of the coordinator's unit tests (tests/unit/recorder.c,
+ * linked into tests/unit/test_coord and tests/unit/test_kv): the state
+ * machine and the key-value store are given `recorder`, which decodes what
+ * they send and keeps it, with its destination, for the test to read.
+ */
+#ifndef DPT_TESTS_TESTLIB_H
+#define DPT_TESTS_TESTLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ float16s */
+
+/* bfloat16: the top half of a float32, rounded to nearest, ties to even
+ * (the tests hold no NaN). */
+static inline uint16_t bf16_of(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static inline float float_of_bf16(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* IEEE half through the compiler's _Float16 (GCC 12 on x86-64), rounded
+ * to nearest, ties to even. */
+static inline uint16_t half_of(float f)
+{
+	_Float16 h = (_Float16)f;
+	uint16_t u;
+
+	memcpy(&u, &h, 2);
+	return u;
+}
+
+static inline float float_of_half(uint16_t u)
+{
+	_Float16 h;
+
+	memcpy(&h, &u, 2);
+	return (float)h;
+}
+
+/* ------------------------------------------------- the fake sender */
+
+struct dpt__coord_sender;
+struct dpt__msg;
+
+/* Records each message: decoded (one that does not decode fails the test)
+ * and kept with its destination, a routing id that is a short name here
+ * ("w0", "stepd"). Up to 8192 messages between two sent_clear. */
+extern const struct dpt__coord_sender recorder;
+
+/* Forgets the messages recorded, releasing them. */
+void sent_clear(void);
+/* How many messages were recorded since sent_clear. */
+size_t sent_total(void);
+/* How many messages of TYPE (an enum dpt__msg_type) went to TO. */
+int sent_count(const char *to, int type);
+/* The last message of TYPE sent to TO; fails the test if there is none. */
+const struct dpt__msg *sent_last(const char *to, int type);
+/* The one message sent to TO; fails the test unless there is exactly one. */
+const struct dpt__msg *sent_only(const char *to);
+
+#endif
