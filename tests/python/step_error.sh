@@ -10,9 +10,7 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 require_python torch
-lib=$top_builddir/worker/.libs/libdptrain.so
-[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
-export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+require_binding
 . "$top_srcdir/tests/ckpt/lib.sh"
 unset DPTRAIN_LOG_LEVEL SLURM_RESTART_COUNT SLURM_JOB_ID
 export DPTRAIN_CKPT_URI=file://$ckpt_dir/root DPTRAIN_RUN=step-error \
