@@ -17,7 +17,7 @@ common_libdptcommon_la_SOURCES = \
 	common/client.c common/client.h \
 	common/net.c common/net.h \
 	common/file.c common/file.h \
-	common/setting_names.c common/setting_names.h \
+	common/setting_names.c common/setting_names.h common/settings.def \
 	common/uri.c common/uri.h
 common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)
 # The wire code's keys and exit report need libzmq and libcrypto; whatever

@@ -43,88 +43,36 @@ struct dpt__plugin dpt__plugin = {
 	.rundir = "",
 };
 
-/*
- * Every --dp-* option, once: its setting (common/setting_names.h, whose
- * option is its name without "dp-", what dpt__user_set() takes), its
- * argument, whether it has one (0 no, 1 required, 2 optional), and its
- * line in srun --help. The setting is the option's val.
- */
-#define DURATION "DURATION"
-/* clang-format off */
-#define DPT_OPTIONS(X)                                                        \
-	X(RUN, "[RUN]", 2,                                         \
-	  "Run this step under dptrain (elastic data-parallel training): "    \
-	  "rendezvous, ranks, checkpoints, requeue before the walltime. RUN " \
-	  "names the training run (default: the job name)")                   \
-	X(CKPT_URI, "URI", 1,                                             \
-	  "dptrain: where runs are checkpointed, file:///path or "            \
-	  "s3://bucket/prefix; the run's checkpoints go to URI/RUN (%u: "     \
-	  "user, %j: job id; default: the site's root)")                      \
-	X(CKPT_EVERY, "auto|" DURATION "|Nsteps", 1,            \
-	  "dptrain: checkpoint interval of programs that call dpt_ckpt_step " \
-	  "(default: the site's, or auto: sqrt(2 x measured save cost x "     \
-	  "job MTBF), at most 30 minutes; dptrain(8))")                       \
-	X(KEEP, "N", 1,                                               \
-	  "dptrain: committed checkpoints to keep (default: the site's, or "  \
-	  "3)")                                                               \
-	X(GRACE, DURATION, 1,                                        \
-	  "dptrain: checkpoint and requeue this long before the walltime "    \
-	  "(default: the site's, or 10m)")                                    \
-	X(REQUEUE, "auto|off", 1,                                  \
-	  "dptrain: requeue the job before its walltime (default auto)")      \
-	X(MAX_REQUEUES, "N", 1,                               \
-	  "dptrain: requeue the job at most N times (default and largest: "   \
-	  "the site's, or 100; 0: never)")                                    \
-	X(NODES, "MIN[-MAX]", 1,                                     \
-	  "dptrain: the node range to requeue the job with, as sbatch "       \
-	  "--nodes (Slurm keeps only the count the job started on; "          \
-	  "dptrain(8))")                                                      \
-	X(MIN_WORKERS, "N", 1,                                 \
-	  "dptrain: smallest world size a step may shrink to when workers "   \
-	  "die (default 1)")                                                  \
-	X(BACKEND, "auto|nccl|cpu", 1,                             \
-	  "dptrain: collective backend (default: the site's, or auto: NCCL "  \
-	  "with GPUs)")                                                       \
-	X(LOG_LEVEL, NULL, 0, "dptrain: log what the service does")  \
-	X(GPU_BIND, "none|rank", 1,                               \
-	  "dptrain: GPUs each task sees: none, every GPU of the step on its " \
-	  "node (LOCAL_RANK picks one, as under torchrun), or rank, only "    \
-	  "the GPU of its local rank (default: the site's, or none)")         \
-	X(TORCHELASTIC, NULL, 0,                              \
-	  "dptrain: also export TORCHELASTIC_RUN_ID, so that Lightning and "  \
-	  "torch.distributed take the step for a torchrun launch")            \
-	X(METRICS, "PORT|off", 1,                                  \
-	  "dptrain: serve the job's metrics in Prometheus' text format at "  \
-	  "http://COORDINATOR-HOST:PORT/metrics (0: any free port, in "      \
-	  "~/.dptrain/jobs/JOB.live; default: the site's, or off)")          \
-	X(PRIVATE, "[yes|no]", 2,                                  \
-	  "dptrain: make the run's checkpoints private, directories 0700 "    \
-	  "and files 0600 whatever the umask (default: the site's, or no: "   \
-	  "the umask decides; no effect on s3://, where the bucket's policy " \
-	  "does)")
-/* clang-format on */
-
+/* An option of srun: its setting is the option's val, whose name the
+ * plugin's settings parse (spank/settings.c). */
 static int opt_cb(int val, const char *optarg, int remote)
 {
 	(void)remote;
 	if (val < 0 || val >= DPT_SET_COUNT || !dpt__setting_names[val].option)
 		return -1;
-	if (val == DPT_SET_LOG_LEVEL) {
-		dpt__plugin.user.verbose = true;
-		return 0;
-	}
 	return dpt__user_set(&dpt__plugin.user, dpt__setting_names[val].option,
 			     optarg, slurm_error)
 		       ? -1
 		       : 0;
 }
 
-static struct spank_option options[] = {
-#define X(id, arg, has_arg, help)                                              \
-	{NULL, arg, help, has_arg, DPT_SET_##id, opt_cb},
-	DPT_OPTIONS(X)
+/*
+ * Every --dp-* option, by setting: its row's SRUN column
+ * (common/settings.def), its argument, whether it has one (0 no, 1
+ * required, 2 optional), and its line in srun --help. Its name, "dp-" and
+ * the setting's option, is set in slurm_spank_init; no callback where the
+ * setting has no option.
+ */
+static struct spank_option options[DPT_SET_COUNT] = {
+#define SRUN(arg, has, help)                                                   \
+	.arginfo = arg, .usage = help, .has_arg = has, .cb = opt_cb
+#define NO_SRUN .cb = NULL
+#define X(id, option, env, flag, srun, user, keys)                             \
+	[DPT_SET_##id] = {.val = DPT_SET_##id, srun},
+	DPT_SETTINGS(X)
 #undef X
-		SPANK_OPTIONS_TABLE_END,
+#undef NO_SRUN
+#undef SRUN
 };
 
 static void log_to_slurm(enum dpt__log_level level, const char *msg)
@@ -182,12 +130,14 @@ int dpt__plugin_settings(spank_t sp, struct dpt__settings *s)
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-	static char names[sizeof(options) / sizeof(*options)][32];
+	static char names[DPT_SET_COUNT][32];
 
 	dpt__log_set_sink(log_to_slurm);
-	for (size_t i = 0; options[i].cb; i++) {
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
 		struct spank_option *o = &options[i];
 
+		if (!o->cb)
+			continue;
 		snprintf(names[i], sizeof(names[i]), "dp-%s",
 			 dpt__setting_names[o->val].option);
 		o->name = names[i];

@@ -137,13 +137,9 @@ static const char *run_problem(const char *name)
 	return NULL;
 }
 
-#define DURATION_FORMS                                                         \
-	"minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS, or a number with s, m, "  \
-	"h "                                                                   \
-	"or d"
-
-/* How an admin key's value is read. */
+/* How an admin key's value is read (and a --dp- option's). */
 enum key_kind {
+	K_NONE,	    /* no such key: a row without a --dp- option */
 	K_BOOL,	    /* yes or no */
 	K_ABSPATH,  /* an absolute path */
 	K_STRING,   /* any string that fits */
@@ -163,53 +159,19 @@ enum key_kind {
 };
 
 /*
- * Every admin key of dptrain.conf(5) and plugstack.conf, once: its kind,
- * its field in struct dpt__admin, its bounds, and what a bad value is told
- * to be instead.
+ * The admin keys of dptrain.conf(5) and plugstack.conf that are no setting
+ * of a step (the settings' keys are their rows' KEYS, common/settings.def):
+ * the switch, the file, the program.
  */
 /* clang-format off */
-#define ADMIN_KEYS(X)                                                         \
-	X("enabled", K_BOOL, enabled, 0, 0, "yes or no")                      \
-	X("config", K_ABSPATH, config_path, 0, 0, "an absolute path")         \
-	X("coordinator", K_ABSPATH, coordinator, 0, 0, "an absolute path")    \
-	X("bind", K_STRING, bind_addr, 0, 0, "an address")                    \
-	X("ckpt_root", K_URI, def_ckpt_root, 0, 0, "a checkpoint URI")        \
-	X("allowed_roots", K_ROOTS, allowed_roots, 0, 0,                      \
-	  "checkpoint URIs, comma-separated")                                 \
-	X("ckpt_every", K_EVERY, def_every, 0, 0,                             \
-	  "auto, a duration or Nsteps")                                       \
-	X("min_ckpt_interval", K_DURATION, min_ckpt_interval, 0, 0,           \
-	  "a duration (" DURATION_FORMS ")")                                  \
-	X("mtbf", K_DURATION, node_mtbf, 1, 0,                                \
-	  "one node's mean time between failures, a duration ("               \
-	  DURATION_FORMS ")")                                                 \
-	X("keep", K_LONG, def_keep, 1, 1000000,                               \
-	  "a number from 1 to 1000000")                                       \
-	X("max_keep", K_LONG, max_keep, 1, 1000000,                           \
-	  "a number from 1 to 1000000")                                       \
-	X("grace", K_DURATION, def_grace, 0, 0,                               \
-	  "a duration (" DURATION_FORMS ")")                                  \
-	X("min_grace", K_DURATION, min_grace, 0, 0,                           \
-	  "a duration (" DURATION_FORMS ")")                                  \
-	X("max_grace", K_DURATION, max_grace, 0, 0,                           \
-	  "a duration (" DURATION_FORMS ")")                                  \
-	X("allow_requeue_off", K_BOOL, allow_requeue_off, 0, 0, "yes or no")  \
-	X("allow_requeue", K_BOOL, allow_requeue, 0, 0, "yes or no")          \
-	X("max_requeues", K_LONG, max_requeues, 0, DPT_MAX_REQUEUES_MAX,      \
-	  "a number from 0 to 65535")                                         \
-	X("heartbeat_ms", K_LONG, heartbeat_ms, 10, 600000,                   \
-	  "milliseconds from 10 to 600000")                                   \
-	X("timeout_ms", K_LONG, timeout_ms, 10, 600000,                       \
-	  "milliseconds from 10 to 600000")                                   \
-	X("backend", K_BACKEND, def_backend, 0, 0, "auto, nccl or cpu")       \
-	X("gpu_bind", K_GPU_BIND, def_gpu_bind, 0, 0, "none or rank")         \
-	X("private", K_BOOL, def_private, 0, 0, "yes or no")                  \
-	X("metrics_port", K_PORT, metrics_port, 0, 65535,                     \
-	  "off, 0 (any free port) or a port from 1024 to 65535")             \
-	X("allow_user_metrics", K_BOOL, allow_user_metrics, 0, 0,             \
-	  "yes or no")
+#define SITE_KEYS(KEY)                                                        \
+	KEY("enabled", K_BOOL, enabled, 0, 0, "yes or no")                    \
+	KEY("config", K_ABSPATH, config_path, 0, 0, "an absolute path")       \
+	KEY("coordinator", K_ABSPATH, coordinator, 0, 0, "an absolute path")
 /* clang-format on */
 
+/* A key: its kind, its field in struct dpt__admin, its bounds, and what
+ * a bad value is told to be instead. */
 static const struct admin_key {
 	const char *key;
 	enum key_kind kind;
@@ -217,7 +179,7 @@ static const struct admin_key {
 	long min, max;
 	const char *expected;
 } admin_keys[] = {
-#define X(key, kind, field, min, max, expected)                                \
+#define KEY(key, kind, field, min, max, expected)                              \
 	{key,                                                                  \
 	 kind,                                                                 \
 	 offsetof(struct dpt__admin, field),                                   \
@@ -225,8 +187,12 @@ static const struct admin_key {
 	 min,                                                                  \
 	 max,                                                                  \
 	 expected},
-	ADMIN_KEYS(X)
+#define NO_KEYS
+#define X(id, option, env, flag, srun, user, keys) keys
+	SITE_KEYS(KEY) DPT_SETTINGS(X)
 #undef X
+#undef NO_KEYS
+#undef KEY
 };
 
 /* VALUE into the field at K's offset in BASE (a struct dpt__admin, or a
@@ -327,6 +293,8 @@ static int set_key(void *base, const struct admin_key *k, const char *value,
 		return 0;
 	case K_YES:
 		return dpt__parse_bool(value, field) ? DPT_ECONFIG : 0;
+	case K_NONE:
+		break;
 	}
 	return DPT_ECONFIG;
 }
@@ -452,74 +420,83 @@ int dpt__admin_load(struct dpt__admin *a, int ac, char **av,
 }
 
 /*
- * Every --dp- option's value (common/setting_names.h names them), once:
- * its kind, its field in struct dpt__user, the field that says it was
- * given (none for the run, the flags and the range), its bounds, and what
- * a bad value is told to be instead. --dp-verbose is the plugin's own.
+ * Every --dp- option's value, by setting: its row's user column
+ * (common/settings.def): its kind, its field in struct dpt__user, the
+ * field that says it was given (none for the run, the flags and the
+ * range), its bounds, and what a bad value is told to be instead; K_NONE
+ * where the setting has no option. Where the row says USER_ELSE_SITE, the
+ * common merge: the settings' field is the user's if given, else the
+ * site's default (the other merges are dpt__settings_resolve's own code).
  */
-#define NO_SET ((size_t)-1)
-#define USER_OPT(id, kind, field, set, min, max, expected)                     \
-	{                                                                      \
-		DPT_SET_##id,                                                  \
-			{NULL,                                                 \
-			 kind,                                                 \
-			 offsetof(struct dpt__user, field),                    \
-			 sizeof(((struct dpt__user *)0)->field),               \
-			 min,                                                  \
-			 max,                                                  \
-			 expected},                                            \
-			set                                                    \
-	}
+#define NO_SET	    ((size_t)-1)
 #define GIVEN(flag) offsetof(struct dpt__user, flag)
 static const struct user_option {
-	enum dpt__setting id;
 	struct admin_key k;
 	size_t given;
-} user_options[] = {
-	USER_OPT(RUN, K_RUN, run, NO_SET, 0, 0,
-		 "a run name of letters, digits, '.', '_', '-' or '~'"),
-	USER_OPT(CKPT_URI, K_URI, ckpt, NO_SET, 0, 0, "a checkpoint URI"),
-	USER_OPT(CKPT_EVERY, K_EVERY, every, GIVEN(every_set), 0, 0,
-		 "auto, Nsteps (e.g. 500steps) or a duration (" DURATION_FORMS
-		 ")"),
-	USER_OPT(KEEP, K_LONG, keep, GIVEN(keep_set), 1, 1000000,
-		 "a number of checkpoints, 1 or more"),
-	USER_OPT(GRACE, K_DURATION, grace, GIVEN(grace_set), 0, 0,
-		 "a duration (" DURATION_FORMS ")"),
-	USER_OPT(REQUEUE, K_REQUEUE, requeue, GIVEN(requeue_set), 0, 0,
-		 "auto or off"),
-	USER_OPT(MAX_REQUEUES, K_LONG, max_requeues, GIVEN(max_requeues_set), 0,
-		 DPT_MAX_REQUEUES_MAX,
-		 "a number of requeues, 0 (never requeue) or more"),
-	USER_OPT(NODES, K_RANGE, nodes_min, NO_SET, 1, DPT_MAX_NODES,
-		 "a node count or a range MIN-MAX, as sbatch --nodes takes "
-		 "(e.g. 1-2)"),
-	USER_OPT(MIN_WORKERS, K_LONG, min_workers, GIVEN(min_workers_set), 1,
-		 1000000, "a number of workers, 1 or more"),
-	USER_OPT(BACKEND, K_BACKEND, backend, GIVEN(backend_set), 0, 0,
-		 "auto, nccl or cpu"),
-	/* A port below 1024 needs root, which the coordinator never is:
-	 * refused here, where the user sees why. */
-	USER_OPT(METRICS, K_PORT, metrics_port, GIVEN(metrics_set), 0, 65535,
-		 "a TCP port from 1024 to 65535, 0 for any free port, or off"),
-	USER_OPT(GPU_BIND, K_GPU_BIND, gpu_bind, GIVEN(gpu_bind_set), 0, 0,
-		 "none (every GPU of the step visible to each task) or rank "
-		 "(one GPU per task)"),
-	USER_OPT(TORCHELASTIC, K_FLAG, torchelastic, NO_SET, 0, 0, ""),
-	USER_OPT(PRIVATE, K_YES, private_run, GIVEN(private_set), 0, 0,
-		 "yes or no"),
+	/* USER_ELSE_SITE: the offsets of the field in struct dpt__settings
+	 * and of the site's default in struct dpt__admin, of k.size bytes. */
+	bool merged;
+	size_t settings, site;
+} user_options[DPT_SET_COUNT] = {
+#define USER_KEY(kind, field, min, max, expected)                              \
+	{                                                                      \
+		NULL, kind, offsetof(struct dpt__user, field),                 \
+			sizeof(((struct dpt__user *)0)->field), min, max,      \
+			expected                                               \
+	}
+#define USER(kind, field, set, min, max, expected)                             \
+	{                                                                      \
+		USER_KEY(kind, field, min, max, expected), set, false, 0, 0    \
+	}
+#define USER_ELSE_SITE(kind, field, set, def, min, max, expected)              \
+	{                                                                      \
+		USER_KEY(kind, field, min, max, expected), set, true,          \
+			offsetof(struct dpt__settings, field),                 \
+			offsetof(struct dpt__admin, def)                       \
+	}
+#define NO_USER                                                                \
+	{                                                                      \
+		{NULL, K_NONE, 0, 0, 0, 0, NULL}, NO_SET, false, 0, 0          \
+	}
+#define X(id, option, env, flag, srun, user, keys) [DPT_SET_##id] = user,
+	DPT_SETTINGS(X)
+#undef X
+#undef NO_USER
+#undef USER_ELSE_SITE
+#undef USER
+#undef USER_KEY
 };
+
+/* A merge has a field that says the user gave it, and its three fields
+ * are of one size. */
+#define USER(kind, field, set, min, max, expected)
+#define USER_ELSE_SITE(kind, field, set, def, min, max, expected)              \
+	_Static_assert((set) != NO_SET,                                        \
+		       #field ": no field says it was given");                 \
+	_Static_assert(                                                        \
+		sizeof(((struct dpt__settings *)0)->field) ==                  \
+				sizeof(((struct dpt__user *)0)->field) &&      \
+			sizeof(((struct dpt__settings *)0)->field) ==          \
+				sizeof(((struct dpt__admin *)0)->def),         \
+		#field " and " #def " differ in size");
+#define NO_USER
+#define X(id, option, env, flag, srun, user, keys) user
+DPT_SETTINGS(X)
+#undef X
+#undef NO_USER
+#undef USER_ELSE_SITE
+#undef USER
 
 int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		  dpt__report_fn report)
 {
-	for (size_t i = 0; i < sizeof(user_options) / sizeof(*user_options);
-	     i++) {
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
 		const struct user_option *o = &user_options[i];
 		const char *why;
 		bool none = !value || !*value;
 
-		if (strcmp(name, dpt__setting_names[o->id].option) != 0)
+		if (o->k.kind == K_NONE ||
+		    strcmp(name, dpt__setting_names[i].option) != 0)
 			continue;
 		/* An optional value left out: the run is the job's name,
 		 * --dp-private alone is yes. */
@@ -757,32 +734,33 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 	int rc;
 
 	*s = (struct dpt__settings){
-		.every = u->every_set ? u->every : a->def_every,
-		.keep = u->keep_set ? u->keep : a->def_keep,
-		.grace = u->grace_set ? u->grace : a->def_grace,
 		.min_workers = u->min_workers_set ? u->min_workers : 1,
 		.node_mtbf = a->node_mtbf,
 		.min_ckpt_interval = a->min_ckpt_interval,
 		.requeue = u->requeue_set     ? u->requeue
 			   : a->allow_requeue ? DPT_REQUEUE_AUTO
 					      : DPT_REQUEUE_OFF,
-		.max_requeues =
-			u->max_requeues_set ? u->max_requeues : a->max_requeues,
 		.nodes_min = u->nodes_min,
 		.nodes_max = u->nodes_max,
-		.gpu_bind = u->gpu_bind_set ? u->gpu_bind : a->def_gpu_bind,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
-		.private_run = u->private_set ? u->private_run : a->def_private,
-		.metrics_port =
-			u->metrics_set ? u->metrics_port : a->metrics_port,
 	};
+	/* The rows' USER_ELSE_SITE; the others above and below. */
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
+		const struct user_option *o = &user_options[i];
+		const char *from;
+
+		if (!o->merged)
+			continue;
+		from = *(const bool *)((const char *)u + o->given)
+			       ? (const char *)u + o->k.offset
+			       : (const char *)a + o->site;
+		memcpy((char *)s + o->settings, from, o->k.size);
+	}
 	snprintf(s->run, sizeof(s->run), "%s",
 		 u->run[0]  ? u->run
 		 : job_name ? job_name
 			    : "");
-	snprintf(s->backend, sizeof(s->backend), "%s",
-		 u->backend_set ? u->backend : a->def_backend);
 
 	rc = check_bounds(s, a, u, report);
 	return rc ? rc : resolve_ckpt_uri(s, a, u, user, jobid, report);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # dptrain-coordinator's command line: --help documents every option that
 # the program accepts (the list is read from coordinator/options.c and the
-# names from common/setting_names.h, not copied here) with its environment
+# names from common/settings.def, not copied here) with its environment
 # variable; bad options and values end
 # with status 2 and a message naming the option; environment variables
 # work like options and options win over them; --parent-pid ends the
@@ -11,11 +11,11 @@
 . "$top_srcdir/tests/coord/lib.sh"
 
 main_c=$top_srcdir/coordinator/options.c
-names_h=$top_srcdir/common/setting_names.h
+names_h=$top_srcdir/common/settings.def
 [ -r "$main_c" ] && [ -r "$names_h" ] || skip_all "no $main_c or $names_h to read the option list from"
-# X(ID, OPTION, ENV, FLAG) in setting_names.h: each setting's names.
+# X(ID, OPTION, ENV, FLAG, ...) in settings.def: each setting's names.
 declare -A flag_of env_of
-while IFS=', ' read -r id _ env flag; do
+while IFS=', ' read -r id _ env flag _; do
 	flag_of[$id]=$flag env_of[$id]=$env
 done < <(x_rows "$names_h")
 # X(WORLD, WORLD_SIZE, "DPTRAIN_WORLD_SIZE" or NULL, ...) in options.c:

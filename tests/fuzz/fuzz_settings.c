@@ -1,10 +1,9 @@
 /*
  * libFuzzer target for the plugin's configuration (spank/settings.c): the
  * admin's dptrain.conf and plugstack.conf words (dpt__admin_load, every
- * key of ADMIN_KEYS), the user's --dp-* options (dpt__user_set) and their
- * resolution (dpt__settings_resolve). spank/plugin.c's option callback
- * needs slurmstepd, so the target does what it does: "verbose" sets the
- * flag, any other name goes to dpt__user_set.
+ * key of the settings' rows and SITE_KEYS), the user's --dp-* options
+ * (dpt__user_set, which spank/plugin.c's option callback calls) and their
+ * resolution (dpt__settings_resolve).
  *
  * Input, in lines: dptrain.conf up to a line "%%", then plugstack words
  * (one a line) up to the next "%%", then options ("name=value", or "name"
@@ -71,16 +70,13 @@ static bool same_user(const struct dpt__user *a, const struct dpt__user *b)
 	       a->private_run == b->private_run;
 }
 
-/* spank/plugin.c's opt_cb, then once more on the result. */
+/* dpt__user_set, as spank/plugin.c's opt_cb calls it, then once more on
+ * the result. */
 static int option(struct dpt__user *u, const char *name, const char *value)
 {
 	struct dpt__user again;
 	int rc;
 
-	if (strcmp(name, "verbose") == 0) {
-		u->verbose = true;
-		return 0;
-	}
 	rc = dpt__user_set(u, name, value, report);
 	if (rc) {
 		if (rc != DPT_EINVAL)

@@ -4,10 +4,10 @@
 # tree (doc/*.md, tests/, contrib/, worker/ ...), which an installed
 # system does not have. Installed paths (/usr/share/doc/dptrain/...) are
 # fine; everything they name must be installed too. And the pages agree
-# with the code's option tables: every admin key (spank/settings.c) is in
-# dptrain.conf(5), every --dp-* option (common/setting_names.h) in
-# dptrain(8), and every coordinator option (the same table) in
-# dptrain-coordinator(1).
+# with the code's option tables: every admin key (common/settings.def and
+# spank/settings.c) is in dptrain.conf(5), every --dp-* option
+# (common/settings.def) in dptrain(8), and every coordinator option (the
+# same rows) in dptrain-coordinator(1).
 . "$top_srcdir/tests/lib.sh"
 require_prog man groff
 
@@ -42,10 +42,12 @@ missing() {
 	done
 	echo "${out# }"
 }
-mapfile -t keys < <(grep -oE '^\s*X\("[a-z_]+", K_' "$top_srcdir/spank/settings.c" | cut -d'"' -f2)
-# X(ID, OPTION, ENV, FLAG) in common/setting_names.h: srun's options and
+# KEY("name", K_...): the settings' keys and the plugin's own.
+mapfile -t keys < <(grep -ohE 'KEY\("[a-z_]+", K_' "$top_srcdir/common/settings.def" \
+	"$top_srcdir/spank/settings.c" | cut -d'"' -f2)
+# X(ID, OPTION, ENV, FLAG, ...) in common/settings.def: srun's options and
 # the coordinator's, NULL where a setting has none.
-names_h=$top_srcdir/common/setting_names.h
+names_h=$top_srcdir/common/settings.def
 mapfile -t opts < <(x_rows "$names_h" | awk -F', ' '$2 != "NULL" { print $2 }')
 mapfile -t copts < <(x_rows "$names_h" | awk -F', ' '$4 != "NULL" { print $4 }')
 [ ${#keys[@]} -gt 20 ] && [ ${#opts[@]} -gt 10 ] && [ ${#copts[@]} -gt 15 ] ||

@@ -1,10 +1,11 @@
 /*
- * The names of the step's settings (common/setting_names.h), walked: each
- * name once, well formed; every srun option of the table is parsed by the
- * plugin's settings (spank/settings.c) and every coordinator flag by the
- * coordinator (coordinator/options.c), under the names the table gives.
- * A setting added to the table without a sample below fails here, so
- * that its names are tried end to end before they ship.
+ * The step's settings (common/settings.def), walked: each name once, well
+ * formed; every srun option of the rows is parsed by the plugin's
+ * settings (spank/settings.c) and merged with the site's defaults and
+ * bounds, every coordinator flag is parsed by the coordinator
+ * (coordinator/options.c), under the names the rows give. A setting added
+ * without a sample below fails here, so that its names are tried end to
+ * end before they ship.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,20 +120,27 @@ static void names_once_and_well_formed(void **state)
 	}
 }
 
-/* Each option of srun under its name; --dp-verbose is the plugin's own
- * flag (spank/plugin.c). */
+/* Each option of srun under its name, then merged with the site's
+ * built-in defaults and bounds, as the plugin does for a step. */
 static void options_parsed(void **state)
 {
 	(void)state;
 	for (int i = 0; i < DPT_SET_COUNT; i++) {
 		const char *name = dpt__setting_names[i].option;
 		struct dpt__user u = {0};
+		struct dpt__admin a;
+		struct dpt__settings s;
 
-		if (!name || i == DPT_SET_LOG_LEVEL)
+		if (!name)
 			continue;
 		if (dpt__user_set(&u, name, sample_of(i)->option, report))
 			fail_msg("--dp-%s=%s is refused", name,
 				 sample_of(i)->option);
+		dpt__admin_defaults(&a);
+		if (dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
+					  report))
+			fail_msg("--dp-%s=%s is refused by the site's defaults",
+				 name, sample_of(i)->option);
 	}
 }
 
