@@ -45,7 +45,8 @@ include $(srcdir)/worker/cpu.mk
 # (dptrain, dptrain.torch, dptrain.lightning; doc/python.md).
 pythonpkgdir = $(pythonmoddir)/dptrain
 dist_pythonpkg_DATA = worker/python/dptrain/__init__.py \
-	worker/python/dptrain/torch.py worker/python/dptrain/lightning.py
+	worker/python/dptrain/torch.py worker/python/dptrain/lightning.py \
+	worker/python/dptrain/_settings.py
 # The same modules for pip (`pip install worker/python`, into any virtual
 # environment), with a build backend that needs nothing from an index.
 EXTRA_DIST += worker/python/pyproject.toml worker/python/backend/dptrain_backend.py

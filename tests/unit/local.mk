@@ -81,6 +81,8 @@ tests_unit_test_spank_config_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
 tests_unit_test_setting_names_SOURCES = tests/unit/test_setting_names.c \
 	spank/settings.c coordinator/options.c
+tests_unit_test_setting_names_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DDPT_TOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_setting_names_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_setting_names_LDADD = $(UNIT_LDADD)
 # Needs root (as slurmstepd): the child becomes nobody.

@@ -3,9 +3,10 @@
  * formed; every srun option of the rows is parsed by the plugin's
  * settings (spank/settings.c) and merged with the site's defaults and
  * bounds, every coordinator flag is parsed by the coordinator
- * (coordinator/options.c), under the names the rows give. A setting added
- * without a sample below fails here, so that its names are tried end to
- * end before they ship.
+ * (coordinator/options.c), under the names the rows give; and the Python
+ * package's table of variables is the rows'. A setting added without a
+ * sample below fails here, so that its names are tried end to end before
+ * they ship.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -170,12 +171,66 @@ static void flags_parsed(void **state)
 	}
 }
 
+/* Each setting's id, as Python names it. */
+static const char *const ids[DPT_SET_COUNT] = {
+#define X(id, option, env, flag, srun, user, keys) [DPT_SET_##id] = #id,
+	DPT_SETTINGS(X)
+#undef X
+};
+
+/* worker/python/dptrain/_settings.py as the rows write it. */
+static void python_table(char *out, size_t size)
+{
+	size_t n = (size_t)snprintf(
+		out, size,
+		"# The variables srun --dp-train exports to every task, by "
+		"setting: the\n"
+		"# rows of common/settings.def, as "
+		"tests/unit/test_setting_names "
+		"writes\n"
+		"# them (it prints this file anew when a row changes).\n"
+		"ENV = {\n");
+
+	for (int i = 0; i < DPT_SET_COUNT && n < size; i++) {
+		if (dpt__setting_names[i].env)
+			n += (size_t)snprintf(out + n, size - n,
+					      "    \"%s\": \"%s\",\n", ids[i],
+					      dpt__setting_names[i].env);
+	}
+	if (n < size)
+		snprintf(out + n, size - n, "}\n");
+}
+
+/* The Python package reads the variables by setting from _settings.py,
+ * which must be the rows' table: a renamed variable fails here. */
+static void python_names(void **state)
+{
+	static char want[8192], have[8192];
+	const char *path = DPT_TOP_SRCDIR "/worker/python/dptrain/_settings.py";
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	(void)state;
+	python_table(want, sizeof(want));
+	assert_true(strlen(want) < sizeof(want) - 1);
+	if (!f)
+		fail_msg("cannot read %s", path);
+	n = fread(have, 1, sizeof(have) - 1, f);
+	have[n] = '\0';
+	fclose(f);
+	if (strcmp(want, have) != 0) {
+		fprintf(stderr, "%s should read:\n%s", path, want);
+		fail_msg("%s is not the rows' table: write it as above", path);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(names_once_and_well_formed),
 		cmocka_unit_test(options_parsed),
 		cmocka_unit_test(flags_parsed),
+		cmocka_unit_test(python_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,7 @@ except ImportError as e:  # pragma: no cover - depends on the installation
 
 import dptrain
 from dptrain import DptrainError
+from dptrain._settings import ENV as _ENV
 
 __all__ = ["Checkpoint", "CheckpointMismatch", "ElasticSampler"]
 
@@ -414,8 +415,8 @@ class Checkpoint:
         self._stopped = False
         self.stop_signal = None
         self._total_steps = None
-        root = uri or os.environ.get("DPTRAIN_CKPT_URI", "")
-        name = os.environ.get("DPTRAIN_RUN", "") if run is None else run
+        root = uri or os.environ.get(_ENV["CKPT_URI"], "")
+        name = os.environ.get(_ENV["RUN"], "") if run is None else run
         self._where = "'%s'" % "/".join(p for p in (root.rstrip("/"), name) if p)
         try:
             self._ck = dptrain.Checkpoint(self._ctx, uri=uri, run=run, **opts)
