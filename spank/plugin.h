@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "setting_names.h"
 #include "settings.h"
 
 struct dpt__plugin {
@@ -34,6 +35,22 @@ extern struct dpt__plugin dpt__plugin;
 int dpt__plugin_settings(spank_t sp, struct dpt__settings *s);
 
 /* srun side (spank/srun.c). */
+/* The coordinator's command line: its options by their names in
+ * common/settings.def, each with its value. */
+struct dpt__coord_argv {
+	char *v[2 * DPT_SET_COUNT + 2]; /* each setting once, and NULL */
+	char flags[DPT_SET_COUNT][32];
+	char values[DPT_SET_COUNT][352];
+	int n, nflags;
+};
+/* The coordinator of a step of NTASKS tasks, job JOBID and step STEPID,
+ * with S and the site's settings (dpt__plugin.admin), writing its
+ * endpoint to ENDPOINT_FILE, into CMD (tests/unit/test_setting_names
+ * parses it as the coordinator does). */
+void dpt__srun_coord_argv(struct dpt__coord_argv *cmd,
+			  const struct dpt__settings *s, uint32_t ntasks,
+			  uint32_t jobid, uint32_t stepid,
+			  const char *endpoint_file);
 int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s);
 void dpt__srun_stop_coordinator(void);
 

@@ -137,19 +137,10 @@ static long read_port(const char *path)
 	return (*end || port <= 0 || port > 65535) ? 0 : port;
 }
 
-/* The coordinator's command line: its options by their names in
- * common/setting_names.h, each with its value. */
-struct coord_argv {
-	char *v[2 * DPT_SET_COUNT + 2]; /* each setting once, and NULL */
-	char flags[DPT_SET_COUNT][32];
-	char values[DPT_SET_COUNT][352];
-	int n, nflags;
-};
-
-static void add(struct coord_argv *cmd, enum dpt__setting id, const char *fmt,
-		...) __attribute__((format(printf, 3, 4)));
-static void add(struct coord_argv *cmd, enum dpt__setting id, const char *fmt,
-		...)
+static void add(struct dpt__coord_argv *cmd, enum dpt__setting id,
+		const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(struct dpt__coord_argv *cmd, enum dpt__setting id,
+		const char *fmt, ...)
 {
 	char *flag = cmd->flags[cmd->nflags], *value = cmd->values[cmd->nflags];
 	va_list ap;
@@ -164,16 +155,15 @@ static void add(struct coord_argv *cmd, enum dpt__setting id, const char *fmt,
 	cmd->v[cmd->n++] = value;
 }
 
-/* The coordinator of a step of NTASKS tasks, job JOBID and step STEPID,
- * with S and the site's settings, writing its endpoint to ENDPOINT_FILE. */
-static void coord_command(struct coord_argv *cmd, const struct dpt__settings *s,
-			  uint32_t ntasks, uint32_t jobid, uint32_t stepid,
+void dpt__srun_coord_argv(struct dpt__coord_argv *cmd,
+			  const struct dpt__settings *s, uint32_t ntasks,
+			  uint32_t jobid, uint32_t stepid,
 			  const char *endpoint_file)
 {
 	const struct dpt__admin *a = &dpt__plugin.admin;
 	char every[32];
 
-	*cmd = (struct coord_argv){.v = {(char *)a->coordinator}, .n = 1};
+	*cmd = (struct dpt__coord_argv){.v = {(char *)a->coordinator}, .n = 1};
 	add(cmd, DPT_SET_WORLD_SIZE, "%u", ntasks);
 	add(cmd, DPT_SET_BIND, "tcp://%s:*", a->bind_addr);
 	add(cmd, DPT_SET_ENDPOINT_FILE, "%s", endpoint_file);
@@ -232,7 +222,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 {
 	const struct dpt__admin *a = &dpt__plugin.admin;
 	char secret[65], endpoint_file[320], portstr[8];
-	struct coord_argv cmd;
+	struct dpt__coord_argv cmd;
 	uint32_t ntasks = 0, jobid = 0, stepid = 0;
 	long port;
 	int devnull;
@@ -276,7 +266,7 @@ int dpt__srun_start_coordinator(spank_t sp, const struct dpt__settings *s)
 	}
 	snprintf(endpoint_file, sizeof(endpoint_file), "%s/endpoint",
 		 dpt__plugin.rundir);
-	coord_command(&cmd, s, ntasks, jobid, stepid, endpoint_file);
+	dpt__srun_coord_argv(&cmd, s, ntasks, jobid, stepid, endpoint_file);
 
 	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0) {

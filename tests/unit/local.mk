@@ -79,8 +79,10 @@ tests_unit_test_spank_config_SOURCES = tests/unit/test_spank_config.c \
 	spank/settings.c
 tests_unit_test_spank_config_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_spank_config_LDADD = $(UNIT_LDADD)
+# The settings' rows, walked through the plugin's parsers and merge, srun's
+# command line for the coordinator and the coordinator's parser.
 tests_unit_test_setting_names_SOURCES = tests/unit/test_setting_names.c \
-	spank/settings.c coordinator/options.c
+	spank/settings.c spank/srun.c coordinator/options.c
 tests_unit_test_setting_names_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DDPT_TOP_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_test_setting_names_CFLAGS = $(UNIT_CFLAGS)

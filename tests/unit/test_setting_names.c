@@ -3,7 +3,8 @@
  * formed; every srun option of the rows is parsed by the plugin's
  * settings (spank/settings.c) and merged with the site's defaults and
  * bounds, every coordinator flag is parsed by the coordinator
- * (coordinator/options.c), under the names the rows give; and the Python
+ * (coordinator/options.c), under the names the rows give, and what srun
+ * passes it (spank/srun.c) with every option given; and the Python
  * package's table of variables is the rows'. A setting added without a
  * sample below fails here, so that its names are tried end to end before
  * they ship.
@@ -21,7 +22,25 @@
 
 #include "coordinator/options.h"
 #include "setting_names.h"
+#include "spank/plugin.h"
 #include "spank/settings.h"
+
+/* spank/srun.c's Slurm, which the argv it builds does not call. */
+struct dpt__plugin dpt__plugin;
+void slurm_error(const char *fmt, ...)
+{
+	(void)fmt;
+}
+void slurm_info(const char *fmt, ...)
+{
+	(void)fmt;
+}
+spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
+{
+	(void)sp;
+	(void)item;
+	return ESPANK_ERROR;
+}
 
 /* A value each name accepts (NULL: a flag without one). */
 static const struct sample {
@@ -171,6 +190,49 @@ static void flags_parsed(void **state)
 	}
 }
 
+/* srun's command line for the coordinator, with every option of srun
+ * given its sample: the coordinator takes it, and it passes each setting
+ * that has both an option of srun and a flag of the coordinator. */
+static void srun_argv_parsed(void **state)
+{
+	struct dpt__coord_argv cmd;
+	struct dpt__settings s;
+	struct options o;
+
+	(void)state;
+	memset(&dpt__plugin, 0, sizeof(dpt__plugin));
+	dpt__admin_defaults(&dpt__plugin.admin);
+	for (int i = 0; i < DPT_SET_COUNT; i++)
+		if (dpt__setting_names[i].option &&
+		    dpt__user_set(&dpt__plugin.user,
+				  dpt__setting_names[i].option,
+				  sample_of(i)->option, report))
+			fail_msg("--dp-%s=%s is refused",
+				 dpt__setting_names[i].option,
+				 sample_of(i)->option);
+	assert_int_equal(dpt__settings_resolve(&s, &dpt__plugin.admin,
+					       &dpt__plugin.user, "alice", "42",
+					       "job", report),
+			 0);
+	dpt__srun_coord_argv(&cmd, &s, 4, 42, 0, "/run/endpoint");
+	optind = 0; /* GNU getopt starts afresh */
+	if (dpt__coord_parse_options(cmd.n, cmd.v, &o))
+		fail_msg("the coordinator refuses srun's command line");
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
+		const struct dpt__setting_names *n = &dpt__setting_names[i];
+		bool passed = false;
+
+		for (int j = 0; j < cmd.nflags; j++)
+			passed |= strcmp(cmd.flags[j] + 2,
+					 n->flag ? n->flag : "") == 0;
+		if (n->option && n->flag && !passed)
+			fail_msg(
+				"srun does not pass --dp-%s to the coordinator "
+				"(--%s)",
+				n->option, n->flag);
+	}
+}
+
 /* Each setting's id, as Python names it. */
 static const char *const ids[DPT_SET_COUNT] = {
 #define X(id, option, env, flag, srun, user, keys) [DPT_SET_##id] = #id,
@@ -230,6 +292,7 @@ int main(void)
 		cmocka_unit_test(names_once_and_well_formed),
 		cmocka_unit_test(options_parsed),
 		cmocka_unit_test(flags_parsed),
+		cmocka_unit_test(srun_argv_parsed),
 		cmocka_unit_test(python_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
