@@ -15,7 +15,9 @@ require_prog mount umount
 mnt=$ckpt_dir/mnt
 mkdir -p "$mnt"
 mount -t tmpfs -o size=6m tmpfs "$mnt" 2>/dev/null || skip_all "cannot mount a tmpfs on $mnt"
-trap 'umount "$mnt" 2>/dev/null; ckpt_cleanup; dpt_teardown' EXIT
+# The processes first (a coordinator holds its events file there open),
+# then the file system, then the state directory that holds its mount point.
+trap 'ckpt_kill; umount "$mnt" 2>/dev/null; ckpt_cleanup; dpt_teardown' EXIT
 
 plan 24
 root=$mnt/root

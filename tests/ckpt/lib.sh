@@ -24,7 +24,9 @@ require_prog timeout od
 ckpt_dir=$(dpt_state_dir ckpt) || exit 1
 ckpt_coord_pids=()
 ckpt_pids=()
-ckpt_cleanup() {
+# Kills what the test started and waits for it: then nothing holds a file
+# open under $ckpt_dir (a file system mounted there can be unmounted).
+ckpt_kill() {
 	local p
 	# ckpt_pids are timeout(1) processes, each the leader of a process
 	# group with its worker: SIGKILL to the timeout alone would leave the
@@ -35,6 +37,12 @@ ckpt_cleanup() {
 	for p in "${ckpt_coord_pids[@]}"; do
 		kill -9 "$p" 2>/dev/null || true
 	done
+	for p in "${ckpt_pids[@]}" "${ckpt_coord_pids[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+}
+ckpt_cleanup() {
+	ckpt_kill
 	if [ "$tap_failed" = 0 ] && [ "${DPT_KEEP:-0}" != 1 ]; then
 		rm -rf "$ckpt_dir"
 	else

@@ -68,7 +68,7 @@ grep -q "run name '..' names a directory, not a run: give the run a name (srun -
 	[ -z "$(ls -d "$root"/step-0000000030 "$ckpt_dir"/step-0000000030 2>/dev/null)" ]
 ok $? "the library refuses the run name '..', saying what to do; nothing is written" || diag "$out"
 out=$("$ckpt_worker" --solo save "file://$root/x/%2e%2e" 31 2>&1)
-grep -q "invalid storage URI 'file://$root/x/%2e%2e/run': .*without '.' or '..' components" <<<"$out" &&
+grep -q "invalid storage URI 'file://$root/x/%2e%2e/run': a '.' or '..' component (also written %2e) is not allowed" <<<"$out" &&
 	[ -z "$(ls -d "$run"/step-0000000031 2>/dev/null)" ]
 ok $? "a root with '..' (written %2e%2e) is refused by the storage; nothing is written" || diag "$out"
 
