@@ -1,6 +1,6 @@
 # Design and reference documents shipped with the source; the protocol
 # reference is installed with the docs too.
-EXTRA_DIST += doc/architecture.md doc/gpu.md
+EXTRA_DIST += doc/architecture.md doc/gpu.md doc/shapes.md
 dist_doc_DATA += doc/protocol.md
 dist_doc_DATA += doc/checkpoint-format.md
 dist_doc_DATA += doc/walltime.md
