@@ -281,7 +281,11 @@ s3_proxy_up() { # LOG RULE...
 	# CI saw a proxy end without a word, now and then, under load: it
 	# is said, and started again (three tries).
 	for try in 1 2 3; do
+		# Emptied here, not by the redirection below: that one happens
+		# in the child, maybe after the first look for "ready", which
+		# would then read the last proxy's line.
 		: >"$log"
+		: >"$out.out"
 		/usr/bin/python3 "$top_srcdir/tests/storage/s3_faults.py" 0 "${DPTRAIN_S3_ENDPOINT##*:}" \
 			"$log" "$@" >"$out.out" 2>"$out.err" &
 		s3_proxy_pid=$!
