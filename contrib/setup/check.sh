@@ -29,11 +29,11 @@ show_failures() { # DIR
 		while read -r f; do echo "--- $f"; tail -50 "$f"; done
 }
 
-# One test more than there are cores: most integration tests wait on Slurm,
+# Twice as many tests as cores: most integration tests wait on Slurm,
 # timers and their jobs, and the longest run first (LONG_TESTS,
 # tests/local.mk).
 step "make check: unit and integration tests"
-if ! make -j"$((jobs + 1))" check; then
+if ! make -j"$((2 * jobs))" check; then
 	show_failures .
 	exit 1
 fi
