@@ -283,6 +283,17 @@ static int write_lines(struct dpt__events *ev, const char *run,
 	return rc ? -1 : 0;
 }
 
+/* Waits on EV's condition for up to SECONDS (EV's lock held); 0 when
+ * woken, else pthread_cond_timedwait's error (ETIMEDOUT). */
+static int wait_s(struct dpt__events *ev, int seconds)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += seconds;
+	return pthread_cond_timedwait(&ev->wake, &ev->lock, &until);
+}
+
 static void *writer_main(void *arg)
 {
 	struct dpt__events *ev = arg;
@@ -296,15 +307,9 @@ static void *writer_main(void *arg)
 		bool batched;
 		int rc;
 
-		while (!ev->quit && (!ev->run || ev->queued == 0 || retry)) {
-			struct timespec until;
-
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += retry ? 5 : 1;
-			if (pthread_cond_timedwait(&ev->wake, &ev->lock,
-						   &until) != 0)
+		while (!ev->quit && (!ev->run || ev->queued == 0 || retry))
+			if (wait_s(ev, retry ? 5 : 1) != 0)
 				retry = false;
-		}
 		if (!ev->run || ev->queued == 0) {
 			if (ev->quit)
 				break;
@@ -315,10 +320,7 @@ static void *writer_main(void *arg)
 		batched = own_objects(ev);
 		if (batched && !ev->quit &&
 		    dpt__wall_ms() - last_batch < DPT_EVENTS_REWRITE_EVERY_MS) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += 1;
-			pthread_cond_timedwait(&ev->wake, &ev->lock, &until);
+			wait_s(ev, 1);
 			continue;
 		}
 		batch = ev->queue;
