@@ -118,9 +118,10 @@ static int connects(void *arg)
 	return 0;
 }
 
-/* The owner of the TCP socket at local port LOCAL, from the kernel's
- * table (/proc/net/tcp), or -1. */
-static long socket_uid(unsigned local)
+/* The owner of the TCP socket from local port LOCAL to remote port
+ * REMOTE, from the kernel's table (/proc/net/tcp), or -1. Both ports: a
+ * local port alone may also be another socket's, on another address. */
+static long socket_uid(unsigned local, unsigned remote)
 {
 	FILE *f = fopen("/proc/net/tcp", "r");
 	char line[512];
@@ -128,11 +129,12 @@ static long socket_uid(unsigned local)
 
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f)) {
-		unsigned lport, u;
+		unsigned lport, rport, u;
+
 		if (sscanf(line,
-			   " %*d: %*x:%x %*x:%*x %*x %*x:%*x %*x:%*x %*x %u",
-			   &lport, &u) == 2 &&
-		    lport == local)
+			   " %*d: %*x:%x %*x:%x %*x %*x:%*x %*x:%*x %*x %u",
+			   &lport, &rport, &u) == 3 &&
+		    lport == local && rport == remote)
 			uid = (long)u;
 	}
 	fclose(f);
@@ -164,7 +166,7 @@ static void connects_as_the_user(void **state)
 	len = sizeof(a);
 	cs = accept(ls, (struct sockaddr *)&a, &len);
 	assert_true(cs >= 0);
-	assert_int_equal(socket_uid(ntohs(a.sin_port)), NOBODY);
+	assert_int_equal(socket_uid(ntohs(a.sin_port), port), NOBODY);
 	rc = (int)write(cs, "x", 1);
 	assert_int_equal(rc, 1);
 	close(cs);
