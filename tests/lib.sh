@@ -164,6 +164,26 @@ srun_t() { timed srun "$@"; }
 # queued and waiting" lines, for a test that compares the tasks' output.
 srun_tasks() { srun_t "$@" 2>&1 | grep -v '^srun: job [0-9]* '; }
 sbatch_t() { timed sbatch "$@"; }
+# env_has PID NAME=VALUE...: whether process PID's environment holds each.
+env_has() {
+	local p=$1 v
+	shift
+	for v; do
+		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF -- "$v" || return 1
+	done
+}
+# cluster_pgrep PATTERN [NAME=VALUE...]: `pgrep -f PATTERN`, only this
+# test's cluster's processes (its SLURM_CONF in their environment: srun, its
+# coordinator, the tasks), with each NAME=VALUE too. Test beds run side by
+# side, with the same job ids and programs.
+cluster_pgrep() {
+	local p pattern=$1
+	shift
+	for p in $(pgrep -f -- "$pattern"); do
+		env_has "$p" "SLURM_CONF=$SLURM_CONF" "$@" && echo "$p"
+	done
+	return 0
+}
 scontrol_t() { timed scontrol "$@"; }
 squeue_t() { timed squeue "$@"; }
 # Until COMMAND succeeds (0) or SECONDS have passed (1). Startup waits are

@@ -64,7 +64,7 @@ check_stop() {
 	if ! wait_job "$2" 60; then
 		hung=" (a rank hung at exit: job cancelled)"
 		diag "KNOWN DEFECT: job $2 still runs 60 s after its last step: $(job_state "$2")"
-		for pid in $(pgrep -f "fmnist_dptrain.py --steps $3 "); do
+		for pid in $(cluster_pgrep "fmnist_dptrain.py --steps $3 "); do
 			diag "still running: pid $pid, kernel stack:" "$(cat "/proc/$pid/stack" 2>/dev/null)"
 			command -v gdb >/dev/null &&
 				diag "$(timeout 30 gdb -p "$pid" -batch -ex 'thread apply all bt 10' 2>/dev/null |

@@ -70,11 +70,8 @@ saved() {
 # task_pid PROCID PROGRAM_REGEX: the pid of the job's task PROCID.
 task_pid() {
 	local p
-	for p in $(pgrep -f "$2"); do
-		tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$1" &&
-			echo "$p" && return 0
-	done
-	return 1
+	p=$(cluster_pgrep "$2" "SLURM_PROCID=$1" | head -n 1)
+	[ -n "$p" ] && echo "$p"
 }
 
 # reference_against RTOL SRUN_OPTIONS... -- PROGRAM...: the uninterrupted

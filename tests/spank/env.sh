@@ -64,7 +64,7 @@ has_coordinator() { [ -n "$(coordinators)" ]; }
 no_coordinator() { [ -z "$(coordinators)" ]; }
 wait_for 30 has_coordinator
 before=$(coordinators)
-srun_pid=$(pgrep -f "srun -N 1 -n 1 --dp-train=killed")
+srun_pid=$(cluster_pgrep "srun -N 1 -n 1 --dp-train=killed")
 kill -9 $srun_pid 2>/dev/null
 wait_for 20 no_coordinator
 [ -n "$before" ] && [ -n "$srun_pid" ]

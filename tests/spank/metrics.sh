@@ -161,7 +161,7 @@ printf 'bind = lo\nmetrics_port = 0\n' >"$conf"
 srun_t -N 1 -n 2 -J bindlo --dp-train=bindlo --dp-ckpt="file://$work/ckpt" "$train" --steps 100000 --step-ms 100 --every 10 >"$work/bindlo.out" 2>&1 &
 srun_pid=$!
 await_commit bindlo
-coord=$(pgrep -f "dptrain-coordinator.*--job-id $id( |$)" | head -1)
+coord=$(cluster_pgrep "dptrain-coordinator.*--job-id $id( |$)" | head -1)
 listens=$(ss -Htlnp 2>/dev/null | grep "pid=$coord," | awk '{ print $4 }' | sed 's/:[0-9]*$//' | sort -u | xargs)
 [ -n "$coord" ] && [ "$listens" = 127.0.0.1 ] && [ -n "$(value dptrain_committed_step)" ]
 ok $? "bind=lo: the coordinator and its metrics listen on 127.0.0.1 only, and the step commits" ||

@@ -151,7 +151,7 @@ EOF
 # The secret of job $id's running step, as its coordinator holds it.
 secret_of_step() {
 	local pid
-	pid=$(pgrep -f -- "dptrain-coordinator .*--job-id $id " | head -n 1)
+	pid=$(cluster_pgrep "dptrain-coordinator .*--job-id $id " | head -n 1)
 	[ -n "$pid" ] && tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^DPTRAIN_SECRET=//p'
 }
 

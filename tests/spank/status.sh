@@ -86,14 +86,10 @@ run=$work/ckpt/crash
 killed=
 for ((i = 0; i < 600; i++)); do
 	if grep -q '^saving step=60 rank=1$' "$work/crash.out" 2>/dev/null; then
-		pid=
-		for p in $(pgrep -f "train_loop --steps 100000 --step-ms 20 --every 20 --hang-save 60"); do
-			# Rank 1 of this test's job: another test bed may run
-			# the same program.
-			[ "$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-				grep -c -e '^SLURM_PROCID=1$' -e "^DPTRAIN_CKPT_URI=file://$work/")" = 2 ] &&
-				pid=$p
-		done
+		# Rank 1 of this test's job: another test bed may run the
+		# same program.
+		pid=$(cluster_pgrep "train_loop --steps 100000 --step-ms 20 --every 20 --hang-save 60" \
+			SLURM_PROCID=1 | head -n 1)
 		[ -n "$pid" ] && kill -9 "$pid" && killed=yes && break
 	fi
 	sleep 0.1
