@@ -18,7 +18,8 @@ common_libdptcommon_la_SOURCES = \
 	common/net.c common/net.h \
 	common/file.c common/file.h \
 	common/setting_names.c common/setting_names.h common/settings.def \
-	common/uri.c common/uri.h
+	common/uri.c common/uri.h \
+	common/shape.c common/shape.h
 common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)
 # The wire code's keys and exit report need libzmq and libcrypto; whatever
 # links this library gets them too.

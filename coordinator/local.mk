@@ -13,6 +13,7 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/kv.c coordinator/kv.h \
 	coordinator/walltime.c coordinator/walltime.h \
 	coordinator/requeue.c coordinator/requeue.h \
+	coordinator/shape_choice.c coordinator/shape_choice.h \
 	coordinator/events.c coordinator/events.h \
 	coordinator/metrics.c coordinator/metrics.h \
 	coordinator/sodium_alloc.c
@@ -20,5 +21,5 @@ coordinator_dptrain_coordinator_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 # The run's events go through the storage layer (coordinator/events.c).
 coordinator_dptrain_coordinator_LDADD = storage/libdptstorage.la \
 	common/libdptcommon.la $(ZMQ_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) \
-	$(SLURM_LIBS)
+	$(SLURM_LIBS) -lm
 dist_man_MANS += doc/man/dptrain-coordinator.1

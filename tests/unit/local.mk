@@ -19,6 +19,7 @@ UNIT_TESTS = \
 	tests/unit/test_coord \
 	tests/unit/test_kv \
 	tests/unit/test_requeue \
+	tests/unit/test_shapes \
 	tests/unit/test_sampler \
 	tests/unit/test_gpu_probe \
 	tests/unit/test_run_as \
@@ -118,6 +119,11 @@ tests_unit_test_requeue_SOURCES = tests/unit/test_requeue.c \
 tests_unit_test_requeue_CPPFLAGS = $(UNIT_COORD_CPPFLAGS)
 tests_unit_test_requeue_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_requeue_LDADD = $(UNIT_LDADD)
+tests_unit_test_shapes_SOURCES = tests/unit/test_shapes.c \
+	coordinator/shape_choice.c
+tests_unit_test_shapes_CPPFLAGS = $(UNIT_COORD_CPPFLAGS)
+tests_unit_test_shapes_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_shapes_LDADD = $(UNIT_LDADD) -lm
 tests_unit_test_metrics_SOURCES = tests/unit/test_metrics.c \
 	coordinator/metrics.c
 tests_unit_test_metrics_CPPFLAGS = $(UNIT_COORD_CPPFLAGS)
