@@ -19,11 +19,11 @@ double dpt__shape_rate(const struct dpt__rate *rates, int nrates, long world,
 	for (int i = 0; i < nrates; i++) {
 		double d;
 
-		if (rates[i].world <= 0 || rates[i].samples_per_s <= 0)
+		if (rates[i].world <= 0 || rates[i].steps_per_s <= 0)
 			continue;
 		if (rates[i].world == world) {
 			*measured = true;
-			return rates[i].samples_per_s;
+			return rates[i].steps_per_s;
 		}
 		d = fabs(log2((double)world / (double)rates[i].world));
 		if (best < 0 || d < best_d ||
@@ -36,8 +36,8 @@ double dpt__shape_rate(const struct dpt__rate *rates, int nrates, long world,
 		return 0;
 	ratio = (double)world / (double)rates[best].world;
 	if (ratio < 1)
-		return rates[best].samples_per_s * ratio;
-	return rates[best].samples_per_s * ratio * pow(efficiency, log2(ratio));
+		return rates[best].steps_per_s * ratio;
+	return rates[best].steps_per_s * ratio * pow(efficiency, log2(ratio));
 }
 
 static double restart_s(const struct dpt__shape_facts *f)

@@ -14,10 +14,11 @@
 
 #include "shape.h"
 
-/* What the run measured at one world size: samples a second. */
+/* What the run measured at one world size: global steps a second (the
+ * global batch is the same at every size). */
 struct dpt__rate {
 	long world;
-	double samples_per_s;
+	double steps_per_s;
 };
 
 /* The restart cost assumed until the run has measured one. */
@@ -33,7 +34,7 @@ struct dpt__shape_facts {
 	int nrates;
 	double efficiency; /* scaling_efficiency, (0, 1] */
 	double restart_s;  /* R measured; <= 0: DPT_SHAPE_RESTART_S */
-	double work;	   /* samples left; < 0: unknown (no total_steps) */
+	double work;	   /* steps left; < 0: unknown (no total_steps) */
 	double limit_s;	   /* time limit less the grace; <= 0: none */
 	int current;	   /* index of the job's shape; -1: none */
 	/* The job runs at the current shape (a grow check): it pays no
@@ -43,7 +44,7 @@ struct dpt__shape_facts {
 
 /* What the decision worked out for one shape. */
 struct dpt__shape_estimate {
-	double rate;   /* samples a second, measured or scaled */
+	double rate;   /* steps a second, measured or scaled */
 	bool measured; /* the run trained at this world */
 	double starts; /* s from now it would start; < 0: no estimate */
 	long stops;    /* walltime stops still to come, k(s) */
@@ -51,7 +52,7 @@ struct dpt__shape_estimate {
 };
 
 /*
- * dpt__shape_rate - samples a second at WORLD: measured when RATES has it,
+ * dpt__shape_rate - steps a second at WORLD: measured when RATES has it,
  * else scaled from the measured world nearest to it (in their ratio; at
  * equal distance the larger): down linearly, up with EFFICIENCY per
  * doubling. 0 when nothing was measured. *MEASURED says which.

@@ -126,7 +126,7 @@ static void rates_are_measured_or_scaled(void **state)
 }
 
 /* One node of 3 GPUs free now, or of 8 after BLOCKED_S; 10 hours of
- * work at 8 GPUs (800 samples/s measured), a restart of 100 s. */
+ * work at 8 GPUs (800 steps/s measured), a restart of 100 s. */
 static const struct dpt__shape three_or_eight[] = {{1, 3, 0}, {1, 8, 0}};
 
 static struct dpt__shape_facts facts(double *start_in, double blocked_s)
