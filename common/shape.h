@@ -34,6 +34,13 @@ struct dpt__shape {
 	long tasks;
 };
 
+/* What a run measured at one world size: global steps a second (the
+ * global batch is the same at every size, doc/sampler.md). */
+struct dpt__rate {
+	long world;
+	double steps_per_s;
+};
+
 /* The world size of S: its nodes times its tasks a node. */
 long dpt__shape_world(const struct dpt__shape *s);
 

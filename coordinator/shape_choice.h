@@ -14,13 +14,6 @@
 
 #include "shape.h"
 
-/* What the run measured at one world size: global steps a second (the
- * global batch is the same at every size). */
-struct dpt__rate {
-	long world;
-	double steps_per_s;
-};
-
 /* The restart cost assumed until the run has measured one. */
 #define DPT_SHAPE_RESTART_S 120.0
 

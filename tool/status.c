@@ -46,6 +46,7 @@ void dpt__run_summary_init(struct dpt__run_summary *s)
 	s->end_status = -1;
 	s->step = -1;
 	s->samples_per_s = -1;
+	dpt__run_rates_init(&s->rates);
 }
 
 void dpt__run_summary_release(struct dpt__run_summary *s)
@@ -149,6 +150,7 @@ int dpt__run_summary_add(struct dpt__run_summary *s, const char *line,
 	default: /* the others say nothing a summary shows */
 		break;
 	}
+	dpt__run_rates_add(&s->rates, &l);
 	dpt__event_line_release(&l);
 	return rc;
 }
@@ -443,6 +445,7 @@ void dpt__status_render_run(FILE *f, const char *uri,
 		json_object_set_new(o, "commits", json_integer(s->commits));
 		put_progress(NULL, o, s->step, s->total_steps, s->samples_per_s,
 			     false);
+		dpt__run_rates_show(NULL, o, &s->rates);
 		json_object_set_new(o, "restarts", json_integer(s->restarts));
 		for (size_t i = 0; i < s->nrestarts; i++)
 			json_array_append_new(
@@ -484,6 +487,7 @@ void dpt__status_render_run(FILE *f, const char *uri,
 			" bytes in %.3f s (%.1f MB/s)\n",
 			s->save_bytes, s->save_seconds,
 			(double)s->save_bytes / s->save_seconds / 1e6);
+	dpt__run_rates_show(f, NULL, &s->rates);
 	fprintf(f, "  restarts   %" PRIu32 "\n", s->restarts);
 	for (size_t i = 0; i < s->nrestarts; i++)
 		fprintf(f, "    %zu. %s\n", i + 1,

@@ -13,6 +13,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "run_rates.h"
+
 /* What a run's events say (doc/checkpoint-format.md, "Events"). */
 struct dpt__run_summary {
 	size_t lines, bad_lines;
@@ -32,6 +34,7 @@ struct dpt__run_summary {
 	uint64_t total_steps; /* 0: not declared */
 	double samples_per_s; /* the newest logged; < 0: none */
 	size_t logs;	      /* log lines */
+	struct dpt__run_rates rates; /* speed a world size, restarts */
 };
 
 void dpt__run_summary_init(struct dpt__run_summary *s);

@@ -25,6 +25,7 @@ UNIT_TESTS = \
 	tests/unit/test_run_as \
 	tests/unit/test_metrics \
 	tests/unit/test_event_log \
+	tests/unit/test_run_rates \
 	tests/unit/test_cpu_reduce \
 	tests/unit/test_cpu_hello \
 	tests/unit/test_coll_ops \
@@ -131,6 +132,11 @@ tests_unit_test_metrics_CFLAGS = $(UNIT_CFLAGS) $(ZMQ_CFLAGS)
 tests_unit_test_metrics_LDADD = $(UNIT_LDADD)
 # The run's event log (common/event_log.h) written by the coordinator's
 # formatter and read back by the tool's reader.
+tests_unit_test_run_rates_SOURCES = tests/unit/test_run_rates.c \
+	tool/run_rates.c tool/event_line.c
+tests_unit_test_run_rates_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tool
+tests_unit_test_run_rates_CFLAGS = $(UNIT_CFLAGS) $(JANSSON_CFLAGS)
+tests_unit_test_run_rates_LDADD = $(UNIT_LDADD) $(JANSSON_LIBS)
 tests_unit_test_event_log_SOURCES = tests/unit/test_event_log.c \
 	coordinator/events.c tool/event_line.c
 tests_unit_test_event_log_CPPFLAGS = $(AM_CPPFLAGS) \
