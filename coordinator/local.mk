@@ -14,6 +14,7 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/walltime.c coordinator/walltime.h \
 	coordinator/requeue.c coordinator/requeue.h \
 	coordinator/shape_choice.c coordinator/shape_choice.h \
+	coordinator/shape_slurm.c coordinator/shape_slurm.h \
 	coordinator/events.c coordinator/events.h \
 	coordinator/metrics.c coordinator/metrics.h \
 	coordinator/sodium_alloc.c

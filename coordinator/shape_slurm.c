@@ -1,0 +1,137 @@
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include "shape_slurm.h"
+
+/* The GPUs a node in tres_per_node's form, which changed in Slurm 23.02:
+ * "gres:gpu:N" before, "gres/gpu:N" since. Slurm 22.05 takes the newer
+ * form in an update without error, and the job then never starts on the
+ * free GPUs (doc/shapes.md, checked on the test cluster). */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+#define GPUS_A_NODE "gres/gpu:%ld"
+#else
+#define GPUS_A_NODE "gres:gpu:%ld"
+#endif
+
+/* libslurm exports the free of a will-run answer without declaring it in
+ * slurm.h (22.05): weak, so that a libslurm without it links and the
+ * answer (a few short strings) is then left to the process's end. */
+extern void slurm_free_will_run_response_msg(will_run_response_msg_t *msg)
+	__attribute__((weak));
+
+static const char *slurm_why(int rc)
+{
+	return slurm_strerror(rc == -1 ? slurm_get_errno() : rc);
+}
+
+/* Job JOB_ID's record, from *JOBS (freed by the caller); NULL with the
+ * reason in WHY. */
+static const slurm_job_info_t *load(uint32_t job_id, job_info_msg_t **jobs,
+				    char *why, size_t size)
+{
+	int rc = slurm_load_job(jobs, job_id, SHOW_ALL);
+
+	if (rc != SLURM_SUCCESS || (*jobs)->record_count == 0) {
+		snprintf(why, size, "cannot read job %u: %s", job_id,
+			 rc != SLURM_SUCCESS ? slurm_why(rc) : "no record");
+		return NULL;
+	}
+	/* A heterogeneous job answers with each of its components. */
+	for (uint32_t i = 0; i < (*jobs)->record_count; i++)
+		if ((*jobs)->job_array[i].job_id == job_id)
+			return &(*jobs)->job_array[i];
+	return &(*jobs)->job_array[0];
+}
+
+/*
+ * The request of S, for job J, into DESC; GPUS (SIZE bytes) holds its TRES
+ * text. The CPUs follow the tasks: Slurm raises a pending job's minimum
+ * of CPUs with its tasks and never lowers it by itself. Tasks a node are
+ * not sent: Slurm lets only root change them (checked, doc/shapes.md).
+ */
+static void request(job_desc_msg_t *desc, const slurm_job_info_t *j,
+		    const struct dpt__shape *s, char *gpus, size_t size)
+{
+	long per_node = s->gpus ? s->gpus : s->tasks;
+	uint32_t cpt = j->cpus_per_task == NO_VAL16 || j->cpus_per_task == 0
+			       ? 1
+			       : j->cpus_per_task;
+
+	desc->min_nodes = (uint32_t)s->nodes;
+	desc->max_nodes = (uint32_t)s->nodes;
+	desc->num_tasks = (uint32_t)dpt__shape_world(s);
+	desc->min_cpus = desc->num_tasks * cpt;
+	desc->pn_min_cpus = (uint16_t)(per_node * cpt);
+	if (s->gpus) {
+		snprintf(gpus, size, GPUS_A_NODE, s->gpus);
+		desc->tres_per_node = gpus;
+	}
+}
+
+int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s, time_t now,
+			double *start_in, char *why, size_t size)
+{
+	job_info_msg_t *jobs = NULL;
+	will_run_response_msg_t *resp = NULL;
+	const slurm_job_info_t *j = load(job_id, &jobs, why, size);
+	job_desc_msg_t desc;
+	char gpus[48];
+	int rc = -1;
+
+	if (!j)
+		goto out;
+	slurm_init_job_desc_msg(&desc);
+	desc.user_id = j->user_id;
+	desc.group_id = j->group_id;
+	desc.partition = j->partition;
+	desc.account = j->account;
+	desc.qos = j->qos;
+	desc.time_limit = j->time_limit;
+	desc.cpus_per_task = j->cpus_per_task;
+	request(&desc, j, s, gpus, sizeof(gpus));
+	desc.ntasks_per_node = (uint16_t)(s->gpus ? s->gpus : s->tasks);
+	rc = slurm_job_will_run2(&desc, &resp);
+	if (rc != SLURM_SUCCESS || !resp) {
+		snprintf(why, size, "Slurm has no start for it: %s",
+			 slurm_why(rc));
+		rc = -1;
+	} else {
+		*start_in = resp->start_time > now
+				    ? (double)(resp->start_time - now)
+				    : 0;
+	}
+	if (resp && slurm_free_will_run_response_msg)
+		slurm_free_will_run_response_msg(resp);
+out:
+	slurm_free_job_info_msg(jobs);
+	return rc == SLURM_SUCCESS ? 0 : -1;
+}
+
+int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,
+		      const char *comment, char *why, size_t size)
+{
+	job_info_msg_t *jobs = NULL;
+	const slurm_job_info_t *j = load(job_id, &jobs, why, size);
+	job_desc_msg_t desc;
+	char gpus[48];
+	int rc = -1;
+
+	if (j) {
+		slurm_init_job_desc_msg(&desc);
+		desc.job_id = job_id;
+		request(&desc, j, s, gpus, sizeof(gpus));
+		desc.comment = (char *)comment;
+		rc = slurm_update_job(&desc);
+		if (rc != SLURM_SUCCESS)
+			snprintf(why, size,
+				 "Slurm refused the change of job %u: %s",
+				 job_id, slurm_why(rc));
+	}
+	slurm_free_job_info_msg(jobs);
+	return rc == SLURM_SUCCESS ? 0 : -1;
+}

@@ -1,0 +1,34 @@
+/*
+ * The Slurm side of the size decision (doc/shapes.md, "Slurm calls"):
+ * when Slurm would start a job at a shape, and the change of a pending
+ * job's request to one. Each call says why it failed, for the events and
+ * the job's output; the caller then keeps the job's request.
+ */
+#ifndef DPT_COORDINATOR_SHAPE_SLURM_H
+#define DPT_COORDINATOR_SHAPE_SLURM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "shape.h"
+
+/*
+ * dpt__shape_will_run - when Slurm would start job JOB_ID's request at
+ * shape S (its partition, account, QOS and time limit kept; the nodes,
+ * tasks and GPUs of S), in seconds from NOW (0 when it could start now):
+ * slurm_job_will_run2. Returns 0, or -1 with the reason in WHY (SIZE
+ * bytes): the job is unknown, or Slurm refused the shape.
+ */
+int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s, time_t now,
+			double *start_in, char *why, size_t size);
+
+/*
+ * dpt__shape_update - change pending job JOB_ID's request to shape S, and
+ * say COMMENT in its Comment (NULL: leave it). Returns 0, or -1 with the
+ * reason in WHY.
+ */
+int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,
+		      const char *comment, char *why, size_t size);
+
+#endif
