@@ -67,7 +67,7 @@ static struct spank_option options[DPT_SET_COUNT] = {
 #define SRUN(arg, has, help)                                                   \
 	.arginfo = arg, .usage = help, .has_arg = has, .cb = opt_cb
 #define NO_SRUN .cb = NULL
-#define X(id, option, env, flag, srun, user, keys)                             \
+#define X(id, option, env, flag, srun, user, keys, coord)                      \
 	[DPT_SET_##id] = {.val = DPT_SET_##id, srun},
 	DPT_SETTINGS(X)
 #undef X
@@ -89,8 +89,8 @@ static int load_admin(int ac, char **av)
 {
 	if (dpt__plugin.admin_loaded)
 		return 0;
-	dpt__admin_defaults(&dpt__plugin.admin);
-	if (dpt__admin_load(&dpt__plugin.admin, ac, av, slurm_error))
+	if (dpt__admin_set_defaults(&dpt__plugin.admin, slurm_error) ||
+	    dpt__admin_load(&dpt__plugin.admin, ac, av, slurm_error))
 		return -1;
 	dpt__plugin.admin_loaded = 1;
 	return 0;

@@ -235,7 +235,7 @@ static void srun_argv_parsed(void **state)
 
 /* Each setting's id, as Python names it. */
 static const char *const ids[DPT_SET_COUNT] = {
-#define X(id, option, env, flag, srun, user, keys) [DPT_SET_##id] = #id,
+#define X(id, option, env, flag, srun, user, keys, coord) [DPT_SET_##id] = #id,
 	DPT_SETTINGS(X)
 #undef X
 };

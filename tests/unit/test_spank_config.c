@@ -313,7 +313,7 @@ static void roots_are_compared_normalised(void **state)
 	assert_int_equal(dpt__user_set(&u, "train", "..r", report), 0);
 	/* A job name becomes the run name without --dp-train=NAME. */
 	assert_int_equal(dpt__user_set(&u, "train", NULL, report), 0);
-	u.ckpt[0] = '\0';
+	u.ckpt_uri[0] = '\0';
 	assert_int_equal(
 		dpt__settings_resolve(&s, &a, &u, "alice", "42", "..", report),
 		DPT_EINVAL);
