@@ -13,7 +13,8 @@
 #include "settings.def"
 
 enum dpt__setting {
-#define DPT_SETTING_ID(id, option, env, flag, srun, user, keys) DPT_SET_##id,
+#define DPT_SETTING_ID(id, option, env, flag, srun, user, keys, coord)         \
+	DPT_SET_##id,
 	DPT_SETTINGS(DPT_SETTING_ID)
 #undef DPT_SETTING_ID
 		DPT_SET_COUNT

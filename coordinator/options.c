@@ -14,6 +14,7 @@
 
 #include <dptrain/error.h>
 
+#include "assertion.h"
 #include "log.h"
 #include "options.h"
 #include "parse.h"
@@ -21,76 +22,43 @@
 #include "wire.h"
 
 /*
- * Every option, once: its setting in common/setting_names.h (whose flag is
- * the option's name, which srun's plugin passes), its environment variable
- * (NULL: the setting's, which the tasks get too), its argument, what it
- * does and its default, for getopt, the environment and --help.
+ * The coordinator's options, in the order of its --help: each a setting
+ * (common/settings.def, whose flag names the option, which srun's plugin
+ * passes, and whose COORD column gives its argument, kind, field,
+ * bounds, default and help) and its environment variable. NULL is the
+ * setting's own, which the tasks get too; a name here is the
+ * coordinator's alone, where the tasks' variable means something else or
+ * there is none. Both are the coordinator's, not the rows': the order in
+ * which --help lists them, and the variables it reads.
  */
 /* clang-format off */
 #define COORD_OPTIONS(X)                                                      \
-	X(WORLD, WORLD_SIZE, "DPTRAIN_WORLD_SIZE", "N",                     \
-	  "workers in generation 1", "required")                              \
-	X(BIND, BIND, "DPTRAIN_BIND", "ENDPOINT",                           \
-	  "where to listen: tcp://ADDRESS:PORT or tcp://INTERFACE:PORT",      \
-	  "default tcp://0.0.0.0:*")                                          \
-	X(ADVERTISE, ADVERTISE, "DPTRAIN_ADVERTISE", "HOST",                \
-	  "host name or address workers connect to",                          \
-	  "default: this host's address")                                     \
-	X(SECRET_FILE, SECRET_FILE, "DPTRAIN_SECRET_FILE", "FILE",          \
-	  "file holding the step secret, 64 hex characters",                  \
-	  "else DPTRAIN_SECRET holds it")                                     \
-	X(ENDPOINT_FILE, ENDPOINT_FILE, "DPTRAIN_ENDPOINT_FILE", "FILE",    \
-	  "write the endpoint there once listening", "")                      \
-	X(PARENT, PARENT_PID, "DPTRAIN_PARENT_PID", "PID",                  \
-	  "exit when PID exits", "")                                          \
-	X(HEARTBEAT, HEARTBEAT_MS, "DPTRAIN_HEARTBEAT_MS", "MS",            \
-	  "heartbeat interval", "default 500")                                \
-	X(TIMEOUT, TIMEOUT_MS, "DPTRAIN_TIMEOUT_MS", "MS",                  \
-	  "silence that evicts a worker", "default 2000")                     \
-	X(MIN, MIN_WORKERS, NULL, "N",                     \
-	  "smallest generation allowed", "default 1")                         \
-	X(JOIN_TIMEOUT, JOIN_TIMEOUT_MS, "DPTRAIN_JOIN_TIMEOUT_MS", "MS",   \
-	  "longest wait for (re-)joins, 0 for none", "default 300000")        \
-	X(IO_THREADS, IO_THREADS, "DPTRAIN_IO_THREADS", "N",                \
-	  "threads for connections and CURVE handshakes",                     \
-	  "default: the CPUs, at most 4")                                     \
-	X(JOB_ID, JOB_ID, "DPTRAIN_JOB_ID", "ID",                           \
-	  "the Slurm job whose end time stops the step, and which is "        \
-	  "requeued", "")                                                     \
-	X(STEP_ID, STEP_ID, "DPTRAIN_STEP_ID", "ID",                        \
-	  "the step of that job: ended when the coordinator gives up on "    \
-	  "the job and a task still runs 30 s later", "")                    \
-	X(END_TIME, END_TIME, "DPTRAIN_END_TIME", "EPOCH",                  \
-	  "a fixed end time instead, in seconds since the epoch", "")         \
-	X(GRACE, GRACE, NULL, "DURATION",                        \
-	  "stop the step this long before the end time", "default 10m")       \
-	X(REQUEUE, REQUEUE, NULL, "auto|off",                  \
-	  "requeue the job (--job-id) after a stopped step ended cleanly",    \
-	  "default off")                                                      \
-	X(MAX_REQUEUES, MAX_REQUEUES, NULL, "N",          \
-	  "not when the job was requeued N times already",                    \
-	  "default: no limit")                                                \
-	X(NODES, NODES, "DPTRAIN_NODES", "MIN[-MAX]",                       \
-	  "after a requeue, give the job this node range back (and "         \
-	  "MIN x its tasks per node as its task count)",                      \
-	  "default: Slurm's pinned count")                                    \
-	X(RESTART_COUNT, RESTART_COUNT, "SLURM_RESTART_COUNT", "N",         \
-	  "the job's requeues so far", "default 0")                           \
-	X(CKPT_EVERY, CKPT_EVERY, NULL,                     \
-	  "auto|DURATION|Nsteps",                                             \
-	  "tell the workers a checkpoint is due this often; auto: every 30m " \
-	  "at most, the workers ask sooner from the save's cost and the "     \
-	  "MTBF; Nsteps is the workers' own count", "default: never")         \
-	X(METRICS, METRICS, "DPTRAIN_METRICS", "PORT|off",                  \
-	  "serve Prometheus metrics at http://HOST:PORT/metrics, HOST the "  \
-	  "bind address's; 0: any free port, written to the log and the "    \
-	  "status file", "default off")                                       \
-	X(LOG, LOG_LEVEL, NULL, "LEVEL",                     \
-	  "error, warn, info or debug", "default info")
+	X(WORLD, WORLD_SIZE, "DPTRAIN_WORLD_SIZE")                            \
+	X(BIND, BIND, "DPTRAIN_BIND")                                         \
+	X(ADVERTISE, ADVERTISE, "DPTRAIN_ADVERTISE")                          \
+	X(SECRET_FILE, SECRET_FILE, "DPTRAIN_SECRET_FILE")                    \
+	X(ENDPOINT_FILE, ENDPOINT_FILE, "DPTRAIN_ENDPOINT_FILE")              \
+	X(PARENT, PARENT_PID, "DPTRAIN_PARENT_PID")                           \
+	X(HEARTBEAT, HEARTBEAT_MS, "DPTRAIN_HEARTBEAT_MS")                    \
+	X(TIMEOUT, TIMEOUT_MS, "DPTRAIN_TIMEOUT_MS")                          \
+	X(MIN, MIN_WORKERS, NULL)                                             \
+	X(JOIN_TIMEOUT, JOIN_TIMEOUT_MS, "DPTRAIN_JOIN_TIMEOUT_MS")           \
+	X(IO_THREADS, IO_THREADS, "DPTRAIN_IO_THREADS")                       \
+	X(JOB_ID, JOB_ID, "DPTRAIN_JOB_ID")                                   \
+	X(STEP_ID, STEP_ID, "DPTRAIN_STEP_ID")                                \
+	X(END_TIME, END_TIME, "DPTRAIN_END_TIME")                             \
+	X(GRACE, GRACE, NULL)                                                 \
+	X(REQUEUE, REQUEUE, NULL)                                             \
+	X(MAX_REQUEUES, MAX_REQUEUES, NULL)                                   \
+	X(NODES, NODES, "DPTRAIN_NODES")                                      \
+	X(RESTART_COUNT, RESTART_COUNT, "SLURM_RESTART_COUNT")                \
+	X(CKPT_EVERY, CKPT_EVERY, NULL)                                       \
+	X(METRICS, METRICS, "DPTRAIN_METRICS")                                \
+	X(LOG, LOG_LEVEL, NULL)
 /* clang-format on */
 
 enum {
-#define X(id, setting, env, arg, help, def) OPT_##id,
+#define X(id, setting, env) OPT_##id,
 	COORD_OPTIONS(X)
 #undef X
 		OPT_COUNT,
@@ -98,25 +66,73 @@ enum {
 	OPT_VERSION,
 };
 
-static const struct {
-	enum dpt__setting setting;
-	const char *env, *arg, *help, *def;
-} options[OPT_COUNT] = {
-#define X(id, setting, env, arg, help, def)                                    \
-	{DPT_SET_##setting, env, arg, help, def},
+/* How a value is read (the rows' kinds that the coordinator takes). */
+enum kind {
+	K_NONE,	    /* no option of the coordinator */
+	K_LONG,	    /* a number from MIN to MAX */
+	K_STRING,   /* any string */
+	K_DURATION, /* a duration, in seconds */
+	K_REQUEUE,  /* auto or off: true for auto */
+	K_RANGE,    /* a node count or MIN-MAX, from MIN to MAX: two longs */
+	K_EVERY,    /* auto, a duration or Nsteps: seconds, 0 for Nsteps */
+	K_PORT,	    /* off (-1) or a port from MIN to MAX (0: any free one) */
+	K_LEVEL,    /* a log level */
+};
+
+/* Every setting's COORD column: its argument, kind, field of struct
+ * options, bounds, default, the words of --help instead of a default
+ * (where it has none), and its help. */
+static const struct coord_option {
+	const char *arg;
+	enum kind kind;
+	size_t offset;
+	long min, max;
+	const char *def, *note, *help;
+} rows[DPT_SET_COUNT] = {
+#define COORD(arg, kind, field, min, max, def, note, help)                     \
+	{                                                                      \
+		arg, kind, offsetof(struct options, field), min, max, def,     \
+			note, help                                             \
+	}
+#define NO_COORD                                                               \
+	{                                                                      \
+		NULL, K_NONE, 0, 0, 0, NULL, NULL, NULL                        \
+	}
+#define X(id, option, env, flag, srun, user, keys, coord)                      \
+	[DPT_SET_##id] = coord,
+	DPT_SETTINGS(X)
+#undef X
+#undef NO_COORD
+#undef COORD
+};
+
+/* The option's setting, by option. */
+static const enum dpt__setting settings[OPT_COUNT] = {
+#define X(id, setting, env) DPT_SET_##setting,
+	COORD_OPTIONS(X)
+#undef X
+};
+
+/* The coordinator's own variables, by option (NULL: the setting's). */
+static const char *const envs[OPT_COUNT] = {
+#define X(id, setting, env) env,
 	COORD_OPTIONS(X)
 #undef X
 };
 
 static const char *opt_name(int i)
 {
-	return dpt__setting_names[options[i].setting].flag;
+	return dpt__setting_names[settings[i]].flag;
 }
 
 static const char *opt_env(int i)
 {
-	return options[i].env ? options[i].env
-			      : dpt__setting_names[options[i].setting].env;
+	return envs[i] ? envs[i] : dpt__setting_names[settings[i]].env;
+}
+
+static const struct coord_option *opt(int i)
+{
+	return &rows[settings[i]];
 }
 
 /* WORDS from column INDENT on (where the caller stands), wrapped at 79
@@ -154,11 +170,15 @@ static void usage(FILE *f)
 	for (int i = 0; i < OPT_COUNT; i++) {
 		char head[64], text[512];
 
-		snprintf(head, sizeof(head), "  --%s %s", opt_name(i),
-			 options[i].arg);
-		snprintf(text, sizeof(text), "%s (%s%s%s)", options[i].help,
-			 opt_env(i), options[i].def[0] ? "; " : "",
-			 options[i].def);
+		const struct coord_option *o = opt(i);
+
+		snprintf(head, sizeof(head), "  --%s %s", opt_name(i), o->arg);
+		if (o->def)
+			snprintf(text, sizeof(text), "%s (%s; default %s)",
+				 o->help, opt_env(i), o->def);
+		else
+			snprintf(text, sizeof(text), "%s (%s%s%s)", o->help,
+				 opt_env(i), o->note[0] ? "; " : "", o->note);
 		/* A long head puts the text on the next line. */
 		if (fprintf(f, "%-25s", head) > 25)
 			fprintf(f, "\n%25s", "");
@@ -169,16 +189,6 @@ static void usage(FILE *f)
 		   "Exit status: 0 when\n"
 		   "every worker left cleanly, 1 when the job failed, 2 for a "
 		   "usage error.\n");
-}
-
-static int number(const char *opt, const char *s, long min, long max, long *out)
-{
-	int rc = dpt__parse_long(s, min, max, out);
-	if (rc)
-		fprintf(stderr,
-			PROG ": %s: '%s' is not a number in [%ld, %ld]\n", opt,
-			s, min, max);
-	return rc;
 }
 
 /* Each CURVE handshake costs the coordinator about 0.3 ms of elliptic
@@ -206,6 +216,8 @@ static int read_options(int argc, char **argv, const char *val[OPT_COUNT],
 	int c;
 
 	for (int i = 0; i < OPT_COUNT; i++) {
+		/* Its row has a flag and a COORD column. */
+		DPT_ASSERT(opt_name(i) && opt(i)->kind != K_NONE);
 		longopts[i] = (struct option){opt_name(i), required_argument,
 					      NULL, i};
 		val[i] = getenv(opt_env(i));
@@ -245,118 +257,109 @@ static int read_options(int argc, char **argv, const char *val[OPT_COUNT],
 	return 0;
 }
 
-/* The options that are numbers: their bounds and their field. */
-static const struct number_option {
-	int opt;
-	long min, max;
-	size_t offset;
-} numbers[] = {
-	{OPT_WORLD, 1, DPT_WIRE_WORLD_MAX,
-	 offsetof(struct options, world_size)},
-	{OPT_PARENT, 1, INT_MAX, offsetof(struct options, parent_pid)},
-	{OPT_HEARTBEAT, 10, 60000, offsetof(struct options, heartbeat_ms)},
-	{OPT_TIMEOUT, 20, 3600000, offsetof(struct options, timeout_ms)},
-	{OPT_MIN, 1, DPT_WIRE_WORLD_MAX, offsetof(struct options, min_workers)},
-	{OPT_JOIN_TIMEOUT, 0, INT32_MAX,
-	 offsetof(struct options, join_timeout_ms)},
-	{OPT_IO_THREADS, 1, 64, offsetof(struct options, io_threads)},
-	{OPT_JOB_ID, 1, UINT32_MAX - 1, offsetof(struct options, job_id)},
-	{OPT_STEP_ID, 0, UINT32_MAX - 1, offsetof(struct options, step_id)},
-	{OPT_END_TIME, 1, LONG_MAX, offsetof(struct options, end_time)},
-	{OPT_MAX_REQUEUES, 0, 65535, offsetof(struct options, max_requeues)},
-	{OPT_RESTART_COUNT, 0, INT_MAX,
-	 offsetof(struct options, restart_count)},
+/* What a bad value of each kind is told to be: WHAT, or its bounds
+ * between BEFORE and AFTER, separated by SEP. */
+static const struct {
+	const char *what, *before, *sep, *after;
+} wants[] = {
+	[K_LONG] = {NULL, "a number in [", ", ", "]"},
+	[K_DURATION] = {"a duration (minutes, MM:SS, HH:MM:SS, "
+			"D-HH[:MM[:SS]], or with a unit: 30s, 10m, 2h, 1d)"},
+	[K_REQUEUE] = {"auto or off"},
+	[K_RANGE] = {NULL, "a node count or a range MIN-MAX (", " to ", ")"},
+	[K_EVERY] = {"auto, a duration or Nsteps"},
+	[K_PORT] = {NULL, "a port (", " to ", ", 0: any free one) or off"},
+	[K_LEVEL] = {"one of error, warn, info, debug"},
 };
 
-/* The values VAL (named NAME in messages) into O, over the defaults. */
+/* VALUE into FIELD, by C's kind; 0 or DPT_EINVAL. */
+static int parse_value(const struct coord_option *c, const char *value,
+		       void *field)
+{
+	enum dpt__log_level level;
+
+	switch (c->kind) {
+	case K_LONG:
+		return dpt__parse_long(value, c->min, c->max, field);
+	case K_STRING:
+		*(const char **)field = value;
+		return 0;
+	case K_DURATION:
+		return dpt__parse_duration(value, field);
+	case K_REQUEUE:
+		*(bool *)field = !strcmp(value, "auto");
+		return strcmp(value, "auto") && strcmp(value, "off")
+			       ? DPT_EINVAL
+			       : 0;
+	case K_RANGE:
+		return dpt__parse_range(value, c->min, c->max, field,
+					(long *)field + 1);
+	case K_EVERY:
+		return dpt__parse_ckpt_every(value, field, NULL);
+	case K_PORT:
+		if (strcmp(value, "off") == 0) {
+			*(long *)field = -1;
+			return 0;
+		}
+		return dpt__parse_long(value, c->min, c->max, field);
+	case K_LEVEL:
+		if (dpt__log_parse_level(value, &level))
+			return DPT_EINVAL;
+		*(long *)field = level;
+		return 0;
+	case K_NONE:
+		break;
+	}
+	DPT_ASSERT(!"an option without its row's COORD column");
+	return DPT_EINVAL;
+}
+
+/* VALUE of option I (named NAME in messages) into its field of O; 0, or
+ * DPT_EINVAL after a message that says what it must be. */
+static int set_value(int i, const char *value, const char *name,
+		     struct options *o)
+{
+	const struct coord_option *c = opt(i);
+
+	if (parse_value(c, value, (char *)o + c->offset) == 0)
+		return 0;
+	if (wants[c->kind].what)
+		fprintf(stderr, PROG ": %s: '%s' is not %s\n", name, value,
+			wants[c->kind].what);
+	else
+		fprintf(stderr, PROG ": %s: '%s' is not %s%ld%s%ld%s\n", name,
+			value, wants[c->kind].before, c->min,
+			wants[c->kind].sep, c->max, wants[c->kind].after);
+	return DPT_EINVAL;
+}
+
+/* The values VAL (named NAME in messages) into O, over the defaults of
+ * the rows (what they say is their default) and the values that are no
+ * option's. */
 static int convert(const char *const val[OPT_COUNT],
 		   const char *const name[OPT_COUNT], struct options *o)
 {
-	enum dpt__log_level level;
 	int rc = 0;
 
-#define V(opt) val[opt]
-#define N(opt) name[opt]
 	*o = (struct options){
-		.bind = V(OPT_BIND) ? V(OPT_BIND) : "tcp://0.0.0.0:*",
-		.advertise = V(OPT_ADVERTISE),
-		.secret_file = V(OPT_SECRET_FILE),
-		.endpoint_file = V(OPT_ENDPOINT_FILE),
-		.parent_pid = 0,
-		.heartbeat_ms = 500,
-		.timeout_ms = 2000,
-		.min_workers = 1,
-		.join_timeout_ms = 300000,
 		.io_threads = default_io_threads(),
-		.grace = 600,
-		.max_requeues = -1,
-		.metrics_port = -1,
-		.step_id = -1,
+		.max_requeues = -1, /* no limit */
+		.step_id = -1,	    /* none */
 	};
-	if (!V(OPT_WORLD)) {
+	for (int i = 0; i < OPT_COUNT && !rc; i++)
+		if (opt(i)->def)
+			rc = set_value(i, opt(i)->def, "default", o);
+	DPT_ASSERT(rc == 0); /* a row's default its kind refuses */
+	if (!val[OPT_WORLD]) {
 		fprintf(stderr,
 			PROG ": --world-size is required (see --help)\n");
 		return DPT_EINVAL;
 	}
-	for (size_t i = 0; i < sizeof(numbers) / sizeof(*numbers) && !rc; i++) {
-		const struct number_option *n = &numbers[i];
-
-		if (V(n->opt))
-			rc = number(N(n->opt), V(n->opt), n->min, n->max,
-				    (long *)((char *)o + n->offset));
-	}
-	if (!rc && V(OPT_GRACE) &&
-	    (rc = dpt__parse_duration(V(OPT_GRACE), &o->grace)) != 0)
-		fprintf(stderr,
-			PROG ": %s: '%s' is not a duration (minutes, MM:SS, "
-			     "HH:MM:SS, D-HH[:MM[:SS]], or with a unit: 30s, "
-			     "10m, 2h, 1d)\n",
-			N(OPT_GRACE), V(OPT_GRACE));
-	if (!rc && V(OPT_REQUEUE)) {
-		if (strcmp(V(OPT_REQUEUE), "auto") &&
-		    strcmp(V(OPT_REQUEUE), "off")) {
-			fprintf(stderr, PROG ": %s: '%s' is not auto or off\n",
-				N(OPT_REQUEUE), V(OPT_REQUEUE));
-			rc = DPT_EINVAL;
-		}
-		o->requeue = !strcmp(V(OPT_REQUEUE), "auto");
-	}
-	if (!rc && V(OPT_NODES) &&
-	    (rc = dpt__parse_range(V(OPT_NODES), 1, DPT_MAX_NODES,
-				   &o->nodes_min, &o->nodes_max)) != 0)
-		fprintf(stderr,
-			PROG ": %s: '%s' is not a node count or a range "
-			     "MIN-MAX (1 to %d)\n",
-			N(OPT_NODES), V(OPT_NODES), DPT_MAX_NODES);
-	if (!rc && V(OPT_CKPT_EVERY)) {
-		rc = dpt__parse_ckpt_every(V(OPT_CKPT_EVERY), &o->ckpt_every,
-					   NULL);
-		if (rc)
-			fprintf(stderr,
-				PROG ": %s: '%s' is not auto, a duration or "
-				     "Nsteps\n",
-				N(OPT_CKPT_EVERY), V(OPT_CKPT_EVERY));
-	}
-	if (!rc && V(OPT_METRICS) && strcmp(V(OPT_METRICS), "off") &&
-	    dpt__parse_long(V(OPT_METRICS), 0, 65535, &o->metrics_port)) {
-		fprintf(stderr,
-			PROG ": %s: '%s' is not a port (0 to 65535, 0: any "
-			     "free one) or off\n",
-			N(OPT_METRICS), V(OPT_METRICS));
-		rc = DPT_EINVAL;
-	}
-	if (!rc && V(OPT_LOG)) {
-		rc = dpt__log_parse_level(V(OPT_LOG), &level);
-		if (rc)
-			fprintf(stderr,
-				PROG ": %s: '%s' is not one of error, warn, "
-				     "info, debug\n",
-				N(OPT_LOG), V(OPT_LOG));
-		else
-			dpt__log_set_level(level);
-	}
-#undef V
-#undef N
+	for (int i = 0; i < OPT_COUNT && !rc; i++)
+		if (val[i])
+			rc = set_value(i, val[i], name[i], o);
+	if (!rc)
+		dpt__log_set_level((enum dpt__log_level)o->log_level);
 	return rc;
 }
 

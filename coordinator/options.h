@@ -1,6 +1,7 @@
 /*
  * The coordinator's options (dptrain-coordinator --help): the command line
- * over the environment over the defaults, checked together.
+ * over the environment over the defaults, checked together. Each is a
+ * setting of common/settings.def, whose COORD column names its field here.
  */
 #ifndef DPT_COORDINATOR_OPTIONS_H
 #define DPT_COORDINATOR_OPTIONS_H
@@ -34,6 +35,7 @@ struct options {
 	long restart_count; /* the job's requeues so far */
 	long ckpt_every;    /* seconds; 0: no periodic SAVE */
 	long metrics_port;  /* --metrics: -1 off, 0 any free port */
+	long log_level;	    /* enum dpt__log_level, set by the parser */
 };
 
 /*

@@ -67,7 +67,7 @@ static struct spank_option options[DPT_SET_COUNT] = {
 #define SRUN(arg, has, help)                                                   \
 	.arginfo = arg, .usage = help, .has_arg = has, .cb = opt_cb
 #define NO_SRUN .cb = NULL
-#define X(id, option, env, flag, srun, user, keys)                             \
+#define X(id, option, env, flag, srun, user, keys, coord)                      \
 	[DPT_SET_##id] = {.val = DPT_SET_##id, srun},
 	DPT_SETTINGS(X)
 #undef X
@@ -85,14 +85,20 @@ static void log_to_slurm(enum dpt__log_level level, const char *msg)
 		slurm_debug("dptrain: %s", msg);
 }
 
+/* The site's configuration, once per process; -1 after a message when it
+ * is broken or disables dptrain. */
 static int load_admin(int ac, char **av)
 {
-	if (dpt__plugin.admin_loaded)
-		return 0;
-	dpt__admin_defaults(&dpt__plugin.admin);
-	if (dpt__admin_load(&dpt__plugin.admin, ac, av, slurm_error))
+	if (!dpt__plugin.admin_loaded &&
+	    (dpt__admin_set_defaults(&dpt__plugin.admin, slurm_error) ||
+	     dpt__admin_load(&dpt__plugin.admin, ac, av, slurm_error)))
 		return -1;
 	dpt__plugin.admin_loaded = 1;
+	if (!dpt__plugin.admin.enabled) {
+		slurm_error("dptrain: --dp-train is disabled on this cluster "
+			    "(enabled=no in the site configuration)");
+		return -1;
+	}
 	return 0;
 }
 
@@ -164,11 +170,6 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return 0;
 	if (load_admin(ac, av))
 		return -1;
-	if (!dpt__plugin.admin.enabled) {
-		slurm_error("dptrain: --dp-train is disabled on this cluster "
-			    "(enabled=no in the site configuration)");
-		return -1;
-	}
 	/* Fail at submission with the same checks the step will make. */
 	return dpt__plugin_settings(sp, &s);
 }
@@ -219,11 +220,6 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	dpt__plugin.node_failed = 1;
 	if (load_admin(ac, av))
 		return -1;
-	if (!dpt__plugin.admin.enabled) {
-		slurm_error("dptrain: --dp-train is disabled on this cluster "
-			    "(enabled=no in the site configuration)");
-		return -1;
-	}
 	if (dpt__plugin_settings(sp, s) || dpt__stepd_user_init(sp, s))
 		return -1;
 	dpt__plugin.node_failed = 0;

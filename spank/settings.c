@@ -17,38 +17,6 @@
 #define DPT_COORDINATOR_PATH "/usr/bin/dptrain-coordinator"
 #endif
 #define DPT_DEFAULT_CONFIG "/etc/slurm/dptrain.conf"
-/* A five-day run on a one-day walltime needs 4; a preempted one more. */
-#define DPT_DEFAULT_MAX_REQUEUES 100
-#define DPT_MAX_REQUEUES_MAX	 65535 /* Slurm's restart count is 16 bits */
-
-void dpt__admin_defaults(struct dpt__admin *a)
-{
-	*a = (struct dpt__admin){
-		.enabled = true,
-		.config_path = DPT_DEFAULT_CONFIG,
-		.coordinator = DPT_COORDINATOR_PATH,
-		.bind_addr = "0.0.0.0",
-		.def_ckpt_root = "",
-		.n_allowed_roots = 0,
-		.def_every = {DPT_EVERY_AUTO, 0},
-		.min_ckpt_interval = 0,
-		.node_mtbf = DPT_CKPT_NODE_MTBF_S,
-		.def_keep = 3,
-		.max_keep = 1000,
-		.def_grace = 600,
-		.min_grace = 30,
-		.max_grace = 86400,
-		.allow_requeue_off = true,
-		.allow_requeue = true,
-		.max_requeues = DPT_DEFAULT_MAX_REQUEUES,
-		.heartbeat_ms = 500,
-		.timeout_ms = 2000,
-		.def_backend = "auto",
-		.def_gpu_bind = DPT_GPU_BIND_NONE,
-		.metrics_port = -1,
-		.allow_user_metrics = true,
-	};
-}
 
 const char *dpt__gpu_bind_string(enum dpt__gpu_bind b)
 {
@@ -161,34 +129,40 @@ enum key_kind {
 /*
  * The admin keys of dptrain.conf(5) and plugstack.conf that are no setting
  * of a step (the settings' keys are their rows' KEYS, common/settings.def):
- * the switch, the file, the program.
+ * the switch, the file, the program. Their columns are the KEY columns of
+ * the rows.
  */
 /* clang-format off */
 #define SITE_KEYS(KEY)                                                        \
-	KEY("enabled", K_BOOL, enabled, 0, 0, "yes or no")                    \
-	KEY("config", K_ABSPATH, config_path, 0, 0, "an absolute path")       \
-	KEY("coordinator", K_ABSPATH, coordinator, 0, 0, "an absolute path")
+	KEY("enabled", K_BOOL, enabled, "yes", 0, 0, "yes or no")             \
+	KEY("config", K_ABSPATH, config_path, DPT_DEFAULT_CONFIG, 0, 0,       \
+	    "an absolute path")                                               \
+	KEY("coordinator", K_ABSPATH, coordinator, DPT_COORDINATOR_PATH, 0,   \
+	    0, "an absolute path")
 /* clang-format on */
 
-/* A key: its kind, its field in struct dpt__admin, its bounds, and what
- * a bad value is told to be instead. */
+/* A key: its kind, its field in struct dpt__admin, its built-in value
+ * (NULL: none, the field's zero), its bounds, and what a bad value is
+ * told to be instead. */
 static const struct admin_key {
 	const char *key;
 	enum key_kind kind;
 	size_t offset, size;
+	const char *def;
 	long min, max;
 	const char *expected;
 } admin_keys[] = {
-#define KEY(key, kind, field, min, max, expected)                              \
+#define KEY(key, kind, field, def, min, max, expected)                         \
 	{key,                                                                  \
 	 kind,                                                                 \
 	 offsetof(struct dpt__admin, field),                                   \
 	 sizeof(((struct dpt__admin *)0)->field),                              \
+	 def,                                                                  \
 	 min,                                                                  \
 	 max,                                                                  \
 	 expected},
 #define NO_KEYS
-#define X(id, option, env, flag, srun, user, keys) keys
+#define X(id, option, env, flag, srun, user, keys, coord) keys
 	SITE_KEYS(KEY) DPT_SETTINGS(X)
 #undef X
 #undef NO_KEYS
@@ -214,11 +188,12 @@ static int set_key(void *base, const struct admin_key *k, const char *value,
 			return DPT_ECONFIG;
 		/* fall through */
 	case K_STRING:
-		return copy_str(field, k->size, value, k->key, report)
-			       ? DPT_ECONFIG
-			       : 0;
 	case K_URI:
-		if ((*why = dpt__storage_uri_form_problem(value)))
+	case K_RUN:
+		*why = k->kind == K_URI	  ? dpt__storage_uri_form_problem(value)
+		       : k->kind == K_RUN ? run_problem(value)
+					  : NULL;
+		if (*why)
 			return DPT_ECONFIG;
 		return copy_str(field, k->size, value, k->key, report)
 			       ? DPT_ECONFIG
@@ -270,12 +245,6 @@ static int set_key(void *base, const struct admin_key *k, const char *value,
 			return DPT_ECONFIG; /* the coordinator is never root */
 		*(long *)field = n;
 		return 0;
-	case K_RUN:
-		if ((*why = run_problem(value)))
-			return DPT_ECONFIG;
-		return copy_str(field, k->size, value, k->key, report)
-			       ? DPT_ECONFIG
-			       : 0;
 	case K_REQUEUE:
 		if (strcmp(value, "auto") && strcmp(value, "off"))
 			return DPT_ECONFIG;
@@ -320,6 +289,29 @@ int dpt__admin_set(struct dpt__admin *a, const char *key, const char *value,
 	}
 	report("dptrain: %s: unknown key '%s' (see dptrain.conf(5))", src, key);
 	return DPT_ECONFIG;
+}
+
+static void quiet(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+void dpt__admin_defaults(struct dpt__admin *a)
+{
+	(void)dpt__admin_set_defaults(a, quiet);
+}
+
+int dpt__admin_set_defaults(struct dpt__admin *a, dpt__report_fn report)
+{
+	int rc = 0;
+
+	*a = (struct dpt__admin){0};
+	for (size_t i = 0; i < sizeof(admin_keys) / sizeof(*admin_keys); i++)
+		if (admin_keys[i].def)
+			rc |= dpt__admin_set(a, admin_keys[i].key,
+					     admin_keys[i].def,
+					     "built-in default", report);
+	return rc ? DPT_ECONFIG : 0;
 }
 
 struct file_ctx {
@@ -420,72 +412,87 @@ int dpt__admin_load(struct dpt__admin *a, int ac, char **av,
 }
 
 /*
- * Every --dp- option's value, by setting: its row's user column
- * (common/settings.def): its kind, its field in struct dpt__user, the
- * field that says it was given (none for the run, the flags and the
- * range), its bounds, and what a bad value is told to be instead; K_NONE
- * where the setting has no option. Where the row says USER_ELSE_SITE, the
- * common merge: the settings' field is the user's if given, else the
- * site's default (the other merges are dpt__settings_resolve's own code).
+ * Every setting's value, by setting: its row's user column
+ * (common/settings.def). For a --dp- option: its kind, its field in
+ * struct dpt__user, the field that says it was given (none for the run,
+ * the flags and the range), its bounds, and what a bad value is told to
+ * be instead; K_NONE where the setting has no value of the plugin's.
+ * Where the row says USER_ELSE_SITE, the common merge: the settings'
+ * field is the user's if given, else the site's default; SITE, the
+ * site's always (the other merges are dpt__settings_resolve's own code).
+ * Every row with a kind has its merged value in the field of struct
+ * dpt__settings of its name, which dpt__settings_value writes.
  */
 #define NO_SET	    ((size_t)-1)
 #define GIVEN(flag) offsetof(struct dpt__user, flag)
 static const struct user_option {
-	struct admin_key k;
+	struct admin_key k; /* k.size: the settings' field's */
 	size_t given;
-	/* USER_ELSE_SITE: the offsets of the field in struct dpt__settings
-	 * and of the site's default in struct dpt__admin, of k.size bytes. */
-	bool merged;
+	/* The field in struct dpt__settings; the site's in struct
+	 * dpt__admin where the row merges it, else NO_SET. */
 	size_t settings, site;
 } user_options[DPT_SET_COUNT] = {
-#define USER_KEY(kind, field, min, max, expected)                              \
+#define VALUE(kind, base, field, min, max, expected)                           \
 	{                                                                      \
-		NULL, kind, offsetof(struct dpt__user, field),                 \
-			sizeof(((struct dpt__user *)0)->field), min, max,      \
-			expected                                               \
+		NULL, kind, offsetof(struct base, field),                      \
+			sizeof(((struct dpt__settings *)0)->field), NULL, min, \
+			max, expected                                          \
 	}
 #define USER(kind, field, set, min, max, expected)                             \
 	{                                                                      \
-		USER_KEY(kind, field, min, max, expected), set, false, 0, 0    \
+		VALUE(kind, dpt__user, field, min, max, expected), set,        \
+			offsetof(struct dpt__settings, field), NO_SET          \
 	}
 #define USER_ELSE_SITE(kind, field, set, def, min, max, expected)              \
 	{                                                                      \
-		USER_KEY(kind, field, min, max, expected), set, true,          \
+		VALUE(kind, dpt__user, field, min, max, expected), set,        \
 			offsetof(struct dpt__settings, field),                 \
 			offsetof(struct dpt__admin, def)                       \
 	}
+#define SITE(kind, field)                                                      \
+	{                                                                      \
+		VALUE(kind, dpt__admin, field, 0, 0, NULL), NO_SET,            \
+			offsetof(struct dpt__settings, field),                 \
+			offsetof(struct dpt__admin, field)                     \
+	}
 #define NO_USER                                                                \
 	{                                                                      \
-		{NULL, K_NONE, 0, 0, 0, 0, NULL}, NO_SET, false, 0, 0          \
+		{NULL, K_NONE, 0, 0, NULL, 0, 0, NULL}, NO_SET, NO_SET, NO_SET \
 	}
-#define X(id, option, env, flag, srun, user, keys) [DPT_SET_##id] = user,
+#define X(id, option, env, flag, srun, user, keys, coord) [DPT_SET_##id] = user,
 	DPT_SETTINGS(X)
 #undef X
 #undef NO_USER
+#undef SITE
 #undef USER_ELSE_SITE
 #undef USER
-#undef USER_KEY
+#undef VALUE
 };
 
-/* A merge has a field that says the user gave it, and its three fields
- * are of one size. */
-#define USER(kind, field, set, min, max, expected)
+/* The settings' field of a row is the user's, and the site's where it
+ * merges them, in size; a merge of the user's has a field that says the
+ * user gave it. */
+#define SAME_SIZE(a, fa, b, fb)                                                \
+	_Static_assert(sizeof(((struct a *)0)->fa) ==                          \
+			       sizeof(((struct b *)0)->fb),                    \
+		       #fa " and " #fb " differ in size");
+#define USER(kind, field, set, min, max, expected)                             \
+	SAME_SIZE(dpt__settings, field, dpt__user, field)
 #define USER_ELSE_SITE(kind, field, set, def, min, max, expected)              \
 	_Static_assert((set) != NO_SET,                                        \
 		       #field ": no field says it was given");                 \
-	_Static_assert(                                                        \
-		sizeof(((struct dpt__settings *)0)->field) ==                  \
-				sizeof(((struct dpt__user *)0)->field) &&      \
-			sizeof(((struct dpt__settings *)0)->field) ==          \
-				sizeof(((struct dpt__admin *)0)->def),         \
-		#field " and " #def " differ in size");
+	SAME_SIZE(dpt__settings, field, dpt__user, field)                      \
+	SAME_SIZE(dpt__settings, field, dpt__admin, def)
+#define SITE(kind, field) SAME_SIZE(dpt__settings, field, dpt__admin, field)
 #define NO_USER
-#define X(id, option, env, flag, srun, user, keys) user
+#define X(id, option, env, flag, srun, user, keys, coord) user
 DPT_SETTINGS(X)
 #undef X
 #undef NO_USER
+#undef SITE
 #undef USER_ELSE_SITE
 #undef USER
+#undef SAME_SIZE
 
 int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		  dpt__report_fn report)
@@ -495,7 +502,7 @@ int dpt__user_set(struct dpt__user *u, const char *name, const char *value,
 		const char *why;
 		bool none = !value || !*value;
 
-		if (o->k.kind == K_NONE ||
+		if (!dpt__setting_names[i].option ||
 		    strcmp(name, dpt__setting_names[i].option) != 0)
 			continue;
 		/* An optional value left out: the run is the job's name,
@@ -673,8 +680,8 @@ static int resolve_ckpt_uri(struct dpt__settings *s, const struct dpt__admin *a,
 		       s->run, why);
 		return DPT_EINVAL;
 	}
-	if (u->ckpt[0]) {
-		rc = substitute(u->ckpt, user, jobid, s->ckpt_uri,
+	if (u->ckpt_uri[0]) {
+		rc = substitute(u->ckpt_uri, user, jobid, s->ckpt_uri,
 				sizeof(s->ckpt_uri), report);
 	} else if (a->def_ckpt_root[0]) {
 		/* The root holds one directory per run, which the library
@@ -689,7 +696,7 @@ static int resolve_ckpt_uri(struct dpt__settings *s, const struct dpt__admin *a,
 	if (!s->ckpt_uri[0])
 		return 0;
 	if ((why = canonical_uri(s->ckpt_uri, want, sizeof(want)))) {
-		if (u->ckpt[0])
+		if (u->ckpt_uri[0])
 			report("dptrain: --dp-ckpt=%s: %s", s->ckpt_uri, why);
 		else
 			report("dptrain: checkpoint URI '%s' (the site's "
@@ -735,8 +742,6 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 
 	*s = (struct dpt__settings){
 		.min_workers = u->min_workers_set ? u->min_workers : 1,
-		.node_mtbf = a->node_mtbf,
-		.min_ckpt_interval = a->min_ckpt_interval,
 		.requeue = u->requeue_set     ? u->requeue
 			   : a->allow_requeue ? DPT_REQUEUE_AUTO
 					      : DPT_REQUEUE_OFF,
@@ -745,14 +750,15 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
 	};
-	/* The rows' USER_ELSE_SITE; the others above and below. */
+	/* The rows' USER_ELSE_SITE and SITE; the others above and below. */
 	for (int i = 0; i < DPT_SET_COUNT; i++) {
 		const struct user_option *o = &user_options[i];
 		const char *from;
 
-		if (!o->merged)
+		if (o->site == NO_SET)
 			continue;
-		from = *(const bool *)((const char *)u + o->given)
+		from = o->given != NO_SET && *(const bool *)((const char *)u +
+							     o->given)
 			       ? (const char *)u + o->k.offset
 			       : (const char *)a + o->site;
 		memcpy((char *)s + o->settings, from, o->k.size);
@@ -779,4 +785,60 @@ const char *dpt__every_string(const struct dpt__ckpt_every *e, char *buf,
 	default:
 		return "auto";
 	}
+}
+
+const char *dpt__settings_value(const struct dpt__settings *s,
+				enum dpt__setting id, enum dpt__value_form form,
+				char *buf, size_t size)
+{
+	const struct user_option *o = &user_options[id];
+	const void *field = (const char *)s + o->settings;
+	bool env = form == DPT_FORM_ENV;
+	long n = 0;
+
+	if (o->settings == NO_SET)
+		return NULL;
+	if (o->k.size == sizeof(long))
+		memcpy(&n, field, sizeof(n));
+	switch (o->k.kind) {
+	case K_LONG:
+		snprintf(buf, size, "%ld", n);
+		return buf;
+	case K_DURATION: /* a bare number would be minutes */
+		snprintf(buf, size, env ? "%ld" : "%lds", n);
+		return buf;
+	case K_PORT:
+		if (n < 0)
+			return "off";
+		snprintf(buf, size, "%ld", n);
+		return buf;
+	case K_RANGE: /* MIN, then MAX */
+		if (!n)
+			return NULL;
+		snprintf(buf, size, "%ld-%ld", n, ((const long *)field)[1]);
+		return buf;
+	case K_EVERY:
+		return dpt__every_string(field, buf, size);
+	case K_REQUEUE:
+		return *(const enum dpt__requeue *)field == DPT_REQUEUE_OFF
+			       ? "off"
+			       : "auto";
+	case K_GPU_BIND:
+		return dpt__gpu_bind_string(*(const enum dpt__gpu_bind *)field);
+	case K_BOOL:
+	case K_YES:
+	case K_FLAG:
+		return *(const bool *)field ? (env ? "1" : "yes")
+					    : (env ? "0" : "no");
+	case K_ABSPATH:
+	case K_STRING:
+	case K_URI:
+	case K_RUN:
+	case K_BACKEND:
+		return field;
+	case K_ROOTS:
+	case K_NONE:
+		break;
+	}
+	return NULL;
 }

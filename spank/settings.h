@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "setting_names.h"
+
 #define DPT_CFG_STR   1024
 #define DPT_CFG_ROOTS 16
 
@@ -72,7 +74,7 @@ struct dpt__admin {
 struct dpt__user {
 	bool train;
 	char run[256];
-	char ckpt[DPT_CFG_STR];
+	char ckpt_uri[DPT_CFG_STR]; /* --dp-ckpt, before substitution */
 	bool every_set, keep_set, grace_set, requeue_set, min_workers_set,
 		backend_set, gpu_bind_set, max_requeues_set;
 	struct dpt__ckpt_every every;
@@ -102,6 +104,7 @@ struct dpt__settings {
 	/* The site's, for --dp-ckpt-every=auto: one node's MTBF and the
 	 * shortest interval, in seconds (stepd.c exports them). */
 	long node_mtbf, min_ckpt_interval;
+	long heartbeat_ms, timeout_ms; /* the site's, for the coordinator */
 	enum dpt__requeue requeue;
 	char backend[8];
 	enum dpt__gpu_bind gpu_bind;
@@ -111,12 +114,24 @@ struct dpt__settings {
 	long metrics_port; /* the coordinator's --metrics; -1: off */
 };
 
+/*
+ * The forms of a merged value: as an option or key of its kind takes it
+ * (a duration "600s"), and as a task's variable holds it, which the
+ * library reads (a duration in seconds "600", yes and no as 1 and 0).
+ */
+enum dpt__value_form { DPT_FORM_OPTION, DPT_FORM_ENV };
+
 /* Error reporting: the plugin passes slurm_error; tests pass their own. */
 typedef void (*dpt__report_fn)(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
-/* Built-in defaults, before plugstack arguments and dptrain.conf. */
+/* Built-in defaults, before plugstack arguments and dptrain.conf: each
+ * key's default in its row (common/settings.def, spank/settings.c's
+ * SITE_KEYS), through the key's own parser. */
 void dpt__admin_defaults(struct dpt__admin *a);
+/* The same; 0, or DPT_ECONFIG after REPORT names a key whose parser
+ * refuses its built-in default (a row's mistake). */
+int dpt__admin_set_defaults(struct dpt__admin *a, dpt__report_fn report);
 /*
  * Apply plugstack.conf arguments (AC, AV: "key=value" words) and then the
  * config file they name (config=, default /etc/slurm/dptrain.conf; a
@@ -148,5 +163,15 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 			  const struct dpt__user *u, const char *user,
 			  const char *jobid, const char *job_name,
 			  dpt__report_fn report);
+
+/*
+ * Setting ID's merged value in S (its row's field of struct dpt__settings,
+ * common/settings.def) in FORM, written by its kind, in BUF or a constant
+ * string; NULL when the row has no value of the plugin's or it is none
+ * (no --dp-nodes).
+ */
+const char *dpt__settings_value(const struct dpt__settings *s,
+				enum dpt__setting id, enum dpt__value_form form,
+				char *buf, size_t size);
 
 #endif

@@ -11,7 +11,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -137,22 +136,48 @@ static long read_port(const char *path)
 	return (*end || port <= 0 || port > 65535) ? 0 : port;
 }
 
-static void add(struct dpt__coord_argv *cmd, enum dpt__setting id,
-		const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add(struct dpt__coord_argv *cmd, enum dpt__setting id,
-		const char *fmt, ...)
-{
-	char *flag = cmd->flags[cmd->nflags], *value = cmd->values[cmd->nflags];
-	va_list ap;
+/* What srun knows of the step that the settings do not hold. */
+struct step {
+	const struct dpt__settings *s;
+	uint32_t ntasks, jobid, stepid;
+	const char *endpoint_file;
+};
 
-	cmd->nflags++;
-	snprintf(flag, sizeof(cmd->flags[0]), "--%s",
-		 dpt__setting_names[id].flag);
-	va_start(ap, fmt);
-	vsnprintf(value, sizeof(cmd->values[0]), fmt, ap);
-	va_end(ap);
-	cmd->v[cmd->n++] = flag;
-	cmd->v[cmd->n++] = value;
+/*
+ * The value srun passes for setting ID, in VALUE (SIZE bytes) or a
+ * constant string; NULL: none. A merged setting's is its row's, in its
+ * kind's form (dpt__settings_value); the step's own values, the site's
+ * bind address as an endpoint and --dp-verbose as a level are a case
+ * each here.
+ */
+static const char *coord_value(enum dpt__setting id, const struct step *st,
+			       char *value, size_t size)
+{
+	switch (id) {
+	case DPT_SET_WORLD_SIZE:
+		snprintf(value, size, "%u", st->ntasks);
+		return value;
+	case DPT_SET_BIND:
+		snprintf(value, size, "tcp://%s:*",
+			 dpt__plugin.admin.bind_addr);
+		return value;
+	case DPT_SET_ENDPOINT_FILE:
+		return st->endpoint_file;
+	case DPT_SET_PARENT_PID:
+		snprintf(value, size, "%ld", (long)getpid());
+		return value;
+	case DPT_SET_JOB_ID:
+		snprintf(value, size, "%u", st->jobid);
+		return value;
+	case DPT_SET_STEP_ID:
+		snprintf(value, size, "%u", st->stepid);
+		return value;
+	case DPT_SET_LOG_LEVEL:
+		return st->s->verbose ? "info" : "warn";
+	default:
+		return dpt__settings_value(st->s, id, DPT_FORM_OPTION, value,
+					   size);
+	}
 }
 
 void dpt__srun_coord_argv(struct dpt__coord_argv *cmd,
@@ -160,32 +185,26 @@ void dpt__srun_coord_argv(struct dpt__coord_argv *cmd,
 			  uint32_t jobid, uint32_t stepid,
 			  const char *endpoint_file)
 {
-	const struct dpt__admin *a = &dpt__plugin.admin;
-	char every[32];
+	const struct step st = {s, ntasks, jobid, stepid, endpoint_file};
 
-	*cmd = (struct dpt__coord_argv){.v = {(char *)a->coordinator}, .n = 1};
-	add(cmd, DPT_SET_WORLD_SIZE, "%u", ntasks);
-	add(cmd, DPT_SET_BIND, "tcp://%s:*", a->bind_addr);
-	add(cmd, DPT_SET_ENDPOINT_FILE, "%s", endpoint_file);
-	add(cmd, DPT_SET_PARENT_PID, "%ld", (long)getpid());
-	add(cmd, DPT_SET_HEARTBEAT_MS, "%ld", a->heartbeat_ms);
-	add(cmd, DPT_SET_TIMEOUT_MS, "%ld", a->timeout_ms);
-	add(cmd, DPT_SET_MIN_WORKERS, "%ld", s->min_workers);
-	add(cmd, DPT_SET_JOB_ID, "%u", jobid);
-	add(cmd, DPT_SET_STEP_ID, "%u", stepid);
-	add(cmd, DPT_SET_GRACE, "%lds", s->grace);
-	add(cmd, DPT_SET_REQUEUE, "%s",
-	    s->requeue == DPT_REQUEUE_AUTO ? "auto" : "off");
-	add(cmd, DPT_SET_MAX_REQUEUES, "%ld", s->max_requeues);
-	add(cmd, DPT_SET_CKPT_EVERY, "%s",
-	    dpt__every_string(&s->every, every, sizeof(every)));
-	add(cmd, DPT_SET_LOG_LEVEL, "%s", s->verbose ? "info" : "warn");
-	if (s->metrics_port >= 0)
-		add(cmd, DPT_SET_METRICS, "%ld", s->metrics_port);
-	else
-		add(cmd, DPT_SET_METRICS, "off");
-	if (s->nodes_min) /* --dp-nodes, if given */
-		add(cmd, DPT_SET_NODES, "%ld-%ld", s->nodes_min, s->nodes_max);
+	*cmd = (struct dpt__coord_argv){
+		.v = {(char *)dpt__plugin.admin.coordinator}, .n = 1};
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
+		char *flag = cmd->flags[cmd->nflags];
+		char *value = cmd->values[cmd->nflags];
+		const char *v;
+
+		if (!dpt__setting_names[i].flag ||
+		    !(v = coord_value(i, &st, value, sizeof(cmd->values[0]))))
+			continue;
+		if (v != value)
+			snprintf(value, sizeof(cmd->values[0]), "%s", v);
+		snprintf(flag, sizeof(cmd->flags[0]), "--%s",
+			 dpt__setting_names[i].flag);
+		cmd->nflags++;
+		cmd->v[cmd->n++] = flag;
+		cmd->v[cmd->n++] = value;
+	}
 }
 
 /* The port the coordinator PID wrote to ENDPOINT_FILE once listening, or

@@ -77,9 +77,45 @@ static int setf(spank_t sp, const char *name, const char *fmt, ...)
 	return set(sp, name, value);
 }
 
+/* What a node knows of the step that the settings do not hold. */
+struct node {
+	const struct dpt__settings *s;
+	uint32_t nnodes;
+	long nrestart;
+};
+
+/*
+ * The value of setting ID's variable for the tasks, in VALUE (SIZE bytes)
+ * or a constant string; NULL: left unset. A merged setting's is its
+ * row's, in its kind's form (dpt__settings_value); the job's MTBF, the
+ * requeues so far and --dp-verbose as a level are a case each here.
+ */
+static const char *task_value(enum dpt__setting id, const struct node *n,
+			      char *value, size_t size)
+{
+	switch (id) {
+	case DPT_SET_MTBF:
+		/* --dp-ckpt-every=auto: a job fails when any of its nodes
+		 * does, so its MTBF is one node's divided by the nodes of
+		 * the step. */
+		snprintf(value, size, "%ld",
+			 n->nnodes > 1
+				 ? (n->s->node_mtbf + n->nnodes - 1) / n->nnodes
+				 : n->s->node_mtbf);
+		return value;
+	case DPT_SET_RESTART_COUNT:
+		snprintf(value, size, "%ld", n->nrestart);
+		return value;
+	case DPT_SET_LOG_LEVEL:
+		return n->s->verbose ? "info" : NULL;
+	default:
+		return dpt__settings_value(n->s, id, DPT_FORM_ENV, value, size);
+	}
+}
+
 int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 {
-	char port[16], restart[16], every[32];
+	char port[16], restart[16], value[DPT_CFG_STR];
 	uint32_t ntasks = 0, nlocal = 0, nodeid = 0, nnodes = 0;
 	long nrestart = 0;
 	int rc = 0;
@@ -106,28 +142,15 @@ int dpt__stepd_user_init(spank_t sp, const struct dpt__settings *s)
 		return -1;
 	}
 
-	rc |= set(sp, DPT_ENV(RUN), s->run);
-	rc |= set(sp, DPT_ENV(CKPT_URI), s->ckpt_uri);
-	rc |= set(sp, DPT_ENV(CKPT_EVERY),
-		  dpt__every_string(&s->every, every, sizeof(every)));
-	/* --dp-ckpt-every=auto: a job fails when any of its nodes does, so
-	 * its MTBF is one node's divided by the nodes of the step. */
-	rc |= setf(sp, DPT_ENV(MTBF), "%ld",
-		   nnodes > 1 ? (s->node_mtbf + nnodes - 1) / nnodes
-			      : s->node_mtbf);
-	rc |= setf(sp, DPT_ENV(MIN_CKPT_INTERVAL), "%ld", s->min_ckpt_interval);
-	rc |= setf(sp, DPT_ENV(KEEP), "%ld", s->keep);
-	rc |= setf(sp, DPT_ENV(GRACE), "%ld", s->grace);
-	rc |= set(sp, DPT_ENV(REQUEUE),
-		  s->requeue == DPT_REQUEUE_OFF ? "off" : "auto");
-	rc |= setf(sp, DPT_ENV(MAX_REQUEUES), "%ld", s->max_requeues);
-	rc |= setf(sp, DPT_ENV(MIN_WORKERS), "%ld", s->min_workers);
-	rc |= set(sp, DPT_ENV(BACKEND), s->backend);
-	rc |= set(sp, DPT_ENV(GPU_BIND), dpt__gpu_bind_string(s->gpu_bind));
-	rc |= set(sp, DPT_ENV(PRIVATE), s->private_run ? "1" : "0");
-	rc |= setf(sp, DPT_ENV(RESTART_COUNT), "%ld", nrestart);
-	if (s->verbose)
-		rc |= set(sp, DPT_ENV(LOG_LEVEL), "info");
+	/* Every setting that has a variable, by its row. */
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
+		const struct node n = {s, nnodes, nrestart};
+		const char *v;
+
+		if (dpt__setting_names[i].env &&
+		    (v = task_value(i, &n, value, sizeof(value))))
+			rc |= set(sp, dpt__setting_names[i].env, v);
+	}
 	rc |= setf(sp, "WORLD_SIZE", "%u", ntasks);
 	rc |= setf(sp, "LOCAL_WORLD_SIZE", "%u", nlocal);
 	rc |= setf(sp, "NODE_RANK", "%u", nodeid);

@@ -190,6 +190,76 @@ static void flags_parsed(void **state)
 	}
 }
 
+/* Each row's fields: the merged value's in struct dpt__settings (its user
+ * column) and the coordinator's in struct options (its COORD column),
+ * with their sizes; 0 where it has none. */
+static const struct row_fields {
+	size_t settings, settings_size, coord, coord_size;
+} fields[DPT_SET_COUNT] = {
+#define VALUE(field)                                                           \
+	offsetof(struct dpt__settings, field),                                 \
+		sizeof(((struct dpt__settings *)0)->field)
+#define USER(kind, field, ...)		 VALUE(field)
+#define USER_ELSE_SITE(kind, field, ...) VALUE(field)
+#define SITE(kind, field)		 VALUE(field)
+#define NO_USER				 0, 0
+#define COORD(arg, kind, field, ...)                                           \
+	offsetof(struct options, field), sizeof(((struct options *)0)->field)
+#define NO_COORD 0, 0
+#define X(id, option, env, flag, srun, user, keys, coord)                      \
+	[DPT_SET_##id] = {user, coord},
+	DPT_SETTINGS(X)
+#undef X
+#undef NO_COORD
+#undef COORD
+#undef NO_USER
+#undef SITE
+#undef USER_ELSE_SITE
+#undef USER
+#undef VALUE
+};
+
+/* What the coordinator parsed from srun's command line is what the plugin
+ * merged, field by field where both are numbers (their rows' fields),
+ * and the step's own values. */
+static void coordinator_has_the_settings(const struct dpt__settings *s,
+					 const struct options *o)
+{
+	long want, have;
+
+	for (int i = 0; i < DPT_SET_COUNT; i++) {
+		const struct row_fields *f = &fields[i];
+
+		if (!f->coord_size || f->settings_size != sizeof(long) ||
+		    (i == DPT_SET_NODES && !s->nodes_min))
+			continue;
+		assert_int_equal(f->coord_size, sizeof(long));
+		memcpy(&want, (const char *)s + f->settings, sizeof(long));
+		memcpy(&have, (const char *)o + f->coord, sizeof(long));
+		if (want != have)
+			fail_msg(
+				"--%s: the plugin has %ld, the coordinator %ld",
+				dpt__setting_names[i].flag, want, have);
+	}
+	assert_int_equal(o->requeue, s->requeue == DPT_REQUEUE_AUTO);
+	assert_int_equal(o->ckpt_every, s->every.kind == DPT_EVERY_SECONDS
+						? s->every.value
+						: 0);
+	assert_int_equal(o->world_size, 4);
+	assert_int_equal(o->job_id, 42);
+	assert_int_equal(o->step_id, 0);
+	assert_string_equal(o->endpoint_file, "/run/endpoint");
+}
+
+/* Every site key's built-in default is a value its parser takes. */
+static void site_defaults_parsed(void **state)
+{
+	struct dpt__admin a;
+
+	(void)state;
+	assert_int_equal(dpt__admin_set_defaults(&a, report), 0);
+}
+
 /* srun's command line for the coordinator, with every option of srun
  * given its sample: the coordinator takes it, and it passes each setting
  * that has both an option of srun and a flag of the coordinator. */
@@ -218,6 +288,7 @@ static void srun_argv_parsed(void **state)
 	optind = 0; /* GNU getopt starts afresh */
 	if (dpt__coord_parse_options(cmd.n, cmd.v, &o))
 		fail_msg("the coordinator refuses srun's command line");
+	coordinator_has_the_settings(&s, &o);
 	for (int i = 0; i < DPT_SET_COUNT; i++) {
 		const struct dpt__setting_names *n = &dpt__setting_names[i];
 		bool passed = false;
@@ -235,7 +306,7 @@ static void srun_argv_parsed(void **state)
 
 /* Each setting's id, as Python names it. */
 static const char *const ids[DPT_SET_COUNT] = {
-#define X(id, option, env, flag, srun, user, keys) [DPT_SET_##id] = #id,
+#define X(id, option, env, flag, srun, user, keys, coord) [DPT_SET_##id] = #id,
 	DPT_SETTINGS(X)
 #undef X
 };
@@ -294,6 +365,7 @@ int main(void)
 		cmocka_unit_test(flags_parsed),
 		cmocka_unit_test(srun_argv_parsed),
 		cmocka_unit_test(python_names),
+		cmocka_unit_test(site_defaults_parsed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,13 @@ static void report(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* S merged from A and U for alice's job 42, named job. */
+static int resolve(struct dpt__settings *s, const struct dpt__admin *a,
+		   const struct dpt__user *u)
+{
+	return dpt__settings_resolve(s, a, u, "alice", "42", "job", report);
+}
+
 static void user_values_are_checked(void **state)
 {
 	struct dpt__user u = {0};
@@ -77,20 +84,14 @@ static void requeue_keys_bound_the_user(void **state)
 
 	dpt__admin_defaults(&a);
 	assert_int_equal(dpt__admin_load(&a, 1, cap, report), 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.max_requeues, 5);
 	assert_int_equal(s.requeue, DPT_REQUEUE_AUTO);
 	assert_int_equal(dpt__user_set(&u, "max-requeues", "2", report), 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.max_requeues, 2);
 	assert_int_equal(dpt__user_set(&u, "max-requeues", "6", report), 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
+	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
 	assert_non_null(strstr(last, "at most 5 requeues"));
 	assert_int_equal(dpt__user_set(&u, "max-requeues", "-1", report),
 			 DPT_EINVAL);
@@ -100,14 +101,10 @@ static void requeue_keys_bound_the_user(void **state)
 	/* A site without requeues: off by default, auto refused. */
 	dpt__admin_defaults(&a);
 	assert_int_equal(dpt__admin_load(&a, 1, never, report), 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.requeue, DPT_REQUEUE_OFF);
 	dpt__user_set(&u, "requeue", "auto", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
+	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
 	assert_non_null(strstr(last, "allow_requeue=no"));
 
 	dpt__admin_defaults(&a);
@@ -135,9 +132,7 @@ static void mtbf_reaches_the_settings(void **state)
 	assert_int_equal(a.node_mtbf, 30 * 86400);
 	assert_int_equal(dpt__admin_load(&a, 2, av, report), 0);
 	dpt__user_set(&u, "train", "r1", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.node_mtbf, 7 * 86400);
 	assert_int_equal(s.min_ckpt_interval, 120);
 	assert_int_equal(s.every.kind, DPT_EVERY_AUTO);
@@ -150,6 +145,29 @@ static void mtbf_reaches_the_settings(void **state)
 	assert_int_equal(dpt__admin_load(&a, 1, worse, report), DPT_ECONFIG);
 	assert_non_null(strstr(last, "mtbf='soon'"));
 }
+
+/* Options against the site's bounds of the test below: the result, and
+ * the bound in the message (or the checkpoint URI where it is 0). */
+static const struct bounded_case {
+	const char *option, *value;
+	int rc;
+	const char *want;
+} bounded[] = {
+	{"keep", "6", DPT_ERANGE, "at most 5"},
+	{"grace", "90s", DPT_ERANGE, "2m to 1h"},
+	{"ckpt-every", "5m", DPT_ERANGE, "minimum checkpoint interval is 10m"},
+	/* Steps cannot be held to a minimum interval: refused (1steps
+	 * passed a 10m minimum before). */
+	{"ckpt-every", "1steps", DPT_ERANGE,
+	 "--dp-ckpt-every=1steps: the site sets a minimum checkpoint "
+	 "interval (10m)"},
+	{"requeue", "off", DPT_ERANGE, "allow_requeue_off=no"},
+	/* Roots: substitution, and a prefix must end at a path boundary. */
+	{"ckpt", "s3://ckpt/alice/run-%j", 0, "s3://ckpt/alice/run-42"},
+	{"ckpt", "file:///lustre/alicex/r", DPT_ERANGE,
+	 "not under a checkpoint root"},
+	{"ckpt", "file:///lustre/%q", DPT_EINVAL, "unknown substitution"},
+};
 
 static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 {
@@ -175,69 +193,26 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 	assert_int_equal(dpt__admin_load(&a, 7, av, report), 0);
 
 	dpt__user_set(&u, "train", "r1", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	/* The root holds the runs: the library opens ckpt_uri/run, so the
 	 * run is not in the URI (it was twice: root/r1/r1). */
 	assert_string_equal(s.ckpt_uri, "file:///lustre/alice");
 	assert_string_equal(s.run, "r1");
 	assert_int_equal(s.max_requeues, 100);
 
-	dpt__user_set(&u, "keep", "6", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
-	assert_non_null(strstr(last, "at most 5"));
-	u.keep_set = false;
+	for (size_t i = 0; i < sizeof(bounded) / sizeof(*bounded); i++) {
+		const struct bounded_case *c = &bounded[i];
+		struct dpt__user v = u;
 
-	dpt__user_set(&u, "grace", "90s", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
-	assert_non_null(strstr(last, "2m to 1h"));
-	u.grace_set = false;
-
-	dpt__user_set(&u, "ckpt-every", "5m", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
-	assert_non_null(strstr(last, "minimum checkpoint interval is 10m"));
-	u.every_set = false;
-
-	/* Steps cannot be held to a minimum interval: refused (1steps
-	 * passed a 10m minimum before). */
-	dpt__user_set(&u, "ckpt-every", "1steps", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
-	assert_non_null(strstr(last, "--dp-ckpt-every=1steps: the site sets a "
-				     "minimum checkpoint interval (10m)"));
-	u.every_set = false;
-
-	dpt__user_set(&u, "requeue", "off", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
-	assert_non_null(strstr(last, "allow_requeue_off=no"));
-	u.requeue_set = false;
-
-	/* Roots: substitution, and a prefix must end at a path boundary. */
-	dpt__user_set(&u, "ckpt", "s3://ckpt/alice/run-%j", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		0);
-	assert_string_equal(s.ckpt_uri, "s3://ckpt/alice/run-42");
-	dpt__user_set(&u, "ckpt", "file:///lustre/alicex/r", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
-	assert_non_null(strstr(last, "not under a checkpoint root"));
-	dpt__user_set(&u, "ckpt", "file:///lustre/%q", report);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_EINVAL);
-	assert_non_null(strstr(last, "unknown substitution"));
+		assert_int_equal(dpt__user_set(&v, c->option, c->value, report),
+				 0);
+		last[0] = '\0';
+		if (resolve(&s, &a, &v) != c->rc ||
+		    (c->rc && !strstr(last, c->want)) ||
+		    (!c->rc && strcmp(s.ckpt_uri, c->want)))
+			fail_msg("--dp-%s=%s: '%s', want %d and '%s'",
+				 c->option, c->value, last, c->rc, c->want);
+	}
 }
 
 /* Issue 14, defect 2: '..' cannot climb out of an allowed root, however
@@ -267,8 +242,7 @@ static void roots_are_compared_normalised(void **state)
 		last[0] = '\0';
 		assert_int_equal(dpt__user_set(&u, "ckpt", escapes[i], report),
 				 0);
-		if (dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
-					  report) != DPT_EINVAL)
+		if (resolve(&s, &a, &u) != DPT_EINVAL)
 			fail_msg("'%s' was accepted", escapes[i]);
 		assert_non_null(strstr(last, "--dp-ckpt="));
 		assert_non_null(strstr(last, "'..' component"));
@@ -279,9 +253,7 @@ static void roots_are_compared_normalised(void **state)
 				       "file:///ckpt/alice/%%252e%%252e",
 				       report),
 			 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	/* Equivalent spellings of an allowed directory are accepted. */
 	const char *fine[] = {
 		"file:///ckpt//alice/r1/",
@@ -291,16 +263,13 @@ static void roots_are_compared_normalised(void **state)
 	};
 	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
 		assert_int_equal(dpt__user_set(&u, "ckpt", fine[i], report), 0);
-		if (dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
-					  report) != 0)
+		if (resolve(&s, &a, &u) != 0)
 			fail_msg("'%s' was refused: %s", fine[i], last);
 	}
 	/* Another user's directory, spelled normally, stays refused. */
 	assert_int_equal(dpt__user_set(&u, "ckpt", "file:///ckpt/bob", report),
 			 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "job", report),
-		DPT_ERANGE);
+	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
 
 	/* Run names. */
 	assert_int_equal(dpt__user_set(&u, "train", "..", report), DPT_EINVAL);
@@ -313,7 +282,7 @@ static void roots_are_compared_normalised(void **state)
 	assert_int_equal(dpt__user_set(&u, "train", "..r", report), 0);
 	/* A job name becomes the run name without --dp-train=NAME. */
 	assert_int_equal(dpt__user_set(&u, "train", NULL, report), 0);
-	u.ckpt[0] = '\0';
+	u.ckpt_uri[0] = '\0';
 	assert_int_equal(
 		dpt__settings_resolve(&s, &a, &u, "alice", "42", "..", report),
 		DPT_EINVAL);
@@ -366,18 +335,14 @@ static void gpu_bind_and_torchelastic(void **state)
 	(void)state;
 
 	dpt__admin_defaults(&a);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_NONE);
 	assert_string_equal(dpt__gpu_bind_string(s.gpu_bind), "none");
 	assert_false(s.torchelastic);
 
 	assert_int_equal(dpt__admin_set(&a, "gpu_bind", "rank", "f:3", report),
 			 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_RANK);
 	assert_string_equal(dpt__gpu_bind_string(s.gpu_bind), "rank");
 	assert_int_equal(
@@ -393,9 +358,7 @@ static void gpu_bind_and_torchelastic(void **state)
 		assert_int_equal(
 			dpt__user_set(&u, "torchelastic", NULL, report), 0);
 	}
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_NONE);
 	assert_true(s.torchelastic);
 
@@ -417,15 +380,11 @@ static void private_runs(void **state)
 	(void)state;
 
 	dpt__admin_defaults(&a);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_false(s.private_run);
 	assert_int_equal(dpt__admin_set(&a, "private", "yes", "f:2", report),
 			 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_true(s.private_run);
 	assert_int_equal(dpt__admin_set(&a, "private", "maybe", "f:3", report),
 			 DPT_ECONFIG);
@@ -435,9 +394,7 @@ static void private_runs(void **state)
 	/* The user's no wins over the site's yes. */
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(dpt__user_set(&u, "private", "no", report), 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_false(s.private_run);
 
 	/* And the user's yes (the bare option) over the site's no. */
@@ -445,9 +402,7 @@ static void private_runs(void **state)
 	memset(&u, 0, sizeof(u));
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(dpt__user_set(&u, "private", NULL, report), 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_true(s.private_run);
 	assert_int_equal(dpt__user_set(&u, "private", "yes", report), 0);
 	assert_true(u.private_run);
@@ -466,16 +421,12 @@ static void metrics_endpoint(void **state)
 	(void)state;
 
 	dpt__admin_defaults(&a);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.metrics_port, -1); /* off by default */
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(dpt__user_set(&u, "metrics", "9100", report),
 				 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.metrics_port, 9100);
 	assert_int_equal(dpt__user_set(&u, "metrics", "0", report), 0);
 	assert_int_equal(u.metrics_port, 0);
@@ -493,14 +444,10 @@ static void metrics_endpoint(void **state)
 	assert_int_equal(dpt__admin_set(&a, "metrics_port", "0", "f:1", report),
 			 0);
 	memset(&u, 0, sizeof(u));
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.metrics_port, 0);
 	assert_int_equal(dpt__user_set(&u, "metrics", "off", report), 0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.metrics_port, -1);
 	assert_int_equal(
 		dpt__admin_set(&a, "metrics_port", "on", "f:2", report),
@@ -517,16 +464,12 @@ static void metrics_endpoint(void **state)
 	assert_int_equal(
 		dpt__admin_set(&a, "allow_user_metrics", "no", "f:3", report),
 		0);
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		DPT_ERANGE);
+	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
 	assert_non_null(strstr(last, "--dp-metrics: the site does not let "
 				     "jobs choose their metrics endpoint "
 				     "(allow_user_metrics=no)"));
 	memset(&u, 0, sizeof(u));
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "7", "job", report),
-		0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
 	assert_int_equal(s.metrics_port, 0);
 }
 
