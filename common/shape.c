@@ -8,10 +8,6 @@
 #include "parse.h"
 #include "shape.h"
 
-#define SHAPE_FORMS                                                            \
-	"NODESxGPUS or NODESx0:TASKS, each count a number or a range LO-HI, "  \
-	"comma-separated (e.g. 1x3-8,2x8 or 1-2x0:4)"
-
 long dpt__shape_world(const struct dpt__shape *s)
 {
 	return s->nodes * (s->gpus ? s->gpus : s->tasks);
@@ -21,7 +17,7 @@ static int refuse(char *err, size_t size, const char *shape, int len,
 		  const char *why)
 {
 	snprintf(err, size, "'%.*s' %s: write %s", len, shape, why,
-		 SHAPE_FORMS);
+		 DPT_SHAPE_FORMS);
 	return DPT_EINVAL;
 }
 
@@ -86,7 +82,7 @@ int dpt__shapes_parse(const char *text, struct dpt__shapes *out, char *err,
 	out->n = 0;
 	if (!text || !*text) {
 		snprintf(err, size, "an empty list of shapes: write %s",
-			 SHAPE_FORMS);
+			 DPT_SHAPE_FORMS);
 		return DPT_EINVAL;
 	}
 	for (;;) {

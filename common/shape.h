@@ -10,6 +10,11 @@
 
 #include <stddef.h>
 
+/* What a list is, for the messages that refuse one. */
+#define DPT_SHAPE_FORMS                                                        \
+	"NODESxGPUS or NODESx0:TASKS, each count a number or a range LO-HI, "  \
+	"comma-separated (e.g. 1x3-8,2x8 or 1-2x0:4)"
+
 #define DPT_SHAPES_MAX		16   /* shapes in a list */
 #define DPT_SHAPES_CONCRETE_MAX 64   /* concrete shapes a list expands to */
 #define DPT_SHAPE_MAX_GPUS	64   /* GPUs a node */

@@ -201,6 +201,9 @@ static void requeue(struct dpt__service *s)
 		.max_requeues = o->max_requeues,
 		.nodes_min = o->nodes_min,
 		.nodes_max = o->nodes_max,
+		.shapes = &o->shapes,
+		.efficiency = (double)o->scaling_efficiency / 100.0,
+		.grace = o->grace,
 	};
 	enum dpt__requeue_verdict v;
 	char why[DPT_WALLTIME_MSG_MAX];
@@ -209,6 +212,7 @@ static void requeue(struct dpt__service *s)
 	linger(s);
 	facts.resumed = dpt__coord_kv_value(s->coord, DPT_KV_RESUMED);
 	facts.committed = dpt__coord_kv_value(s->coord, DPT_KV_COMMITTED);
+	facts.run_uri = dpt__coord_kv_value(s->coord, DPT_KV_RUN);
 	/* The verdict's comment replaces the progress for good. */
 	dpt__walltime_progress_end(s->walltime);
 	rq = dpt__walltime_requeue(&facts, &v, why, sizeof(why));

@@ -51,6 +51,8 @@
 	X(REQUEUE, REQUEUE, NULL)                                             \
 	X(MAX_REQUEUES, MAX_REQUEUES, NULL)                                   \
 	X(NODES, NODES, "DPTRAIN_NODES")                                      \
+	X(SHAPES, SHAPES, "DPTRAIN_SHAPES")                                   \
+	X(SCALING, SCALING_EFFICIENCY, "DPTRAIN_SCALING_EFFICIENCY")          \
 	X(RESTART_COUNT, RESTART_COUNT, "SLURM_RESTART_COUNT")                \
 	X(CKPT_EVERY, CKPT_EVERY, NULL)                                       \
 	X(METRICS, METRICS, "DPTRAIN_METRICS")                                \
@@ -77,6 +79,7 @@ enum kind {
 	K_EVERY,    /* auto, a duration or Nsteps: seconds, 0 for Nsteps */
 	K_PORT,	    /* off (-1) or a port from MIN to MAX (0: any free one) */
 	K_LEVEL,    /* a log level */
+	K_SHAPES,   /* a list of shapes: struct dpt__shapes */
 };
 
 /* Every setting's COORD column: its argument, kind, field of struct
@@ -270,6 +273,7 @@ static const struct {
 	[K_EVERY] = {"auto, a duration or Nsteps"},
 	[K_PORT] = {NULL, "a port (", " to ", ", 0: any free one) or off"},
 	[K_LEVEL] = {"one of error, warn, info, debug"},
+	[K_SHAPES] = {"a list of shapes: " DPT_SHAPE_FORMS},
 };
 
 /* VALUE into FIELD, by C's kind; 0 or DPT_EINVAL. */
@@ -307,6 +311,11 @@ static int parse_value(const struct coord_option *c, const char *value,
 			return DPT_EINVAL;
 		*(long *)field = level;
 		return 0;
+	case K_SHAPES: {
+		char why[256];
+
+		return dpt__shapes_parse(value, field, why, sizeof(why));
+	}
 	case K_NONE:
 		break;
 	}

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "shape.h"
 #include "wire.h"
 
 #define PROG "dptrain-coordinator"
@@ -29,13 +30,15 @@ struct options {
 	long end_time;
 	long grace;
 	bool requeue;
-	long max_requeues;  /* -1: no cap */
-	long nodes_min;	    /* --nodes: the range a requeue gives back; */
-	long nodes_max;	    /* 0: none */
-	long restart_count; /* the job's requeues so far */
-	long ckpt_every;    /* seconds; 0: no periodic SAVE */
-	long metrics_port;  /* --metrics: -1 off, 0 any free port */
-	long log_level;	    /* enum dpt__log_level, set by the parser */
+	long max_requeues; /* -1: no cap */
+	long nodes_min;	   /* --nodes: the range a requeue gives back; */
+	long nodes_max;	   /* 0: none */
+	struct dpt__shapes shapes; /* --shapes; n 0: none */
+	long scaling_efficiency;   /* percent */
+	long restart_count;	   /* the job's requeues so far */
+	long ckpt_every;	   /* seconds; 0: no periodic SAVE */
+	long metrics_port;	   /* --metrics: -1 off, 0 any free port */
+	long log_level;		   /* enum dpt__log_level, set by the parser */
 };
 
 /*

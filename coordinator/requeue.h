@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shape.h"
+
 /* What is known when the step has stopped cleanly. */
 struct dpt__requeue_facts {
 	uint32_t job_id;
@@ -19,6 +21,12 @@ struct dpt__requeue_facts {
 	const char *committed; /* DPT_KV_COMMITTED's value, or NULL */
 	long nodes_min;	       /* --nodes: the range given back after */
 	long nodes_max;	       /* the requeue; 0: none */
+	/* --shapes: the sizes the requeued job chooses from (n 0: none),
+	 * and what the choice reads (coordinator/shape_requeue.h). */
+	const struct dpt__shapes *shapes;
+	double efficiency;
+	long grace;
+	const char *run_uri;
 };
 
 enum dpt__requeue_verdict {

@@ -6,6 +6,7 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include "parse.h"
 #include "shape_slurm.h"
 
 /* The GPUs a node in tres_per_node's form, which changed in Slurm 23.02:
@@ -110,6 +111,36 @@ int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s, time_t now,
 out:
 	slurm_free_job_info_msg(jobs);
 	return rc == SLURM_SUCCESS ? 0 : -1;
+}
+
+/* The GPUs a node in TRES ("gres:gpu:4", "gres/gpu:a100:4"), or 0. */
+static long gpus_of(const char *tres)
+{
+	const char *gpu = tres ? strstr(tres, "gpu") : NULL;
+	const char *colon = gpu ? strrchr(gpu, ':') : NULL;
+	long n = 0;
+
+	if (colon && colon[1] && dpt__parse_long(colon + 1, 1, 1 << 20, &n))
+		n = 0;
+	return n;
+}
+
+int dpt__shape_of_job(uint32_t job_id, struct dpt__shape *s, long *limit_s,
+		      char *why, size_t size)
+{
+	job_info_msg_t *jobs = NULL;
+	const slurm_job_info_t *j = load(job_id, &jobs, why, size);
+
+	if (j) {
+		s->nodes = j->num_nodes ? (long)j->num_nodes : 1;
+		s->gpus = gpus_of(j->tres_per_node);
+		s->tasks = s->gpus ? 0 : (long)j->num_tasks / s->nodes;
+		*limit_s = j->time_limit == INFINITE || j->time_limit == NO_VAL
+				   ? 0
+				   : (long)j->time_limit * 60;
+	}
+	slurm_free_job_info_msg(jobs);
+	return j ? 0 : -1;
 }
 
 int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,

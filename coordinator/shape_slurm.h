@@ -24,6 +24,15 @@ int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s, time_t now,
 			double *start_in, char *why, size_t size);
 
 /*
+ * dpt__shape_of_job - job JOB_ID's shape (its nodes, and the GPUs a node
+ * of its tres_per_node, else its tasks a node) into *S and its time limit
+ * in seconds into *LIMIT_S (0: none). Returns 0, or -1 with the reason in
+ * WHY.
+ */
+int dpt__shape_of_job(uint32_t job_id, struct dpt__shape *s, long *limit_s,
+		      char *why, size_t size);
+
+/*
  * dpt__shape_update - change pending job JOB_ID's request to shape S, and
  * say COMMENT in its Comment (NULL: leave it). Returns 0, or -1 with the
  * reason in WHY.

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "parse.h"
 #include "service.h"
+#include "shape_requeue.h"
 #include "walltime.h"
 
 struct dpt__walltime {
@@ -347,11 +348,32 @@ static void give_range_back(const struct dpt__requeue_facts *f)
 			  f->job_id, f->nodes_min, f->nodes_max, tasks);
 }
 
+/* The shape of --shapes that ends first (doc/shapes.md), chosen while
+ * the job still runs. */
+static void plan_shape(const struct dpt__requeue_facts *f,
+		       struct dpt__shape_plan *p)
+{
+	struct dpt__shape_requeue_in in = {
+		.job_id = f->job_id,
+		.shapes = f->shapes,
+		.efficiency = f->efficiency,
+		.grace = f->grace,
+		.run_uri = f->run_uri,
+		.committed = -1,
+	};
+
+	if (f->committed)
+		sscanf(f->committed, "%ld", &in.committed);
+	(void)dpt__shape_plan(&in, p);
+}
+
 int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 			  enum dpt__requeue_verdict *verdict, char *why,
 			  size_t size)
 {
 	enum dpt__requeue_verdict v = dpt__requeue_decide(f, why, size);
+	struct dpt__shape_plan shape = {0};
+	bool shapes = f->shapes && f->shapes->n && v != DPT_RQ_CAPPED;
 	int rc;
 
 	*verdict = v;
@@ -364,6 +386,8 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 	set_comment(f->job_id, why);
 	if (v == DPT_RQ_CAPPED)
 		return 0;
+	if (shapes)
+		plan_shape(f, &shape);
 	rc = slurm_requeue(f->job_id, v == DPT_RQ_HOLD ? JOB_REQUEUE_HOLD : 0);
 	if (rc != 0) {
 		dpt__error("cannot requeue job %u: %s; its checkpoint is "
@@ -371,7 +395,13 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 			   f->job_id, slurm_why(rc));
 		return DPT_EIO;
 	}
-	give_range_back(f);
+	if (!shapes) {
+		give_range_back(f);
+		return 0;
+	}
+	/* Chosen or not, the sentence says what the job waits for. */
+	(void)dpt__shape_apply(f->job_id, &shape);
+	dpt__warn("job %u %s", f->job_id, shape.msg);
 	return 0;
 }
 

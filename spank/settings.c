@@ -105,6 +105,16 @@ static const char *run_problem(const char *name)
 	return NULL;
 }
 
+/* Why NAME is no list of shapes (common/shape.h), or NULL. The reason
+ * names the shape and the form: the plugin runs one thread. */
+static const char *shapes_problem(const char *list)
+{
+	static char why[256];
+	struct dpt__shapes s;
+
+	return dpt__shapes_parse(list, &s, why, sizeof(why)) ? why : NULL;
+}
+
 /* How an admin key's value is read (and a --dp- option's). */
 enum key_kind {
 	K_NONE,	    /* no such key: a row without a --dp- option */
@@ -124,6 +134,7 @@ enum key_kind {
 	K_RANGE,    /* a node count or MIN-MAX, from MIN to MAX */
 	K_FLAG,	    /* no value: true */
 	K_YES,	    /* yes or no; no value: yes */
+	K_SHAPES,   /* a list of shapes (common/shape.h) */
 };
 
 /*
@@ -190,9 +201,11 @@ static int set_key(void *base, const struct admin_key *k, const char *value,
 	case K_STRING:
 	case K_URI:
 	case K_RUN:
+	case K_SHAPES:
 		*why = k->kind == K_URI	  ? dpt__storage_uri_form_problem(value)
 		       : k->kind == K_RUN ? run_problem(value)
-					  : NULL;
+		       : k->kind == K_SHAPES ? shapes_problem(value)
+					     : NULL;
 		if (*why)
 			return DPT_ECONFIG;
 		return copy_str(field, k->size, value, k->key, report)
@@ -596,6 +609,18 @@ static int check_bounds(const struct dpt__settings *s,
 {
 	char buf[64], lo[32], hi[32];
 
+	if (s->shapes[0] && !a->allow_shapes) {
+		report("dptrain: --dp-shapes: the site does not let jobs "
+		       "change their size (allow_shapes=no): leave the option "
+		       "out");
+		return DPT_ERANGE;
+	}
+	if (s->shapes[0] && s->nodes_min) {
+		report("dptrain: --dp-shapes and --dp-nodes: give one; a node "
+		       "range MIN-MAX is the shapes MIN-MAXxG, G the GPUs a "
+		       "node the job asks for");
+		return DPT_EINVAL;
+	}
 	if (s->keep > a->max_keep) {
 		report("dptrain: --dp-keep=%ld: the site allows at most %ld "
 		       "checkpoints",
@@ -763,6 +788,7 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 			       : (const char *)a + o->site;
 		memcpy((char *)s + o->settings, from, o->k.size);
 	}
+	snprintf(s->shapes, sizeof(s->shapes), "%s", u->shapes);
 	snprintf(s->run, sizeof(s->run), "%s",
 		 u->run[0]  ? u->run
 		 : job_name ? job_name
@@ -830,6 +856,8 @@ const char *dpt__settings_value(const struct dpt__settings *s,
 	case K_FLAG:
 		return *(const bool *)field ? (env ? "1" : "yes")
 					    : (env ? "0" : "no");
+	case K_SHAPES: /* none given: nothing to pass */
+		return *(const char *)field ? field : NULL;
 	case K_ABSPATH:
 	case K_STRING:
 	case K_URI:

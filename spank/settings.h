@@ -68,6 +68,8 @@ struct dpt__admin {
 	 * --dp-metrics may change that. */
 	long metrics_port;
 	bool allow_user_metrics;
+	bool allow_shapes;	 /* whether --dp-shapes is taken */
+	long scaling_efficiency; /* percent, for the sizes never run */
 };
 
 /* What the user asked for; *_set says the option was given. */
@@ -80,6 +82,7 @@ struct dpt__user {
 	struct dpt__ckpt_every every;
 	long keep, grace, min_workers, max_requeues;
 	long nodes_min, nodes_max; /* --dp-nodes; 0: not given */
+	char shapes[256];	   /* --dp-shapes; "": not given */
 	enum dpt__requeue requeue;
 	char backend[8];
 	enum dpt__gpu_bind gpu_bind;
@@ -101,6 +104,9 @@ struct dpt__settings {
 	/* --dp-nodes: the node range a requeue gives the job back; 0: none,
 	 * the requeued job keeps the count it started on. */
 	long nodes_min, nodes_max;
+	/* --dp-shapes: the sizes a requeue chooses from; "": none. */
+	char shapes[256];
+	long scaling_efficiency; /* the site's, percent */
 	/* The site's, for --dp-ckpt-every=auto: one node's MTBF and the
 	 * shortest interval, in seconds (stepd.c exports them). */
 	long node_mtbf, min_ckpt_interval;

@@ -6,6 +6,7 @@ bin_PROGRAMS += dptrain
 dptrain_SOURCES = tool/cli.c tool/status.c tool/status.h tool/plot.c \
 	tool/event_line.c tool/event_line.h \
 	tool/run_rates.c tool/run_rates.h \
+	tool/run_events.c tool/run_events.h \
 	tool/status_job.c \
 	tool/plot.h
 dptrain_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \

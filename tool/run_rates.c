@@ -88,6 +88,10 @@ void dpt__run_rates_add(struct dpt__run_rates *r,
 		r->t_stop = t;
 		r->t_start = 0;
 		break;
+	case DPT_EV_TOTAL_STEPS:
+		r->total_steps = (uint64_t)dpt__event_num(
+			l, DPT_EVF_TOTAL_STEPS, (double)r->total_steps);
+		break;
 	case DPT_EV_GENERATION_END:
 	case DPT_EV_FAILURE:
 	case DPT_EV_END:

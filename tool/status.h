@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "run_events.h"
 #include "run_rates.h"
 
 /* What a run's events say (doc/checkpoint-format.md, "Events"). */
@@ -50,11 +51,6 @@ void dpt__run_summary_feed(struct dpt__run_summary *s, const char *text,
 const char *dpt__run_summary_state(const struct dpt__run_summary *s);
 /* Read the events of the run at URI. DPT_ENOENT: none. */
 int dpt__run_events_read(const char *uri, struct dpt__run_summary *s);
-/* Call FN(ARG, LINE, LEN) for each line of the events of the run at URI
- * (events.jsonl, then events/ in key order), no newline in LINE. Returns
- * 0, DPT_ENOENT (no events), or a storage error. */
-typedef void dpt__events_line_fn(void *arg, const char *line, size_t len);
-int dpt__run_events_each(const char *uri, dpt__events_line_fn *fn, void *arg);
 /* FRACTION of STEP out of TOTAL (0..1), or -1 when either is unknown. */
 double dpt__run_progress(int64_t step, uint64_t total);
 

@@ -10,6 +10,7 @@ SPANK_TESTS = \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
+	tests/spank/shapes.sh \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \

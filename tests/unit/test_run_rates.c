@@ -80,6 +80,9 @@ static void worlds_are_measured(void **state)
 	at(&r, 1060, "commit", 260);
 	at(&r, 1070, "log", 360);
 	mark(&r, 1071, "end");
+	feed(&r, "{\"time\":1072,\"event\":\"total_steps\",\"total_steps\":"
+		 "5000}");
+	assert_int_equal(r.total_steps, 5000);
 	assert_int_equal(rates(&r, out), 2);
 	assert_int_equal(out[0].world, 8);
 	assert_float_equal(out[0].steps_per_s, 300.0 / 30.0, 1e-9);

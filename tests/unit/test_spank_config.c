@@ -473,6 +473,50 @@ static void metrics_endpoint(void **state)
 	assert_int_equal(s.metrics_port, 0);
 }
 
+/* --dp-shapes: checked at srun, bounded by the site, alone or --dp-nodes. */
+static void shapes(void **state)
+{
+	struct dpt__admin a;
+	struct dpt__user u = {0};
+	struct dpt__settings s;
+	(void)state;
+
+	dpt__admin_defaults(&a);
+	assert_int_equal(a.scaling_efficiency, 90);
+	assert_int_equal(resolve(&s, &a, &u), 0);
+	assert_string_equal(s.shapes, "");
+	assert_int_equal(dpt__user_set(&u, "shapes", "1x2-4,2x4", report), 0);
+	assert_int_equal(resolve(&s, &a, &u), 0);
+	assert_string_equal(s.shapes, "1x2-4,2x4");
+	assert_int_equal(dpt__user_set(&u, "shapes", "1x8:2", report),
+			 DPT_EINVAL);
+	assert_string_equal(last, "dptrain: --dp-shapes: '1x8:2': '1x8:2' "
+				  "gives tasks to a GPU shape (one task a "
+				  "GPU): write NODESxGPUS or NODESx0:TASKS, "
+				  "each count a number or a range LO-HI, "
+				  "comma-separated (e.g. 1x3-8,2x8 or "
+				  "1-2x0:4)");
+	assert_int_equal(dpt__user_set(&u, "nodes", "1-2", report), 0);
+	assert_int_equal(resolve(&s, &a, &u), DPT_EINVAL);
+	assert_non_null(strstr(last, "--dp-shapes and --dp-nodes: give one"));
+	u.nodes_min = u.nodes_max = 0;
+	assert_int_equal(
+		dpt__admin_set(&a, "allow_shapes", "no", "f:1", report), 0);
+	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
+	assert_string_equal(last, "dptrain: --dp-shapes: the site does not "
+				  "let jobs change their size "
+				  "(allow_shapes=no): leave the option out");
+	assert_int_equal(
+		dpt__admin_set(&a, "scaling_efficiency", "101", "f:2", report),
+		DPT_ECONFIG);
+	assert_int_equal(
+		dpt__admin_set(&a, "scaling_efficiency", "75", "f:2", report),
+		0);
+	memset(&u, 0, sizeof(u));
+	assert_int_equal(resolve(&s, &a, &u), 0);
+	assert_int_equal(s.scaling_efficiency, 75);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -486,6 +530,7 @@ int main(void)
 		cmocka_unit_test(mtbf_reaches_the_settings),
 		cmocka_unit_test(private_runs),
 		cmocka_unit_test(metrics_endpoint),
+		cmocka_unit_test(shapes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,48 @@
+/*
+ * A requeued job's next size (doc/shapes.md, "The decision"): the facts
+ * from the run's events and from Slurm, the choice, the pending job's
+ * update. Run after the requeue, as the job's user.
+ */
+#ifndef DPT_COORDINATOR_SHAPE_REQUEUE_H
+#define DPT_COORDINATOR_SHAPE_REQUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shape.h"
+
+struct dpt__shape_requeue_in {
+	uint32_t job_id;
+	const struct dpt__shapes *shapes; /* --shapes */
+	double efficiency;		  /* --scaling-efficiency, 0 to 1 */
+	long grace;			  /* --grace, seconds */
+	const char *run_uri;		  /* the run's, NULL: no events */
+	long committed;			  /* the step resumed from; -1: none */
+};
+
+/* The choice, and the sentence users see: "requeued as 1 node x 2 GPUs:
+ * starts now, ..." or why the job keeps its request. */
+struct dpt__shape_plan {
+	bool chosen;
+	struct dpt__shape shape;
+	char msg[512];
+};
+
+/*
+ * dpt__shape_plan - choose IN's job's shape into *P. Asked before the
+ * requeue, while the job still holds its resources until its end:
+ * Slurm's estimates for a pending job count its own planned start against
+ * its other shapes (doc/shapes.md). Returns 0, or -1 (P->msg says why).
+ */
+int dpt__shape_plan(const struct dpt__shape_requeue_in *in,
+		    struct dpt__shape_plan *p);
+
+/*
+ * dpt__shape_apply - after the requeue, update job JOB_ID, pending, to
+ * P's shape with P's sentence in its Comment. Returns 0, or -1 with
+ * P->msg saying why the job keeps its request.
+ */
+int dpt__shape_apply(uint32_t job_id, struct dpt__shape_plan *p);
+
+#endif

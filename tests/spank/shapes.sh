@@ -1,0 +1,78 @@
+#!/bin/bash
+# --dp-shapes (doc/shapes.md) on the real test cluster, two nodes of 2 fake
+# GPUs: a one-minute job of 4 ranks (2 nodes x 2 GPUs) that accepts 1 x 2
+# or 2 x 2 is stopped for its walltime and requeued. Before the requeue,
+# the coordinator reads the run's speed from its events, asks Slurm when
+# each shape would start, and updates the pending job to the one that ends
+# first:
+# - a maintenance reservation takes the second node for 5 minutes: Slurm
+#   has no start for 2 x 2, 1 x 2 starts at once; the job resumes on 2
+#   ranks and finishes;
+# - nothing is reserved: both start at once and 2 x 2 trains faster; it
+#   stays 2 x 2.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
+
+require_root
+train=$top_builddir/tests/ckpt/train_loop
+[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
+cluster_up NODES=2 CPUS=4 GPUS=2
+work_dir shapes
+plan 10
+
+# submit NAME: a one-minute job of 2 nodes x 2 GPUs that stops 20 s in
+# (grace 40 s), logs its step every 5 steps and declares 300 steps. As
+# dptrain(8) says: no task count at submission (it would stay in the
+# job's environment), a task per GPU at srun, CPUs per GPU.
+submit() {
+	cat >"$work/$1.sh" <<EOF
+#!/bin/bash
+#SBATCH -N 2 --gres=gpu:2 --cpus-per-gpu=1 --time=1 --requeue --open-mode=append
+#SBATCH -o $work/$1.out -J $1
+echo "run start restart=\${SLURM_RESTART_COUNT:-0} nodes=\$SLURM_NNODES gpus=\$SLURM_GPUS_ON_NODE"
+srun --ntasks-per-node=\$SLURM_GPUS_ON_NODE --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=40s \\
+	--dp-shapes=1x2,2x2 --dp-verbose $train --steps 300 --step-ms 100 --log 5 \\
+	--total 300 --linger-ms 1500
+echo "srun exit \$?"
+EOF
+	sbatch_t --parsable "$work/$1.sh" | cut -d';' -f1
+}
+
+# 1-6. The second node reserved: requeued as 1 x 2, resumed on 2 ranks.
+id=$(submit small)
+[ -n "$id" ] && wait_output "$work/small.out" '^run start restart=0' 60
+ok $? "sbatch of 2 nodes x 2 GPUs with --dp-shapes=1x2,2x2: job $id runs" ||
+	bail_out "the job did not start: $(job_state "$id")"
+scontrol_t create reservation reservationname=maint starttime=now+30 \
+	duration=5 nodes=n2 users=root flags=maint,ignore_jobs >/dev/null
+ok $? "an admin reserves node n2 for maintenance, 30 s on, for 5 minutes"
+wait_job "$id" 240
+ok $? "the job ends within 4 minutes" || diag "$(job_state "$id")" "$(cat "$work/small.out")"
+out=$(cat "$work/small.out")
+grep -q "2 nodes x 2 GPUs left out: Slurm has no start for it: " <<<"$out" &&
+	grep -q "job $id requeued as 1 node x 2 GPUs: starts now, ends about [A-Za-z0-9: ]*$" <<<"$out"
+ok $? "the coordinator requeued it as 1 node x 2 GPUs, 2 x 2 having no start" ||
+	diag "$out"
+[[ "$(job_state "$id")" =~ JobState=COMPLETED.*Restarts=1 ]] &&
+	grep -q '^run start restart=1 nodes=1 gpus=2$' <<<"$out" &&
+	[ "$(grep -c '^resumed step=[0-9]* rank=[01] world=2 restart=1 exact$' <<<"$out")" = 2 ]
+ok $? "it ran again as 2 tasks, which resumed the 4 ranks' checkpoint exactly" ||
+	diag "$(job_state "$id")" "$out"
+[ "$(grep -c '^finished step=300 rank=[01] committed$' <<<"$out")" = 2 ]
+ok $? "and finished at step 300 on one node" || diag "$out"
+scontrol_t delete reservationname=maint >/dev/null
+
+# 7-10. Nothing waits: 1 x 4 starts at once and ends first.
+id=$(submit large)
+[ -n "$id" ]
+ok $? "the same job again, alone on the node: job $id" || bail_out "sbatch failed"
+wait_job "$id" 240
+ok $? "it ends within 4 minutes" || diag "$(job_state "$id")" "$(cat "$work/large.out")"
+out=$(cat "$work/large.out")
+grep -q "job $id requeued as 2 nodes x 2 GPUs: starts now, ends about [A-Za-z0-9: ]*; 1 node x 2 GPUs would start now" <<<"$out"
+ok $? "the coordinator kept 2 nodes x 2 GPUs, which trains faster" || diag "$out"
+[[ "$(job_state "$id")" =~ JobState=COMPLETED.*Restarts=1 ]] &&
+	grep -q '^run start restart=1 nodes=2 gpus=2$' <<<"$out" &&
+	[ "$(grep -c '^finished step=300 rank=[0-3] committed$' <<<"$out")" = 4 ]
+ok $? "it ran again as 4 tasks and finished at step 300" || diag "$(job_state "$id")" "$out"
