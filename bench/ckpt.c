@@ -149,26 +149,18 @@ static int state_register(struct dpt_ckpt *ck, const struct bench_config *c,
 						   .ndim = 1,
 						   .shape = &s->np,
 						   .data = s->params});
-	if (!rc)
-		rc = dpt_ckpt_register(
-			ck, &(struct dpt_ckpt_tensor){.name = "adam.m",
-						      .dtype = DPT_FLOAT32,
-						      .kind = DPT_CKPT_SHARDED,
-						      .ndim = 1,
-						      .shape = &s->nm,
-						      .offset = &s->moff,
-						      .count = &s->mcnt,
-						      .data = s->m});
-	if (!rc)
-		rc = dpt_ckpt_register(
-			ck, &(struct dpt_ckpt_tensor){.name = "adam.v",
-						      .dtype = DPT_FLOAT32,
-						      .kind = DPT_CKPT_SHARDED,
-						      .ndim = 1,
-						      .shape = &s->nm,
-						      .offset = &s->moff,
-						      .count = &s->mcnt,
-						      .data = s->v});
+	/* The optimizer's two moments, sharded alike. */
+	for (int i = 0; i < 2 && !rc; i++)
+		rc = dpt_ckpt_register(ck,
+				       &(struct dpt_ckpt_tensor){
+					       .name = i ? "adam.v" : "adam.m",
+					       .dtype = DPT_FLOAT32,
+					       .kind = DPT_CKPT_SHARDED,
+					       .ndim = 1,
+					       .shape = &s->nm,
+					       .offset = &s->moff,
+					       .count = &s->mcnt,
+					       .data = i ? s->v : s->m});
 	return rc;
 }
 

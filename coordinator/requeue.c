@@ -34,7 +34,7 @@ dpt__requeue_decide(const struct dpt__requeue_facts *f, char *msg, size_t size)
 	long resumed = step_of(f->resumed);
 	long committed = step_of(f->committed);
 	long last = committed > resumed ? committed : resumed;
-	char good[48], onto[64] = "";
+	char good[48], onto[64] = "", after[64] = "";
 
 	if (last >= 0)
 		snprintf(good, sizeof(good), "step %ld", last);
@@ -54,22 +54,22 @@ dpt__requeue_decide(const struct dpt__requeue_facts *f, char *msg, size_t size)
 	 * program that does not report (no dptrain checkpoints) is bounded
 	 * by the cap alone. */
 	if (f->resumed && committed <= resumed) {
-		if (resumed >= 0)
-			snprintf(
-				msg, size,
-				"holding job %u: this run resumed from step "
-				"%ld and committed no newer step, so a requeue "
-				"would loop; the last good step is %ld: fix "
-				"the "
-				"cause, then scontrol release %u",
-				f->job_id, resumed, resumed, f->job_id);
-		else
-			snprintf(msg, size,
-				 "holding job %u: this run started without a "
-				 "checkpoint and committed none, so a requeue "
-				 "would loop: fix the cause, then scontrol "
-				 "release %u",
-				 f->job_id, f->job_id);
+		char from[96] =
+			"started without a checkpoint and committed none";
+		char last_good[48] = "";
+
+		if (resumed >= 0) {
+			snprintf(from, sizeof(from),
+				 "resumed from step %ld and committed no newer "
+				 "step",
+				 resumed);
+			snprintf(last_good, sizeof(last_good),
+				 "; the last good step is %ld", resumed);
+		}
+		snprintf(msg, size,
+			 "holding job %u: this run %s, so a requeue would "
+			 "loop%s: fix the cause, then scontrol release %u",
+			 f->job_id, from, last_good, f->job_id);
 		return DPT_RQ_HOLD;
 	}
 	if (f->nodes_min > 0 && f->nodes_min < f->nodes_max)
@@ -79,19 +79,13 @@ dpt__requeue_decide(const struct dpt__requeue_facts *f, char *msg, size_t size)
 		snprintf(onto, sizeof(onto), " onto %ld node%s", f->nodes_min,
 			 f->nodes_min == 1 ? "" : "s");
 	if (committed >= 0)
-		snprintf(
-			msg, size,
-			"requeueing job %u after step %ld (committed)%s: it "
-			"resumes from there; the line \"slurmstepd: error: "
-			"*** JOB %u ... CANCELLED ... DUE TO JOB REQUEUE ***\" "
-			"that follows is expected",
-			f->job_id, committed, onto, f->job_id);
-	else
-		snprintf(msg, size,
-			 "requeueing job %u%s: it resumes from its last "
-			 "checkpoint; the line \"slurmstepd: error: *** JOB %u "
-			 "... CANCELLED ... DUE TO JOB REQUEUE ***\" that "
-			 "follows is expected",
-			 f->job_id, onto, f->job_id);
+		snprintf(after, sizeof(after), " after step %ld (committed)",
+			 committed);
+	snprintf(msg, size,
+		 "requeueing job %u%s%s: it resumes from %s; the line "
+		 "\"slurmstepd: error: *** JOB %u ... CANCELLED ... DUE TO JOB "
+		 "REQUEUE ***\" that follows is expected",
+		 f->job_id, after, onto,
+		 committed >= 0 ? "there" : "its last checkpoint", f->job_id);
 	return DPT_RQ_REQUEUE;
 }

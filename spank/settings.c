@@ -601,6 +601,18 @@ static int substitute(const char *in, const char *user, const char *jobid,
 	return rc ? DPT_EINVAL : 0;
 }
 
+/* --dp-OPTION's VALUE within the site's MAX (of WHAT): 0, or DPT_ERANGE
+ * after saying so. */
+static int at_most(const char *option, long value, long max, const char *what,
+		   dpt__report_fn report)
+{
+	if (value <= max)
+		return 0;
+	report("dptrain: --dp-%s=%ld: the site allows at most %ld %s", option,
+	       value, max, what);
+	return DPT_ERANGE;
+}
+
 /* S, merged, within the site's bounds A (U: what the user gave); 0 or
  * DPT_ERANGE after REPORT with a message that gives the bound. */
 static int check_bounds(const struct dpt__settings *s,
@@ -621,12 +633,8 @@ static int check_bounds(const struct dpt__settings *s,
 		       "node the job asks for");
 		return DPT_EINVAL;
 	}
-	if (s->keep > a->max_keep) {
-		report("dptrain: --dp-keep=%ld: the site allows at most %ld "
-		       "checkpoints",
-		       s->keep, a->max_keep);
+	if (at_most("keep", s->keep, a->max_keep, "checkpoints", report))
 		return DPT_ERANGE;
-	}
 	if (s->grace < a->min_grace || s->grace > a->max_grace) {
 		report("dptrain: --dp-grace=%s: the site allows %s to %s",
 		       dpt__format_duration(s->grace, buf, sizeof(buf)),
@@ -679,13 +687,8 @@ static int check_bounds(const struct dpt__settings *s,
 		       "time");
 		return DPT_ERANGE;
 	}
-	if (s->max_requeues > a->max_requeues) {
-		report("dptrain: --dp-max-requeues=%ld: the site allows at "
-		       "most %ld requeues of a job",
-		       s->max_requeues, a->max_requeues);
-		return DPT_ERANGE;
-	}
-	return 0;
+	return at_most("max-requeues", s->max_requeues, a->max_requeues,
+		       "requeues of a job", report);
 }
 
 /* S's run name checked, and its checkpoint URI: the user's or the site's

@@ -491,6 +491,22 @@ static int reduce_small(struct dpt__shm *s, struct dpt__cpu_watch *w,
 	return 0;
 }
 
+/* Every other rank's slice of a chunk of M elements of ES bytes, from
+ * FROM to TO, each at the slice's offset: NULL is that rank's slot. */
+static void move_slices(const struct dpt__shm *s, size_t m, size_t es,
+			unsigned char *to, const unsigned char *from)
+{
+	size_t b, e;
+
+	for (int j = 0; j < s->world; j++) {
+		if (j == s->me)
+			continue;
+		slice(m, s->world, es, j, &b, &e);
+		memcpy((to ? to : slot(s, j)) + b * es,
+		       (from ? from : slot(s, j)) + b * es, (e - b) * es);
+	}
+}
+
 int dpt__shm_reduce(struct dpt__shm *s, struct dpt__cpu_watch *w,
 		    const void *send, void *recv, size_t count,
 		    enum dpt_dtype dtype, unsigned divisor, int root)
@@ -518,12 +534,7 @@ int dpt__shm_reduce(struct dpt__shm *s, struct dpt__cpu_watch *w,
 		if (rc)
 			goto out;
 		/* My own slice never goes to my slot: I read it from SEND. */
-		for (int j = 0; j < s->world; j++) {
-			if (j == me)
-				continue;
-			slice(m, s->world, es, j, &b, &e);
-			memcpy(mine + b * es, in + (at + b) * es, (e - b) * es);
-		}
+		move_slices(s, m, es, mine, in + at * es);
 		publish(s, base + 1);
 		rc = wait_for(s, w, -1, base + 1);
 		if (rc)
@@ -547,13 +558,7 @@ int dpt__shm_reduce(struct dpt__shm *s, struct dpt__cpu_watch *w,
 			rc = wait_for(s, w, -1, base + 2);
 			if (rc)
 				goto out;
-			for (int j = 0; j < s->world; j++) {
-				if (j == me)
-					continue;
-				slice(m, s->world, es, j, &b, &e);
-				memcpy(out + (at + b) * es, slot(s, j) + b * es,
-				       (e - b) * es);
-			}
+			move_slices(s, m, es, out + at * es, NULL);
 		}
 		publish(s, base + 3);
 		s->chunk++;
