@@ -14,13 +14,15 @@ AM_TESTS_ENVIRONMENT = \
 EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 
 # The tests that take minutes, slowest first (on the 2-core CI machine: the
-# fault campaign 260 s, the preemptions 220 s each, the Lightning tests 130
+# fault campaign 260 s, the requeue at a chosen shape 250 s (mostly waiting
+# for Slurm), the preemptions 220 s each, the Lightning tests 130
 # to 175 s, the demo 130 s). They run before every other test: `make -jN
 # check` starts tests in the order of TESTS, and the suite ends when its
 # last long test does. Each is declared (EXTRA_DIST, comment) in its
 # folder's local.mk.
 LONG_TESTS = \
 	tests/faults/short.sh \
+	tests/spank/shapes.sh \
 	tests/python/preempt.sh \
 	tests/python/torch2/preempt.sh \
 	tests/python/lightning_stop.sh \

@@ -10,7 +10,6 @@ SPANK_TESTS = \
 	tests/spank/workers.sh \
 	tests/spank/walltime.sh \
 	tests/spank/walltime-change.sh \
-	tests/spank/shapes.sh \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh \
 	tests/spank/status.sh \
@@ -22,4 +21,7 @@ SPANK_TESTS = \
 	tests/spank/shared_root.sh \
 	tests/spank/secret.sh
 TESTS += $(SPANK_TESTS)
-EXTRA_DIST += $(SPANK_TESTS) tests/spank/lib.sh tests/spank/ddp.py
+# tests/spank/shapes.sh (4 minutes, two one-minute jobs requeued) runs
+# among the LONG_TESTS (tests/local.mk).
+EXTRA_DIST += $(SPANK_TESTS) tests/spank/shapes.sh tests/spank/lib.sh \
+	tests/spank/ddp.py
