@@ -278,11 +278,12 @@ dpt_state_dir() { # KIND: a new state directory for this test
 	local base=${DPT_TEST_TMPDIR:-/tmp}
 	mktemp -d "$base/dptrain-$1-$tap_name.XXXXXX" || bail_out "cannot create a directory in $base"
 }
+# A local of its own name: VAR (often "dir") is the caller's.
 dpt_scratch_dir() { # VAR KIND: a new state directory in $VAR, in dpt_scratch
-	local dir
-	dir=$(dpt_state_dir "$2") || exit 1
-	dpt_scratch+=("$dir")
-	printf -v "$1" %s "$dir"
+	local dpt_scratch_new
+	dpt_scratch_new=$(dpt_state_dir "$2") || exit 1
+	dpt_scratch+=("$dpt_scratch_new")
+	printf -v "$1" %s "$dpt_scratch_new"
 }
 
 cluster_up() { # [NAME=VALUE...]: settings for tests/cluster/up (MODE, NODES, ...)
