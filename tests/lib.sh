@@ -140,6 +140,12 @@ require_python() { # MODULE...: sets $py (DPT_PYTHON, else Debian's python3); as
 }
 # The binding of this tree, for the Python it runs: sets $lib (SKIP
 # unless it is built) and exports PYTHONPATH and DPTRAIN_LIBRARY.
+# A test program of this build tree (make check builds them): sets VAR to
+# its path; the test cannot go on without it.
+require_built() { # VAR PATH (under the build tree)
+	printf -v "$1" %s "$top_builddir/$2"
+	[ -x "${!1}" ] || bail_out "${!1} is not built (make check builds it)"
+}
 require_binding() {
 	lib=$top_builddir/worker/.libs/libdptrain.so
 	[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
@@ -150,6 +156,22 @@ require_binding() {
 require_fmnist() {
 	data=/usr/share/datasets/fashion-mnist
 	[ -f "$data/train-images-idx3-ubyte.gz" ] || skip_all "Debian's dataset-fashion-mnist is not installed"
+}
+
+# What a test that trains a Fashion-MNIST example of contrib/examples on
+# the test cluster needs: root, $py with torch (with "lightning": torch 2
+# and Lightning, torch2_lightning), the data and the binding of this tree.
+# Sets $check, the checker of the examples' --trace files.
+require_fmnist_training() { # [lightning]
+	require_root
+	if [ "${1:-}" = lightning ]; then
+		torch2_lightning
+	else
+		require_python torch
+	fi
+	require_fmnist
+	require_binding
+	check=$top_srcdir/tests/python/fmnist_check.py
 }
 
 # ---------------------------------------------------------------- time limits
@@ -207,6 +229,16 @@ torch2_lightning() {
 	"$py" -c 'import lightning' 2>/dev/null || skip_all "Lightning is not importable by $py"
 }
 
+# Waits for each background process PID of this shell; the status is the
+# number that failed.
+wait_all() { # PID...
+	local p failed=0
+	for p in "$@"; do
+		wait "$p" || failed=$((failed + 1))
+	done
+	return $failed
+}
+
 # ---------------------------------------------------------------- batch jobs
 # Until a line of FILE matches PATTERN (0) or SECONDS have passed (1).
 wait_output() { # FILE PATTERN SECONDS
@@ -245,6 +277,13 @@ dpt_exit_hooks=()
 dpt_state_dir() { # KIND: a new state directory for this test
 	local base=${DPT_TEST_TMPDIR:-/tmp}
 	mktemp -d "$base/dptrain-$1-$tap_name.XXXXXX" || bail_out "cannot create a directory in $base"
+}
+# A local of its own name: VAR (often "dir") is the caller's.
+dpt_scratch_dir() { # VAR KIND: a new state directory in $VAR, in dpt_scratch
+	local dpt_scratch_new
+	dpt_scratch_new=$(dpt_state_dir "$2") || exit 1
+	dpt_scratch+=("$dpt_scratch_new")
+	printf -v "$1" %s "$dpt_scratch_new"
 }
 
 cluster_up() { # [NAME=VALUE...]: settings for tests/cluster/up (MODE, NODES, ...)

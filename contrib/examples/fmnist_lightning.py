@@ -16,8 +16,6 @@ stopped.
 Data: the IDX files of Debian's dataset-fashion-mnist
 (/usr/share/datasets/fashion-mnist), or --data DIR.
 """
-import argparse
-import json
 import os
 import time
 
@@ -32,20 +30,19 @@ except ImportError:
 import dptrain.torch as dpt  # dptrain
 from dptrain.lightning import DptrainCallback, DptrainEnvironment  # dptrain
 
-from fmnist_common import fashion_mnist, params_sha256, test_accuracy  # the examples' data and model
+# The examples' options, data, model and trace (fmnist_common.py):
+from fmnist_common import (Net, arguments, fashion_mnist, open_trace, params_sha256,
+                           test_accuracy, trace_step)
 
 
 class FashionNet(pl.LightningModule):
     def __init__(self, lr):
         super().__init__()
         self.lr = lr
-        self.conv = torch.nn.Conv2d(1, 16, 5, stride=2)  # 16 x 12 x 12
-        self.fc1 = torch.nn.Linear(16 * 12 * 12, 128)
-        self.fc2 = torch.nn.Linear(128, 10)
+        self.net = Net()  # the model of every Fashion-MNIST example
 
     def forward(self, x):
-        x = F.relu(self.conv(x)).flatten(1)
-        return self.fc2(F.relu(self.fc1(x)))
+        return self.net(x)
 
     def training_step(self, batch, batch_idx):
         x, y, _ = batch
@@ -82,33 +79,24 @@ class Trace(pl.Callback):
     restart count), as contrib/examples/fmnist_dptrain.py writes them."""
 
     def __init__(self, path):
-        self.file = open(path, "a", buffering=1)  # one whole line an append
+        self.file = open_trace(path)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         loss = outputs["loss"].detach().clone()
         torch.distributed.all_reduce(loss)
-        self.file.write(json.dumps({
-            "step": trainer.global_step, "rank": trainer.global_rank,
-            "world": trainer.world_size, "loss": loss.item() / trainer.world_size,
-            "indices": batch[2].tolist(),
-            "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
-            "time": round(time.time(), 3)}) + "\n")
+        trace_step(self.file, trainer.global_step, trainer.global_rank, trainer.world_size,
+                   loss.item() / trainer.world_size, batch[2],
+                   restart=int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+                   time=round(time.time(), 3))
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=1000, help="global steps to train to")
+    ap = arguments(__doc__, trace_help="append one JSON line per step and rank")
     ap.add_argument("--min-steps", type=int, help="Trainer(min_steps=...)")
-    ap.add_argument("--batch", type=int, default=48, help="global batch size")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
-    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--train-size", type=int, help="train on the first N images only "
                     "(short epochs)")
     ap.add_argument("--precision", default="32-true", help="Trainer(precision=...)")
-    ap.add_argument("--log-every", type=int, default=20, help="print the loss every N steps")
-    ap.add_argument("--trace", help="append one JSON line per step and rank")
     ap.add_argument("--step-delay", type=float, default=0.0,
                     help="seconds to sleep after each step: a stand-in for a larger model")
     args = ap.parse_args()

@@ -11,10 +11,8 @@
 
 cli=$top_builddir/dptrain
 [ -x "$cli" ] || skip_all "build dptrain first ($cli)"
-save_steps=$top_builddir/tests/ckpt/save_steps
-[ -x "$save_steps" ] || bail_out "$save_steps is not built (make check builds it)"
-dir=$(dpt_state_dir cli) || exit 1
-dpt_scratch+=("$dir")
+require_built save_steps tests/ckpt/save_steps
+dpt_scratch_dir dir cli
 cd "$dir" || bail_out "cannot cd to $dir"
 
 plan 14

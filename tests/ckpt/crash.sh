@@ -5,7 +5,6 @@
 # dead save left behind.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/ckpt/lib.sh"
-[ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
 plan 9
 root=$ckpt_dir/root

@@ -12,7 +12,6 @@
 # such by verify.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/ckpt/lib.sh"
-[ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
 plan 36
 root=$ckpt_dir/root
@@ -35,9 +34,21 @@ flip_byte() {
 	isnt_byte=$(od -An -tu1 -j "$pos" -N1 "$shard3" | tr -d ' ')
 	ok $([ "$isnt_byte" != "$byte" ]; echo $?) "byte $pos of $shard3 flipped ($byte -> $isnt_byte)"
 }
-# "STEP:STATE ..." of `dptrain ckpt ls` on the root.
-ls_states() {
-	"$ckpt_tool" ckpt ls "file://$root" 2>&1 | awk 'NR > 1 { print $2 ":" $3 }' | xargs
+# "STEP:STATE ..." of `dptrain ckpt ls` on ROOT (default: $root).
+ls_states() { # [ROOT]
+	"$ckpt_tool" ckpt ls "file://${1:-$root}" 2>&1 | awk 'NR > 1 { print $2 ":" $3 }' | xargs
+}
+# N ranks load the newest step of $root into OUT.*: each falls back to
+# STEP (saved by 4 ranks), byte-exact, and a rank's output says why,
+# matching WHY. LOADS and NAMES: the descriptions of the load's status and
+# of WHY.
+load_falls_back() { # OUT N STEP WHY LOADS NAMES
+	ckpt_job "$2" "$1" --block 4096 load "file://$root"
+	ok $? "$5" || diag "$(cat "$1".*)"
+	is "$(ckpt_grep "$1" '^loaded' | grep -c "step=$3 written_by=4 .* ok\$")" "$2" \
+		"every rank fell back to step $3, byte-exact"
+	grep -hq "$4" "$1".[0-9]*
+	ok $? "$6" || diag "$(cat "$1".*)"
 }
 flip_byte
 
@@ -49,12 +60,9 @@ ok $? "verify names the shard, the chunk and the block" || diag "$verify_out"
 echo "$verify_out" | grep -q "^step 2: ok"
 ok $? "verify finds step 2 intact" || diag "$verify_out"
 
-ckpt_job 3 "$out.load3" --block 4096 load "file://$root"
-ok $? "3 ranks load despite the damage" || diag "$(cat "$out".load3.*)"
-is "$(ckpt_grep "$out.load3" '^loaded' | grep -c 'step=2 written_by=4 .* ok$')" 3 \
-	"every rank fell back to step 2, byte-exact"
-grep -hq "step 3: shard '.*/step-0000000003/rank-00001-of-00004.safetensors' chunk .*checksum mismatch" "$out".load3.[0-9]*
-ok $? "the load names the damaged shard" || diag "$(cat "$out".load3.*)"
+load_falls_back "$out.load3" 3 2 \
+	"step 3: shard '.*/step-0000000003/rank-00001-of-00004.safetensors' chunk .*checksum mismatch" \
+	"3 ranks load despite the damage" "the load names the damaged shard"
 
 # The damaged step stops counting as committed: rank 0 quarantines it once
 # the fall-back has loaded step 2, and the run can save step 3 again.
@@ -84,12 +92,9 @@ ok $? "nothing of step 3 is left"
 
 # Now step 2 loses a shard too: the load goes back to step 1.
 rm "$run/step-0000000002/rank-00002-of-00004.safetensors"
-ckpt_job 4 "$out.load4" --block 4096 load "file://$root"
-ok $? "4 ranks load with step 3 gone and step 2 incomplete" || diag "$(cat "$out".load4.*)"
-is "$(ckpt_grep "$out.load4" '^loaded' | grep -c 'step=1 written_by=4 .* ok$')" 4 \
-	"every rank fell back to step 1, byte-exact"
-grep -hq "step 2: shard '.*/step-0000000002/rank-00002-of-00004.safetensors' is missing" "$out".load4.[0-9]*
-ok $? "the load names the missing shard" || diag "$(cat "$out".load4.*)"
+load_falls_back "$out.load4" 4 1 \
+	"step 2: shard '.*/step-0000000002/rank-00002-of-00004.safetensors' is missing" \
+	"4 ranks load with step 3 gone and step 2 incomplete" "the load names the missing shard"
 is "$(ls_states)" "1:committed 2:committed" \
 	"a missing shard does not quarantine the step: it may come back"
 
@@ -118,8 +123,8 @@ ok $? "the next run falls back to step 4 and trains past step 8" || diag "$(cat 
 is "$(ckpt_grep "$out.tl2" '^(resumed|finished)' | cut -d' ' -f1,2 | uniq -c | xargs)" \
 	"2 finished step=12 2 resumed step=4" "both ranks resumed from step 4 and committed step 12" ||
 	diag "$(cat "$out".tl2.[0-9]*)"
-is "$("$ckpt_tool" ckpt ls "file://$tl_root" 2>&1 | awk 'NR > 1 { print $2 ":" $3 }' | xargs)" \
-	"4:committed 8:committed 12:committed" "steps 4, 8 (saved again) and 12 are committed"
+is "$(ls_states "$tl_root")" "4:committed 8:committed 12:committed" \
+	"steps 4, 8 (saved again) and 12 are committed"
 run_ok "every step of the run verifies" "$ckpt_tool" ckpt verify "file://$tl_root/run"
 
 # Manifests refused before any chunk is read: verify says why on stdout,

@@ -10,7 +10,6 @@
 require_root
 require_prog mount umount
 . "$top_srcdir/tests/ckpt/lib.sh"
-[ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
 mnt=$ckpt_dir/mnt
 mkdir -p "$mnt"
@@ -54,14 +53,17 @@ ok $? "a training loop commits step 5" || diag "$(cat "$out".t1.[0-9]*)"
 # both ranks, and training goes on. Space is freed once rank 0 has said
 # so, and a later save commits.
 fill() { dd if=/dev/zero of="$mnt/filler" bs=64k 2>/dev/null; sync; }
+# Once rank 0 of the job OUT has said what became of a save (or SECONDS
+# have passed), frees the space and waits for the job: ckpt_job_wait's
+# status.
+free_and_wait() { # OUT SECONDS
+	wait_output "$1.0" "checkpoint of step" "$2"
+	rm -f "$mnt/filler"
+	ckpt_job_wait
+}
 fill
 ckpt_program=$train_loop ckpt_job_start 2 "$out.t2" --auto --steps 40 --step-ms 150 --trace
-for _ in $(seq 300); do
-	grep -q "checkpoint of step" "$out.t2.0" && break
-	sleep 0.1
-done
-rm -f "$mnt/filler"
-ckpt_job_wait
+free_and_wait "$out.t2" 30
 ok $? "training survives the failed periodic save and finishes" || diag "$(cat "$out".t2.[0-9]*)"
 summary=$(grep "checkpoint of step" "$out.t2.0")
 grep -q "warning: checkpoint of step 10 failed on 2 of 2 ranks: cannot write .*No space left on device; the last committed step 5 is intact; training goes on and the next save is tried at the next interval" <<<"$summary"
@@ -87,12 +89,7 @@ elif python_has $py torch; then
 	DPTRAIN_RUN=torch PYTHONPATH=$top_srcdir/worker/python \
 		DPTRAIN_LIBRARY=$top_builddir/worker/.libs/libdptrain.so \
 		ckpt_program=$py ckpt_join_ms=180000 DPT_TIMEOUT=240 ckpt_job_start 2 "$out.py" "$top_srcdir/tests/ckpt/torch_loop.py" 30 0.15
-	for _ in $(seq 2400); do
-		grep -q "checkpoint of step" "$out.py.0" && break
-		sleep 0.1
-	done
-	rm -f "$mnt/filler"
-	ckpt_job_wait
+	free_and_wait "$out.py" 240
 	ok $? "dptrain.torch: training survives the failed periodic save" || diag "$(cat "$out".py.[0-9]*)"
 	grep -q "warning: checkpoint of step 5 failed on 2 of 2 ranks: .*No space left on device; what was committed before is intact" "$out.py.0"
 	ok $? "dptrain.torch: rank 0 warns once" || diag "$(cat "$out".py.[0-9]*)"

@@ -12,6 +12,9 @@
 #                            training loop, tests/ckpt/train_loop)
 #   ckpt_join_ms=MS          the coordinator's join timeout (default 20000:
 #                            more for workers that import torch first)
+#   ckpt_python_job N OUT SCRIPT ARGS...   ckpt_job of N Python ranks
+#                            running SCRIPT with $py (require_python), given
+#                            the time that importing torch takes
 # shellcheck shell=bash
 
 ckpt_worker=$top_builddir/tests/ckpt/ckpt_worker
@@ -19,7 +22,11 @@ ckpt_coordinator=$top_builddir/coordinator/dptrain-coordinator
 ckpt_tool=$top_builddir/dptrain
 [ -x "$ckpt_worker" ] || bail_out "$ckpt_worker is not built (make check builds it)"
 [ -x "$ckpt_coordinator" ] || bail_out "$ckpt_coordinator is not built"
+[ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 require_prog timeout od
+# The jobs here are not the caller's: no Slurm job or log level of its own
+# reaches the workers.
+unset DPTRAIN_LOG_LEVEL SLURM_RESTART_COUNT SLURM_JOB_ID
 
 ckpt_dir=$(dpt_state_dir ckpt) || exit 1
 ckpt_coord_pids=()
@@ -78,16 +85,16 @@ ckpt_job_start() { # N OUT ARGS...
 	done
 }
 ckpt_job_wait() { # prints nothing; status: workers that failed
-	local p failed=0
-	for p in "${ckpt_pids[@]}"; do
-		wait "$p" || failed=$((failed + 1))
-	done
+	local pids=("${ckpt_pids[@]}")
 	ckpt_pids=()
-	return $failed
+	wait_all "${pids[@]}"
 }
 ckpt_job() { # N OUT ARGS...
 	ckpt_job_start "$@"
 	ckpt_job_wait
+}
+ckpt_python_job() { # N OUT SCRIPT ARGS...
+	ckpt_program=$py ckpt_join_ms=120000 DPT_TIMEOUT=180 ckpt_job "$@"
 }
 # The lines of every worker's output matching PATTERN, sorted.
 ckpt_grep() { # OUT PATTERN

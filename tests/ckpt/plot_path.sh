@@ -11,8 +11,7 @@
 cli=$top_builddir/dptrain
 [ -x "$cli" ] || skip_all "build dptrain first ($cli)"
 require_prog gnuplot timeout
-dir=$(dpt_state_dir plot-path) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir plot-path
 chmod 755 "$dir"
 mkdir -m 1777 "$dir/shared"
 # as_neighbour COMMAND...: as nobody when root (the second user), else as

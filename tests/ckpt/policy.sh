@@ -6,7 +6,6 @@
 # --dp-ckpt-every=auto with a real coordinator (at the end).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/ckpt/lib.sh"
-[ -x "$ckpt_tool" ] || bail_out "$ckpt_tool is not built"
 
 plan 21
 root=$ckpt_dir/root

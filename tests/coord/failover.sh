@@ -71,9 +71,7 @@ grep -q "generation 1 ended: rank $victim .* (lost_rank\|was silent\|reported a 
 ok $? "the coordinator logs the end of generation 1 naming rank $victim" || diag "$(grep -i generation "$coord_log")"
 grep -q "generation 2 formed: 3 workers" "$coord_log"
 ok $? "the coordinator logs generation 2 with 3 workers"
-rc=0
-coord_wait 10 || rc=$?
-is "$rc" 0 "the coordinator exits 0 once the survivors left"
+coord_exits 0 "the coordinator exits 0 once the survivors left"
 
 # 2. Barriers only: no data plane sees the death, the coordinator must.
 # A killed process's connection closes: the coordinator evicts it at once,
@@ -144,9 +142,7 @@ rc=0
 worker_wait c1 30 || rc=$?
 grep -q "FAIL rejoin: DPT_EPEERLOST" "$coord_dir/c1.out"
 ok $? "below --min-workers: the survivor's rejoin fails with DPT_EPEERLOST" || diag "exit $rc: $(worker_out c1)"
-rc=0
-coord_wait 10 || rc=$?
-is "$rc" 1 "below --min-workers: the coordinator exits 1"
+coord_exits 1 "below --min-workers: the coordinator exits 1"
 grep -q "(--min-workers 2)" "$coord_log"
 ok $? "the coordinator says that --min-workers stopped the job" || diag "$(cat "$coord_log")"
 

@@ -77,6 +77,13 @@ coord_start() {
 coord_wait() {
 	pid_wait "$coord_pid" "$1"
 }
+# coord_exits STATUS DESCRIPTION: a check that the coordinator exits with
+# STATUS within 10 s.
+coord_exits() {
+	local rc=0
+	coord_wait 10 || rc=$?
+	is "$rc" "$1" "$2"
+}
 
 pid_wait() { # PID SECONDS
 	local pid=$1 i rc=0

@@ -29,9 +29,7 @@ got=$(grep -o 'node=[0-9]* local=[0-9]* host=[^ ]* joined rank=[0-9]* world=[0-9
 want=$(printf 'node=0 local=0 host=n1 rank=0 world=4\nnode=0 local=1 host=n1 rank=1 world=4\nnode=1 local=0 host=n2 rank=2 world=4\nnode=1 local=1 host=n2 rank=3 world=4')
 is "$got" "$want" "ranks follow the node index, then the local rank" || diag "$out"
 is "$(grep -c '^.*ok rank=' <<<"$out")" 4 "the 4 workers report their checks passed"
-rc=0
-coord_wait 10 || rc=$?
-is "$rc" 0 "the coordinator exits 0 when they leave"
+coord_exits 0 "the coordinator exits 0 when they leave"
 # The coordinator saw each node's own name and address (the data plane
 # address, not this machine's): two nodes, two addresses on the bridge's
 # subnet.

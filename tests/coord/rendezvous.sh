@@ -54,9 +54,7 @@ for n in "${sizes[@]}"; do
 	done <<<"$lay" | sort -n -k3,3)
 	want=$(expected "$lay" | awk -v n="$n" '{ print $1, $2, $3, $4, n, 1 }')
 	is "$got" "$want" "$n workers: dense unique ranks 0..$((n - 1)) by node then local rank, local ranks per node, generation 1"
-	rc=0
-	coord_wait 10 || rc=$?
-	is "$rc" 0 "$n workers: the coordinator exits 0 when every worker has left"
+	coord_exits 0 "$n workers: the coordinator exits 0 when every worker has left"
 	grep -q "every member of generation 1 left: exiting" "$coord_log"
 	ok $? "$n workers: the coordinator logs the clean shutdown"
 	joins=$(grep -c "joins generation 1" "$coord_log")
@@ -86,9 +84,7 @@ worker_start solo 0 0 0 run
 rc=0
 worker_wait solo 30 || rc=$?
 is "$rc" 0 "a world of one: the worker runs its collectives alone" || diag "$(worker_out solo)"
-rc=0
-coord_wait 10 || rc=$?
-is "$rc" 0 "a world of one: the coordinator exits 0"
+coord_exits 0 "a world of one: the coordinator exits 0"
 
 # 4. A worker that would make the world too large is refused with EBUSY,
 # and the job it tried to join is not disturbed.

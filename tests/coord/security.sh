@@ -63,9 +63,7 @@ worker_wait w0 60 || r0=$?
 worker_wait w1 60 || r1=$?
 is "$r0 $r1" "0 0" "after all that, a rendezvous of two workers runs every collective exactly" ||
 	diag "$(worker_out w0)" "$(worker_out w1)" "$(cat "$coord_dir/w0.log" "$coord_dir/w1.log")"
-rc=0
-coord_wait 10 || rc=$?
-is "$rc" 0 "and the coordinator exits 0 when they leave"
+coord_exits 0 "and the coordinator exits 0 when they leave"
 
 # 3. The secret never shows up in the coordinator's log or command line.
 ! grep -qi "$good_secret" "$coord_dir"/coordinator*.log "$coord_dir"/*.out

@@ -42,9 +42,7 @@ worker_wait w0 30 || r0=$?
 worker_wait w1 30 || r1=$?
 is "$r0 $r1 $(grep -h '^rejoined' "$coord_dir/w0.out" "$coord_dir/w1.out" | while read -r l; do echo "$(field world "$l")@$(field gen "$l")"; done | tr '\n' ' ')" \
 	"0 0 2@2 2@2 " "the survivors form generation 2 of 2 workers and run every collective"
-rc=0
-coord_wait 10 || rc=$?
-is "$rc" 0 "the coordinator exits 0 once they left"
+coord_exits 0 "the coordinator exits 0 once they left"
 
 # 2. A report of a task the step does not have is acknowledged and
 # logged, and disturbs nobody.

@@ -21,6 +21,15 @@ worker=$top_builddir/tests/gpu/gpu_coll
 require_prog timeout od
 
 plan 7
+# The checks of 2 or more GPUs, skipped for the reason WHY; the test ends.
+skip_multi_gpu() { # WHY
+	skip "world size 2+: every worker exits 0" "$1"
+	skip "world size 2+: every collective of every dtype matches the host's result" "$1"
+	skip "rejoin: the survivors' collective fails (DPT_EPEERLOST or DPT_EGENERATION), no hang" "$1"
+	skip "rejoin: the survivors join a generation of one rank less" "$1"
+	skip "rejoin: every check passes in the new generation" "$1"
+	exit 0
+}
 probe=$("$worker" --probe 2>&1) || probe="gpus=0 error=gpu_coll --probe failed: $probe"
 gpus=$(sed -n 's/^gpus=\([0-9]*\).*/\1/p' <<<"$probe")
 gpus=${gpus:-0}
@@ -29,16 +38,10 @@ if [ "$gpus" = 0 ]; then
 	why="no usable GPU (${probe#*error=})"
 	skip "world size 1: every worker exits 0" "$why"
 	skip "world size 1: every collective of every dtype matches the host's result" "$why"
-	skip "world size 2+: every worker exits 0" "$why"
-	skip "world size 2+: every collective of every dtype matches the host's result" "$why"
-	skip "rejoin: the survivors' collective fails (DPT_EPEERLOST or DPT_EGENERATION), no hang" "$why"
-	skip "rejoin: the survivors join a generation of one rank less" "$why"
-	skip "rejoin: every check passes in the new generation" "$why"
-	exit 0
+	skip_multi_gpu "$why"
 fi
 
-dir=$(dpt_state_dir gpu) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir gpu
 pids=()
 coord_pid=
 # pids holds the timeout(1) processes: each leads a process group of its
@@ -85,12 +88,9 @@ workers_start() {
 	done
 }
 workers_wait() { # status: the number of workers that failed
-	local p failed=0
-	for p in "${pids[@]}"; do
-		wait "$p" || failed=$((failed + 1))
-	done
+	local started=("${pids[@]}")
 	pids=()
-	return $failed
+	wait_all "${started[@]}"
 }
 show() { # PREFIX: the workers' outputs, less the passing checks
 	local f
@@ -115,13 +115,7 @@ world_checks() { # WORLD
 
 world_checks 1
 if [ "$gpus" -lt 2 ]; then
-	why="one GPU: NCCL refuses two ranks on one GPU"
-	skip "world size 2+: every worker exits 0" "$why"
-	skip "world size 2+: every collective of every dtype matches the host's result" "$why"
-	skip "rejoin: the survivors' collective fails (DPT_EPEERLOST or DPT_EGENERATION), no hang" "$why"
-	skip "rejoin: the survivors join a generation of one rank less" "$why"
-	skip "rejoin: every check passes in the new generation" "$why"
-	exit 0
+	skip_multi_gpu "one GPU: NCCL refuses two ranks on one GPU"
 fi
 world=$((gpus > 8 ? 8 : gpus))
 world_checks "$world"

@@ -46,8 +46,7 @@ if [ -n "$why" ]; then
 fi
 diag "$("$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' 2>&1)"
 
-dir=$(dpt_state_dir torch) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir torch
 coord_pid=
 trap '[ -z "$coord_pid" ] || kill -KILL $coord_pid 2>/dev/null; dpt_teardown' EXIT
 

@@ -41,8 +41,7 @@ purge_packages() {
 }
 dpt_exit_hooks+=(purge_packages)
 
-dir=$(dpt_state_dir deb) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir deb
 src=$dir/dptrain
 # The parent make's jobserver is not ours: the sub-makes start afresh.
 unset MAKEFLAGS MFLAGS MAKELEVEL

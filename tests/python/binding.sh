@@ -22,8 +22,7 @@ out=$(DPTRAIN_LIBRARY=/nonexistent/libdptrain.so $py -c 'import dptrain' 2>&1)
 ok $? "import without the library fails and names DPTRAIN_LIBRARY" || diag "$out"
 
 cluster_up NODES=2 CPUS=4 GPUS=0
-ckdir=$(dpt_state_dir pyckpt) || exit 1
-dpt_scratch+=("$ckdir")
+dpt_scratch_dir ckdir pyckpt
 ckpt=file://$ckdir
 run() { # NTASKS RUN ARG...: srun of worker.py, output in $out
 	local n=$1 name=$2

@@ -19,8 +19,7 @@ command -v gnuplot >/dev/null || skip_all "gnuplot is not installed (apt-get ins
 [ -f "$top_builddir/worker/.libs/libdptrain.so" ] || skip_all "build libdptrain first"
 
 cluster_up NODES=2 CPUS=4 GPUS=0
-dir=$(dpt_state_dir demo) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir demo
 plan 8
 
 # The demo finds the package, and the library in $top_builddir.

@@ -13,8 +13,7 @@ require_prog setpriv
 require_python numpy
 require_binding
 script=$top_srcdir/tests/python/errors.py
-dir=$(dpt_state_dir pyerr) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir pyerr
 chmod 755 "$dir"
 unset DPTRAIN_LOG_LEVEL DPTRAIN_CKPT_URI DPTRAIN_RUN
 # The source tree must be readable by nobody for these checks.

@@ -17,32 +17,30 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
-require_root
-torch2_lightning
-require_fmnist
-require_binding
+require_fmnist_training lightning
 script=$top_srcdir/contrib/examples/fmnist_lightning.py
-check=$top_srcdir/tests/python/fmnist_check.py
 
 cluster_up NODES=2 CPUS=4 GPUS=0
-dir=$(dpt_state_dir lightning) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir lightning
 plan 13
 
-train() { # RUN NODES NTASKS STEPS: the example to STEPS, output in $out
+# train RUN NODES NTASKS STEPS [DESCRIPTION]: the example to STEPS, output
+# in $out; with DESCRIPTION, a check that it succeeded.
+train() {
+	local rc
 	out=$(DPT_TIMEOUT=300 srun_t -N "$2" -n "$3" --dp-train="$1" --dp-ckpt="file://$dir/ckpt" \
 		"$py" "$script" --steps "$4" --train-size 960 --trace "$dir/$1.trace" 2>&1)
+	rc=$?
+	[ $# -lt 5 ] || ok $rc "$5" || diag "$out"
+	return $rc
 }
 sha() { grep -o "done at step $1 .*params_sha256=[0-9a-f]*" <<<"$out" | sed 's/.*=//'; }
 
-train ref 2 4 120
-ok $? "uninterrupted: a Lightning Trainer on 4 ranks of 2 nodes trains to step 120" || diag "$out"
+train ref 2 4 120 "uninterrupted: a Lightning Trainer on 4 ranks of 2 nodes trains to step 120"
 ref_sha=$(sha 120)
 
-train elastic 2 4 40
-ok $? "4 ranks on 2 nodes train run 'elastic' to step 40" || diag "$out"
-train elastic 1 2 80
-ok $? "2 ranks on 1 node resume it and train to step 80" || diag "$out"
+train elastic 2 4 40 "4 ranks on 2 nodes train run 'elastic' to step 40"
+train elastic 1 2 80 "2 ranks on 1 node resume it and train to step 80"
 grep -q 'done at step 80 (from 40) on 2 ranks' <<<"$out"
 ok $? "the 2 ranks loaded step 40 written by 4; trainer.global_step went on to 80" || diag "$out"
 train elastic 2 4 120
@@ -58,11 +56,9 @@ ok $? "every global step 1..120 (trainer.global_step) trained once, on the unint
 res=$("$py" "$check" loss "$dir/ref.trace" "$dir/elastic.trace" 0.05 2>&1)
 ok $? "the loss follows the uninterrupted run's within 0.05 at every step: $res" || diag "$res"
 
-train ref2 2 2 120
-ok $? "uninterrupted: 2 ranks on 2 nodes train to step 120" || diag "$out"
+train ref2 2 2 120 "uninterrupted: 2 ranks on 2 nodes train to step 120"
 ref2_sha=$(sha 120)
-train same 2 2 50
-ok $? "2 ranks train run 'same' to step 50, in the middle of an epoch" || diag "$out"
+train same 2 2 50 "2 ranks train run 'same' to step 50, in the middle of an epoch"
 train same 2 2 120
 grep -q 'done at step 120 (from 50) on 2 ranks' <<<"$out"
 ok $? "2 ranks resume it at step 50 and train to step 120" || diag "$out"

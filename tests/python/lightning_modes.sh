@@ -20,8 +20,7 @@ fit=$top_srcdir/tests/python/lightning_fit.py
 dptrain=$top_builddir/dptrain
 
 cluster_up NODES=1 CPUS=4 GPUS=0
-dir=$(dpt_state_dir lightning-modes) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir lightning-modes
 plan 23
 
 run() { # RUN TOTAL ARGS...: 2 ranks fit to TOTAL steps; output in $out

@@ -10,11 +10,7 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
-require_root
-torch2_lightning
-require_fmnist
-require_binding
-check=$top_srcdir/tests/python/fmnist_check.py
+require_fmnist_training lightning
 cluster_up NODES=2 CPUS=6 GPUS=0
 work=$(mktemp -d /tmp/dptrain-lstop.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")

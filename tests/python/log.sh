@@ -13,8 +13,7 @@ lib=$top_builddir/worker/.libs/libdptrain.so
 coord=$top_builddir/coordinator/dptrain-coordinator
 [ -f "$lib" ] && [ -x "$coord" ] || skip_all "build libdptrain and the coordinator first"
 export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
-dir=$(dpt_state_dir pylog) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir pylog
 unset DPTRAIN_LOG_LEVEL SLURM_RESTART_COUNT SLURM_JOB_ID
 plan 6
 

@@ -13,8 +13,7 @@ require_python torch
 require_binding
 cc=${CC:-cc}
 command -v "$cc" >/dev/null || skip_all "no C compiler ($cc) for the stand-in libraries"
-dir=$(dpt_state_dir nccl) || exit 1
-dpt_scratch+=("$dir")
+dpt_scratch_dir dir nccl
 plan 4
 
 # Prints, for NAME in ARGV[1], how many such files are mapped and their

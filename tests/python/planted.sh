@@ -10,13 +10,11 @@
 require_python torch
 require_binding
 . "$top_srcdir/tests/ckpt/lib.sh"
-unset DPTRAIN_LOG_LEVEL SLURM_RESTART_COUNT SLURM_JOB_ID
 export DPTRAIN_CKPT_URI=file://$ckpt_dir/root DPTRAIN_RUN=planted
 plan 5
 
 job() { # NAME MODE: 2 ranks of planted.py MODE; their output in $out
-	ckpt_program=$py ckpt_join_ms=120000 DPT_TIMEOUT=180 \
-		ckpt_job 2 "$ckpt_dir/$1" "$top_srcdir/tests/python/planted.py" "$2"
+	ckpt_python_job 2 "$ckpt_dir/$1" "$top_srcdir/tests/python/planted.py" "$2"
 	out=$(cat "$ckpt_dir/$1".[01])
 }
 

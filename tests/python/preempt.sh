@@ -13,10 +13,7 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
-require_root
-require_python torch
-require_fmnist
-require_binding
+require_fmnist_training
 cluster_up NODES=2 CPUS=4 GPUS=0 PREEMPT_GRACE=30
 work=$(mktemp -d /tmp/dptrain-preempt.XXXXXX) || bail_out "mktemp failed"
 dpt_scratch+=("$work")

@@ -12,13 +12,11 @@
 require_python torch
 require_binding
 . "$top_srcdir/tests/ckpt/lib.sh"
-unset DPTRAIN_LOG_LEVEL SLURM_RESTART_COUNT SLURM_JOB_ID
 export DPTRAIN_CKPT_URI=file://$ckpt_dir/root DPTRAIN_RUN=step-error \
 	DPTRAIN_CKPT_EVERY=1steps
 plan 7
 
-ckpt_program=$py ckpt_join_ms=120000 DPT_TIMEOUT=180 \
-	ckpt_job 1 "$ckpt_dir/job" "$top_srcdir/tests/python/step_error.py"
+ckpt_python_job 1 "$ckpt_dir/job" "$top_srcdir/tests/python/step_error.py"
 ok $? "the rank exits 0" || diag "$(cat "$ckpt_dir/job".0)"
 out=$(cat "$ckpt_dir/job".0)
 grep -q "checkpoint of step 1 failed" <<<"$out"

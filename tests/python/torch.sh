@@ -36,8 +36,7 @@ import dptrain.torch' 2>&1)
 ok $? "without torch, import dptrain.torch says it needs PyTorch" || diag "$out"
 
 cluster_up NODES=2 CPUS=4 GPUS=0
-ckdir=$(dpt_state_dir torch) || exit 1
-dpt_scratch+=("$ckdir")
+dpt_scratch_dir ckdir torch
 ckpt=file://$ckdir
 run() { # NTASKS PROGRAM ARG...: srun -N 2 with --dp-train, output in $out
 	local n=$1

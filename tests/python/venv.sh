@@ -13,8 +13,7 @@ py=${DPT_VENV_PYTHON:-$(command -v python3)} || skip_all "no python3 on PATH"
 py=$("$py" -c 'import sys; print(sys.executable)') || skip_all "$py does not run"
 libdir=$top_builddir/worker/.libs
 [ -f "$libdir/libdptrain.so.0" ] || skip_all "build libdptrain first ($libdir/libdptrain.so.0)"
-tmp=$(dpt_state_dir venv) || exit 1
-dpt_scratch+=("$tmp")
+dpt_scratch_dir tmp venv
 venv=$tmp/venv
 out=$("$py" -m venv "$venv" 2>&1) && [ -x "$venv/bin/pip" ] ||
 	skip_all "$py -m venv with pip does not work here (Debian: python3-venv): ${out##*$'\n'}"

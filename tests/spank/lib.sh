@@ -27,8 +27,7 @@ conf_cluster_up() {
 # (/tmp/dptrain-NAME.*, readable by the job's tasks, removed at the end).
 walltime_setup() {
 	require_root
-	train=$top_builddir/tests/ckpt/train_loop
-	[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
+	require_built train tests/ckpt/train_loop
 	cluster_up NODES=2 CPUS=4 GPUS=0
 	work_dir "$1"
 }

@@ -13,8 +13,7 @@
 
 require_root
 require_prog curl python3 setpriv
-train=$top_builddir/tests/ckpt/train_loop
-[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
+require_built train tests/ckpt/train_loop
 conf_cluster_up "" NODES=2 CPUS=4 GPUS=0
 work_dir metrics
 export DPTRAIN_STATUS_DIR=$work/status

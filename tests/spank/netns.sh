@@ -10,8 +10,7 @@
 require_root
 require_prog ip nsenter unshare
 unshare --net --uts true 2>/dev/null || skip_all "cannot create network namespaces here (unshare --net --uts fails)"
-worker=$top_builddir/tests/coord/coord_worker
-[ -x "$worker" ] || bail_out "$worker is not built (make check builds it)"
+require_built worker tests/coord/coord_worker
 cluster_up MODE=netns NODES=2 CPUS=4 GPUS=0
 plan 5
 

@@ -11,8 +11,7 @@
 . "$top_srcdir/tests/spank/lib.sh"
 
 require_root
-train=$top_builddir/tests/ckpt/train_loop
-[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
+require_built train tests/ckpt/train_loop
 conf_cluster_up "" NODES=1 CPUS=4 GPUS=0
 work_dir private
 umask 022

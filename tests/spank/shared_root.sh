@@ -40,8 +40,7 @@ id -u "$victim" >/dev/null 2>&1 || skip_all "no user '$victim' to run the victim
 id -u nobody >/dev/null 2>&1 && getent group nogroup >/dev/null || skip_all "no user nobody or group nogroup"
 team_gid=$(getent group users | cut -d: -f3)
 [ -n "$team_gid" ] || skip_all "no group 'users' for the team's run directory"
-train=$top_builddir/tests/ckpt/train_loop
-[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
+require_built train tests/ckpt/train_loop
 dptrain=$top_builddir/dptrain
 umask 022
 

@@ -19,8 +19,7 @@
 require_root
 require_prog setpriv unshare mount mkfifo
 [ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3 (nobody runs a listener with it)"
-train=$top_builddir/tests/ckpt/train_loop
-[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
+require_built train tests/ckpt/train_loop
 cluster_up NODES=1 CPUS=2 GPUS=0
 work_dir status-hostile
 plan 14

@@ -8,8 +8,7 @@
 . "$top_srcdir/tests/spank/lib.sh"
 
 require_root
-worker=$top_builddir/tests/coord/coord_worker
-[ -x "$worker" ] || bail_out "$worker is not built (make check builds it)"
+require_built worker tests/coord/coord_worker
 # A 30 s timeout: a failure noticed in under 3 s did not wait for it.
 conf_cluster_up $'timeout_ms = 30000\n' NODES=2 CPUS=4 GPUS=0
 plan 5
