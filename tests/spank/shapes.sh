@@ -15,8 +15,7 @@
 . "$top_srcdir/tests/spank/lib.sh"
 
 require_root
-train=$top_builddir/tests/ckpt/train_loop
-[ -x "$train" ] || bail_out "$train is not built (make check builds it)"
+require_built train tests/ckpt/train_loop
 cluster_up NODES=2 CPUS=4 GPUS=2
 work_dir shapes
 plan 10
