@@ -52,8 +52,10 @@ __attribute__((format(printf, 1, 2))) static void report(const char *fmt, ...)
 static bool same_user(const struct dpt__user *a, const struct dpt__user *b)
 {
 	return a->train == b->train && strcmp(a->run, b->run) == 0 &&
-	       strcmp(a->ckpt, b->ckpt) == 0 && a->every_set == b->every_set &&
-	       a->keep_set == b->keep_set && a->grace_set == b->grace_set &&
+	       strcmp(a->ckpt_uri, b->ckpt_uri) == 0 &&
+	       strcmp(a->shapes, b->shapes) == 0 &&
+	       a->every_set == b->every_set && a->keep_set == b->keep_set &&
+	       a->grace_set == b->grace_set &&
 	       a->requeue_set == b->requeue_set &&
 	       a->min_workers_set == b->min_workers_set &&
 	       a->backend_set == b->backend_set &&

@@ -7,4 +7,5 @@
 fuzz_run settings "libcurl libcrypto" 4096 \
 	spank/settings.c \
 	$fuzz_storage_sources \
-	common/buf.c common/parse.c common/error.c common/log.c common/setting_names.c
+	common/buf.c common/parse.c common/error.c common/log.c common/setting_names.c \
+	common/shape.c
