@@ -18,10 +18,13 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -302,28 +305,61 @@ static int route_address(const struct coord_ref *c, char *addr, size_t size)
 	return -1;
 }
 
-/* A TCP port that is free on every address of this node now: the kernel
- * picks it, so two steps on one node never get the same one at once. */
-static int free_port(int family, unsigned *port)
+/* Whether TCP port PORT (0: any, which the kernel picks) binds on every
+ * address of this node now; *PORT is then the one bound. */
+static bool port_binds(int family, unsigned *port)
 {
 	struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
 	socklen_t len = family == AF_INET6 ? sizeof(struct sockaddr_in6)
 					   : sizeof(struct sockaddr_in);
+	in_port_t *p = family == AF_INET6
+			       ? &((struct sockaddr_in6 *)&ss)->sin6_port
+			       : &((struct sockaddr_in *)&ss)->sin_port;
 	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int rc = -1;
+	bool ok;
 
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, len) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-		*port = ntohs(family == AF_INET6
-				      ? ((struct sockaddr_in6 *)&ss)->sin6_port
-				      : ((struct sockaddr_in *)&ss)->sin_port);
-		rc = 0;
-	} else {
-		slurm_error("dptrain: cannot find a free TCP port: %m");
-	}
+	*p = htons((uint16_t)*port);
+	ok = fd >= 0 && bind(fd, (struct sockaddr *)&ss, len) == 0 &&
+	     getsockname(fd, (struct sockaddr *)&ss, &len) == 0;
+	if (ok)
+		*port = ntohs(*p);
 	if (fd >= 0)
 		close(fd);
-	return rc;
+	return ok;
+}
+
+/*
+ * A TCP port free on every address of this node now, for the program to
+ * bind seconds later (PyTorch's TCPStore, after its imports). Taken below
+ * the kernel's ephemeral ports (ip_local_port_range, 32768 on): no
+ * outgoing connection and no listener bound to port 0 is given it in the
+ * meantime, as one was on a busy node. At random in the 16384 ports below
+ * them, tried up to 64 times; then any port the kernel picks.
+ */
+static int free_port(int family, unsigned *port)
+{
+	unsigned low = 32768, high, r;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+
+	if (f) {
+		if (fscanf(f, "%u %u", &low, &high) != 2)
+			low = 32768;
+		fclose(f);
+	}
+	for (int i = 0; i < 64 && low > 1024 + 1; i++) {
+		unsigned base = low > 16384 + 1024 ? low - 16384 : 1024;
+
+		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			break;
+		*port = base + r % (low - base);
+		if (port_binds(family, port))
+			return 0;
+	}
+	*port = 0;
+	if (port_binds(family, port))
+		return 0;
+	slurm_error("dptrain: cannot find a free TCP port: %m");
+	return -1;
 }
 
 /*
