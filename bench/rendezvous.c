@@ -53,6 +53,7 @@
 #include <dptrain/dptrain.h>
 
 #include "bench/join.h"
+#include "tests/testlib.h"
 #include "client.h"
 #include "parse.h"
 #include "wire.h"
@@ -612,6 +613,17 @@ static int bench_rendezvous(const char *bin, const int *sizes, int nsizes,
 
 /* ------------------------------------------------------------ failover */
 
+/* Write "<EVENT> <gen> <ns> <pid>" for CTX's generation on OUT. */
+static void report(int out, const char *event, struct dpt_ctx *ctx)
+{
+	char line[96];
+	int len = snprintf(line, sizeof(line), "%s %u %lld %d\n", event,
+			   dpt_generation(ctx), (long long)now_ns(),
+			   (int)getpid());
+
+	(void)!write(out, line, (size_t)len);
+}
+
 /* One real worker: report joins and errors as "<event> <gen> <ns>" lines
  * on OUT. BARRIERS_ONLY leaves detection to the coordinator;
  * otherwise the allreduce's data plane sees the dead peer first. */
@@ -620,32 +632,20 @@ static void failover_worker(const char *endpoint, const char *secret, int index,
 {
 	struct dpt_ctx *ctx = NULL;
 	float grad[256];
-	char line[96];
-	int rc, len;
+	int rc;
 
 	if (bench_join(&ctx, endpoint, secret, index) != 0)
 		_exit(1);
-	len = snprintf(line, sizeof(line), "joined %u %lld %d\n",
-		       dpt_generation(ctx), (long long)now_ns(), (int)getpid());
-	(void)!write(out, line, (size_t)len);
+	report(out, "joined", ctx);
 	for (;;) {
-		rc = barriers_only ? 0
-				   : dpt_allreduce(ctx, grad, grad, 256,
-						   DPT_FLOAT32, DPT_SUM);
-		if (!rc)
-			rc = dpt_barrier(ctx);
+		rc = train_step(ctx, grad, 256, barriers_only);
 		if (rc)
 			break;
 		usleep(1000);
 	}
-	len = snprintf(line, sizeof(line), "told %u %lld %d\n",
-		       dpt_generation(ctx), (long long)now_ns(), (int)getpid());
-	(void)!write(out, line, (size_t)len);
+	report(out, "told", ctx);
 	if (dpt_rejoin(ctx) == 0) {
-		len = snprintf(line, sizeof(line), "joined %u %lld %d\n",
-			       dpt_generation(ctx), (long long)now_ns(),
-			       (int)getpid());
-		(void)!write(out, line, (size_t)len);
+		report(out, "joined", ctx);
 		dpt_barrier(ctx);
 	}
 	dpt_finalize(&ctx);

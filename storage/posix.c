@@ -156,39 +156,40 @@ char *dpt__posix_bounce(struct dpt__posix_io_worker *wk,
 
 /* ------------------------------------------------------------ helpers */
 
-int dpt__posix_pwrite_all(int fd, const char *buf, size_t len, uint64_t off)
+/* LEN bytes at OFF of FD from WBUF (pwrite) or into RBUF (pread, the
+ * other one NULL), through EINTR and short transfers. Returns 0, an
+ * errno, or EOF_RC where the file gives no more. */
+static int pio_all(int fd, const char *wbuf, char *rbuf, size_t len,
+		   uint64_t off, int eof_rc)
 {
 	while (len > 0) {
-		ssize_t n = pwrite(fd, buf, len, (off_t)off);
+		ssize_t n = wbuf ? pwrite(fd, wbuf, len, (off_t)off)
+				 : pread(fd, rbuf, len, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return errno;
 		if (n == 0)
-			return EIO;
-		buf += n;
+			return eof_rc;
+		if (wbuf)
+			wbuf += n;
+		else
+			rbuf += n;
 		len -= (size_t)n;
 		off += (uint64_t)n;
 	}
 	return 0;
 }
 
+int dpt__posix_pwrite_all(int fd, const char *buf, size_t len, uint64_t off)
+{
+	return pio_all(fd, buf, NULL, len, off, EIO);
+}
+
 /* Returns 0, an errno, or -1 at an early end of file. */
 static int pread_all(int fd, char *buf, size_t len, uint64_t off)
 {
-	while (len > 0) {
-		ssize_t n = pread(fd, buf, len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno;
-		if (n == 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
+	return pio_all(fd, NULL, buf, len, off, -1);
 }
 
 int dpt__posix_fsync(int fd)

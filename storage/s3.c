@@ -225,6 +225,26 @@ out:
 	return rc;
 }
 
+/* Whether the listing page DOC says that more pages follow. */
+static bool page_truncated(struct dpt__xml_span doc)
+{
+	struct dpt__xml_span v;
+
+	return dpt__xml_find(doc, "IsTruncated", &v) && v.len == 4 &&
+	       memcmp(v.p, "true", 4) == 0;
+}
+
+/* Release R, the request of one listing page of URI, after logging a page
+ * that did not parse (RC DPT_EPROTO) as a malformed answer to ACTION. */
+static void page_release(struct dpt__s3_req *r, int rc, const char *uri,
+			 const char *action)
+{
+	if (rc == DPT_EPROTO)
+		dpt__error("cannot %s '%s': malformed %s answer", r->what, uri,
+			   action);
+	dpt__s3_req_release(r);
+}
+
 static int s3_list(struct dpt__storage_backend *base, const char *prefix,
 		   dpt__storage_list_fn fn, void *ctx)
 {
@@ -281,8 +301,7 @@ static int s3_list(struct dpt__storage_backend *base, const char *prefix,
 				continue;
 			rc = fn(ctx, k.data + plen, size);
 		}
-		more = !rc && dpt__xml_find(doc, "IsTruncated", &v) &&
-		       v.len == 4 && memcmp(v.p, "true", 4) == 0;
+		more = !rc && page_truncated(doc);
 		if (more) {
 			dpt__buf_reset(&token);
 			if (!dpt__xml_find(doc, "NextContinuationToken", &v) ||
@@ -309,11 +328,7 @@ static int s3_list(struct dpt__storage_backend *base, const char *prefix,
 					rc = DPT_ENOMEM;
 			}
 		}
-		if (rc == DPT_EPROTO)
-			dpt__error("cannot list '%s': malformed "
-				   "ListObjectsV2 answer",
-				   uri);
-		dpt__s3_req_release(&r);
+		page_release(&r, rc, uri, "ListObjectsV2");
 	}
 	free(token_copy);
 	free(uri);
@@ -538,8 +553,7 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 		}
 		doc = (struct dpt__xml_span){r.resp.data, r.resp.len};
 		rc = abort_page(s3, doc, uri, cutoff, &k, &id, removed, &first);
-		more = !rc && dpt__xml_find(doc, "IsTruncated", &v) &&
-		       v.len == 4 && memcmp(v.p, "true", 4) == 0;
+		more = !rc && page_truncated(doc);
 		if (more) {
 			dpt__buf_reset(&kmark);
 			dpt__buf_reset(&umark);
@@ -555,11 +569,7 @@ static int s3_gc(struct dpt__storage_backend *base, const char *prefix,
 				     umark.len ? umark.data : "")))
 				more = false;
 		}
-		if (rc == DPT_EPROTO)
-			dpt__error("cannot list the uploads of '%s': malformed "
-				   "ListMultipartUploads answer",
-				   uri);
-		dpt__s3_req_release(&r);
+		page_release(&r, rc, uri, "ListMultipartUploads");
 		free(km);
 		free(um);
 	}

@@ -8,6 +8,9 @@
  * with itself. (tests/unit/test_cpu_reduce.c checks the library's own
  * conversions against a rounding by the definition.)
  *
+ * A hash for test inputs, and the step of the simulated training loops
+ * (tests/coord/coord_worker.c, bench/rendezvous.c).
+ *
  * The fake sender of the coordinator's unit tests (tests/unit/recorder.c,
  * linked into tests/unit/test_coord and tests/unit/test_kv): the state
  * machine and the key-value store are given `recorder`, which decodes what
@@ -16,9 +19,41 @@
 #ifndef DPT_TESTS_TESTLIB_H
 #define DPT_TESTS_TESTLIB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <dptrain/dptrain.h>
+
+/* ------------------------------------------------------------ values */
+
+/* A 32-bit hash of X, for test inputs in which no short period may hide
+ * a block put at the wrong place. */
+static inline uint32_t mix(uint32_t x)
+{
+	x *= 2654435761u;
+	x ^= x >> 15;
+	x *= 2246822519u;
+	x ^= x >> 13;
+	return x;
+}
+
+/* ------------------------------------------------- a training step */
+
+/* One step of a simulated training loop on CTX: the sum of the N floats
+ * of GRAD in place (none with BARRIERS_ONLY, which leaves the detection
+ * of a dead peer to the coordinator), then a barrier. 0, or the first
+ * error. */
+static inline int train_step(struct dpt_ctx *ctx, float *grad, size_t n,
+			     bool barriers_only)
+{
+	int rc = barriers_only ? 0
+			       : dpt_allreduce(ctx, grad, grad, n, DPT_FLOAT32,
+					       DPT_SUM);
+
+	return rc ? rc : dpt_barrier(ctx);
+}
 
 /* ------------------------------------------------------------ float16s */
 

@@ -13,41 +13,41 @@
 #include "log.h"
 #include "abi.h"
 
-static int check(size_t size, size_t min, size_t cur, const char *name)
+/* Check SIZE, a caller's struct NAME, against MIN and CUR (the first and
+ * the library's version of it), then copy its SIZE bytes from SRC to DST
+ * unless either is NULL. */
+static int copy_checked(void *dst, const void *src, size_t size, size_t min,
+			size_t cur, const char *name)
 {
-	if (size >= min && size <= cur)
-		return 0;
-	if (size > cur)
+	if (size > cur) {
 		dpt__error("struct %s of %zu bytes is larger than this "
 			   "libdptrain %s knows (%zu): the program was built "
 			   "against a newer <dptrain/*.h>; run it with that "
 			   "library, or rebuild it against this one",
 			   name, size, dpt_version(), cur);
-	else
+		return DPT_EINVAL;
+	}
+	if (size < min) {
 		dpt__error("struct %s of %zu bytes is smaller than its first "
 			   "version (%zu): not a struct %s of any libdptrain",
 			   name, size, min, name);
-	return DPT_EINVAL;
+		return DPT_EINVAL;
+	}
+	if (dst && src)
+		memcpy(dst, src, size);
+	return 0;
 }
 
 int dpt__struct_in(void *dst, size_t cur, const void *src, size_t size,
 		   size_t min, const char *name)
 {
-	int rc = check(size, min, cur, name);
-
-	if (rc == 0 && src)
-		memcpy(dst, src, size);
-	return rc;
+	return copy_checked(dst, src, size, min, cur, name);
 }
 
 int dpt__struct_out(void *dst, size_t size, const void *src, size_t cur,
 		    size_t min, const char *name)
 {
-	int rc = check(size, min, cur, name);
-
-	if (rc == 0 && dst)
-		memcpy(dst, src, size);
-	return rc;
+	return copy_checked(dst, src, size, min, cur, name);
 }
 
 /* The plain names, which the header turns into inline wrappers. */

@@ -47,16 +47,6 @@ static int checks, failures;
 #define SUM_MIN	  (SMALL_MIN * 4) /* sums of up to 4 ranks */
 #define SUM_N	  (SMALL_N * 4)
 
-/* A hash, so that no short period hides a block put at the wrong place. */
-static uint32_t mix(uint32_t x)
-{
-	x *= 2654435761u;
-	x ^= x >> 15;
-	x *= 2246822519u;
-	x ^= x >> 13;
-	return x;
-}
-
 /* Rank R's integer at element I, in [-32, 31]; KEY (rank_key) tells
  * ranks and collectives apart. */
 static uint32_t rank_key(int r, uint32_t salt)

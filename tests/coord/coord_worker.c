@@ -245,11 +245,7 @@ static int cmd_loop(bool rejoin, bool barriers_only, long step_us,
 	for (long step = 1;; step++) {
 		for (int i = 0; i < 1024; i++)
 			grad[i] = 1.0f;
-		rc = barriers_only ? 0
-				   : dpt_allreduce(ctx, grad, grad, 1024,
-						   DPT_FLOAT32, DPT_SUM);
-		if (!rc)
-			rc = dpt_barrier(ctx);
+		rc = train_step(ctx, grad, 1024, barriers_only);
 		if (rc)
 			break;
 		if (progress && step % 100 == 0)

@@ -84,15 +84,6 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------ values */
 
-static uint32_t mix(uint32_t x)
-{
-	x *= 2654435761u;
-	x ^= x >> 15;
-	x *= 2246822519u;
-	x ^= x >> 13;
-	return x;
-}
-
 /* Rank R's input at element I: 0 or 1 for bool (1 in 5 of 16), else in
  * [-8, 7]. */
 static int value(enum dpt_dtype dt, int r, size_t i, uint32_t key)

@@ -38,6 +38,14 @@ static void hello_of(const struct dpt__hello_key *k,
 	assert_int_equal(dpt__hello_encode(k, &h, out), 0);
 }
 
+/* K, the step's key of SESSION, and OUT, a HELLO under it. */
+static void step_hello(struct dpt__hello_key *k,
+		       unsigned char out[DPT__HELLO_BYTES])
+{
+	key_of(k, STEP_KEY, SESSION);
+	hello_of(k, out);
+}
+
 static void key_is_hmac_of_label_and_session(void **state)
 {
 	static const char msg[] = "dptrain/1/cpu-data-plane\0" SESSION;
@@ -65,8 +73,7 @@ static void round_trips_with_layout(void **state)
 	struct dpt__hello h;
 
 	(void)state;
-	key_of(&k, STEP_KEY, SESSION);
-	hello_of(&k, b);
+	step_hello(&k, b);
 	assert_memory_equal(b, head, sizeof(head));
 	memcpy(msg, "hello", 6);
 	memcpy(msg + 6, b, 36);
@@ -84,8 +91,7 @@ static void nonces_differ(void **state)
 	struct dpt__hello_key k;
 
 	(void)state;
-	key_of(&k, STEP_KEY, SESSION);
-	hello_of(&k, a);
+	step_hello(&k, a);
 	hello_of(&k, b);
 	assert_memory_not_equal(a + 20, b + 20, 16);
 }
@@ -97,8 +103,7 @@ static void every_flipped_bit_is_refused(void **state)
 	struct dpt__hello h;
 
 	(void)state;
-	key_of(&k, STEP_KEY, SESSION);
-	hello_of(&k, b);
+	step_hello(&k, b);
 	for (size_t i = 0; i < sizeof(b) * 8; i++) {
 		b[i / 8] ^= (unsigned char)(1u << (i % 8));
 		assert_int_not_equal(dpt__hello_decode(&k, b, &h), 0);
@@ -114,10 +119,9 @@ static void other_keys_are_refused(void **state)
 	struct dpt__hello h;
 
 	(void)state;
-	key_of(&k, STEP_KEY, SESSION);
+	step_hello(&k, b);
 	key_of(&step, "another step's key", SESSION);
 	key_of(&gen, STEP_KEY, "dpt-0011223344556677-g4");
-	hello_of(&k, b);
 	assert_int_equal(dpt__hello_decode(&step, b, &h), DPT_EAUTH);
 	assert_int_equal(dpt__hello_decode(&gen, b, &h), DPT_EAUTH);
 }
@@ -129,8 +133,7 @@ static void codes_tell_the_cause(void **state)
 	struct dpt__hello h;
 
 	(void)state;
-	key_of(&k, STEP_KEY, SESSION);
-	hello_of(&k, b);
+	step_hello(&k, b);
 	b[4] = 1; /* the unkeyed version */
 	assert_int_equal(dpt__hello_decode(&k, b, &h), DPT_EVERSION);
 	memcpy(b, "GET ", 4);
@@ -146,10 +149,9 @@ static void reply_answers_one_hello(void **state)
 	struct dpt__hello_key k, other;
 
 	(void)state;
-	key_of(&k, STEP_KEY, SESSION);
-	key_of(&other, "another step's key", SESSION);
-	hello_of(&k, a);
+	step_hello(&k, a);
 	hello_of(&k, b);
+	key_of(&other, "another step's key", SESSION);
 	assert_int_equal(dpt__hello_reply(&k, a, r), 0);
 	assert_memory_equal(r, "DPTR\2\0\0\0", 8);
 	assert_int_equal(dpt__hello_check_reply(&k, a, r), 0);

@@ -161,24 +161,29 @@ static void events_json_of_scalars(void **state)
 
 static void progress_bar(void **state)
 {
+	static const struct {
+		uint64_t step, total;
+		int width;
+		size_t size;
+		const char *want;
+	} cases[] = {
+		{45, 100, 10, 64, "[####......]  45%"},
+		{0, 100, 10, 64, "[..........]   0%"},
+		{100, 100, 10, 64, "[##########] 100%"},
+		{250, 100, 10, 64, "[##########] 100%"},
+		{999, 1000, 20, 64, "[###################.]  99%"},
+		/* No total, or no room: nothing. */
+		{5, 0, 10, 64, ""},
+		{5, 10, 10, 12, ""},
+	};
 	char out[64];
 	(void)state;
 
-	dpt__progress_bar(out, sizeof(out), 45, 100, 10);
-	assert_string_equal(out, "[####......]  45%");
-	dpt__progress_bar(out, sizeof(out), 0, 100, 10);
-	assert_string_equal(out, "[..........]   0%");
-	dpt__progress_bar(out, sizeof(out), 100, 100, 10);
-	assert_string_equal(out, "[##########] 100%");
-	dpt__progress_bar(out, sizeof(out), 250, 100, 10);
-	assert_string_equal(out, "[##########] 100%");
-	dpt__progress_bar(out, sizeof(out), 999, 1000, 20);
-	assert_string_equal(out, "[###################.]  99%");
-	/* No total, or no room: nothing. */
-	dpt__progress_bar(out, sizeof(out), 5, 0, 10);
-	assert_string_equal(out, "");
-	dpt__progress_bar(out, 12, 5, 10, 10);
-	assert_string_equal(out, "");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		dpt__progress_bar(out, cases[i].size, cases[i].step,
+				  cases[i].total, cases[i].width);
+		assert_string_equal(out, cases[i].want);
+	}
 }
 
 int main(void)

@@ -105,12 +105,15 @@ static int collect(void *ctx, const char *key, uint64_t size)
 			       (unsigned long long)size);
 }
 
-static char *list(struct dpt__storage *s, const char *prefix)
+/* Listing PREFIX of S gives WANT, "key=size " a key. */
+static void assert_list(struct dpt__storage *s, const char *prefix,
+			const char *want)
 {
 	struct listing l;
 	dpt__buf_init(&l.text, 1 << 20);
 	assert_int_equal(dpt__storage_list(s, prefix, collect, &l), 0);
-	return dpt__buf_steal(&l.text);
+	assert_string_equal(l.text.data ? l.text.data : "", want);
+	dpt__buf_release(&l.text);
 }
 
 static int count_files(const char *dir)
@@ -134,7 +137,6 @@ static void round_trip_and_ranges(void **state)
 	size_t n = 3 * MIB + 12345;
 	unsigned char *src = malloc(n), *dst = malloc(n);
 	uint64_t size;
-	char *l;
 
 	fill(src, n, 1);
 	assert_int_equal(open_with(f, false, MIB), 0);
@@ -150,9 +152,7 @@ static void round_trip_and_ranges(void **state)
 	/* Not visible while being written. */
 	assert_int_equal(dpt__storage_stat(f->s, "step-1/shard-0.bin", &size),
 			 DPT_ENOENT);
-	l = list(f->s, "");
-	assert_string_equal(l, "");
-	free(l);
+	assert_list(f->s, "", "");
 	assert_int_equal(dpt__storage_writer_write_at(w, src, 100, 0), 0);
 	assert_int_equal(dpt__storage_writer_finish(&w), 0);
 	assert_null(w);
@@ -427,7 +427,7 @@ static void list_delete_gc(void **state)
 	struct fixture *f = *state;
 	const char *keys[] = {"step-10/b", "step-1/a", "step-1/sub/c",
 			      "step-2/a", "top"};
-	char path[200], *l;
+	char path[200];
 	struct dpt__storage_writer *w;
 	size_t removed = 99;
 	int fd;
@@ -443,22 +443,13 @@ static void list_delete_gc(void **state)
 	fd = open(path, O_CREAT | O_WRONLY, 0644);
 	close(fd);
 
-	l = list(f->s, "");
-	assert_string_equal(l, "step-1/a=1 step-1/sub/c=2 step-10/b=0 "
-			       "step-2/a=0 top=1 ");
-	free(l);
-	l = list(f->s, "step-1");
-	assert_string_equal(l, "step-1/a=1 step-1/sub/c=2 step-10/b=0 ");
-	free(l);
-	l = list(f->s, "step-1/");
-	assert_string_equal(l, "step-1/a=1 step-1/sub/c=2 ");
-	free(l);
-	l = list(f->s, "step-1/s");
-	assert_string_equal(l, "step-1/sub/c=2 ");
-	free(l);
-	l = list(f->s, "nothing/here");
-	assert_string_equal(l, "");
-	free(l);
+	assert_list(f->s, "",
+		    "step-1/a=1 step-1/sub/c=2 step-10/b=0 "
+		    "step-2/a=0 top=1 ");
+	assert_list(f->s, "step-1", "step-1/a=1 step-1/sub/c=2 step-10/b=0 ");
+	assert_list(f->s, "step-1/", "step-1/a=1 step-1/sub/c=2 ");
+	assert_list(f->s, "step-1/s", "step-1/sub/c=2 ");
+	assert_list(f->s, "nothing/here", "");
 
 	/* gc keeps a recent temporary file, removes an old one. */
 	assert_int_equal(dpt__storage_gc(f->s, "", 3600, &removed), 0);
@@ -477,9 +468,7 @@ static void list_delete_gc(void **state)
 	/* Delete: missing keys are fine; emptied directories go. */
 	const char *del[] = {"step-1/sub/c", "step-10/b", "missing/key"};
 	assert_int_equal(dpt__storage_delete(f->s, del, 3), 0);
-	l = list(f->s, "");
-	assert_string_equal(l, "step-1/a=1 step-2/a=0 top=1 ");
-	free(l);
+	assert_list(f->s, "", "step-1/a=1 step-2/a=0 top=1 ");
 	snprintf(path, sizeof(path), "%s/root/step-10", f->dir);
 	assert_int_equal(access(path, F_OK), -1);
 	snprintf(path, sizeof(path), "%s/root/step-1/sub", f->dir);
@@ -543,16 +532,13 @@ static void recycle_reuses_files(void **state)
 	char bin[300], path[200];
 	struct stat st;
 	ino_t ino;
-	char *l;
 
 	write_object(f->s, "step-1/shard", n, 1);
 	ino = inode_of(f, "step-1/shard");
 	/* Recycled: gone from the listing and its directory, kept in the
 	 * root under a temporary name with a fresh time. */
 	assert_int_equal(dpt__storage_recycle(f->s, old, 2), 0);
-	l = list(f->s, "");
-	assert_string_equal(l, "");
-	free(l);
+	assert_list(f->s, "", "");
 	snprintf(path, sizeof(path), "%s/root/step-1", f->dir);
 	assert_int_equal(access(path, F_OK), -1);
 	assert_int_equal(recycled_files(f, bin, sizeof(bin)), 1);
@@ -627,7 +613,6 @@ static void planted_links(void **state)
 	const char *run_key[] = {"run/step-9/shard"};
 	const char *obj_key[] = {"step-5/shard"};
 	uint64_t size;
-	char *l;
 
 	snprintf(victim, sizeof(victim), "%s/victim", f->dir);
 	put_file(victim, "precious");
@@ -683,9 +668,7 @@ static void planted_links(void **state)
 	dpt__buf_reset(&logged);
 	assert_int_not_equal(dpt__storage_read(f->s, obj_key[0], 0, 4, buf), 0);
 	assert_non_null(strstr(logged.data, "it is a symbolic link"));
-	l = list(f->s, "");
-	assert_string_equal(l, "step-1/shard=12293 step-2/shard=100 ");
-	free(l);
+	assert_list(f->s, "", "step-1/shard=12293 step-2/shard=100 ");
 	assert_int_equal(dpt__storage_delete(f->s, obj_key, 1), 0);
 	assert_int_equal(access(p, F_OK), -1);
 	assert_file_is(victim, "precious");
@@ -945,7 +928,7 @@ static void untrusted_dirs(void **state)
 	struct fixture *f = *state;
 	struct dpt__storage *p = NULL;
 	struct dpt__storage_opts o;
-	char path[200], uri[160], *l;
+	char path[200], uri[160];
 	uint64_t size;
 
 	if (geteuid() != 0)
@@ -974,9 +957,7 @@ static void untrusted_dirs(void **state)
 	/* The listing shows the tree's runs only. */
 	snprintf(path, sizeof(path), "%s/root/theirs/x", f->dir);
 	assert_int_equal(mkdir(path, 0755), 0);
-	l = list(f->s, "");
-	assert_string_equal(l, "mine/step-1/shard=100 ");
-	free(l);
+	assert_list(f->s, "", "mine/step-1/shard=100 ");
 
 	/* Another user's tree, as root: a job (which may create its root)
 	 * writes into no other user's tree; reading or cleaning it

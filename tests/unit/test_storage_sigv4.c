@@ -31,136 +31,127 @@ static const struct dpt__sigv4_key key = {
 	.service = "s3",
 };
 
-static void sign(const struct dpt__sigv4_request *req, const char *want_auth,
-		 const char *want_canonical)
+/* The documentation's PUT Object body, "Welcome to Amazon S3.", hashed. */
+#define PUT_BODY_HASH                                                          \
+	"44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072"
+
+/* One of the examples: the request, the headers it signs and the
+ * signature it has, and its canonical request where the documentation
+ * gives it. */
+struct example {
+	struct dpt__sigv4_request req;
+	const char *signed_headers, *signature, *canonical;
+};
+
+/* Header names in mixed case and unsorted: the signer lower-cases and
+ * sorts them. */
+static struct example get_object = {
+	.req.method = "GET",
+	.req.path = "/test.txt",
+	.req.headers =
+		(const struct dpt__sigv4_pair[]){
+			{"x-amz-date", DATE},
+			{"Range", "bytes=0-9"},
+			{"Host", HOST},
+			{"x-amz-content-sha256", EMPTY},
+		},
+	.req.nheaders = 4,
+	.req.payload_hash = EMPTY,
+	.signed_headers = "host;range;x-amz-content-sha256;x-amz-date",
+	.signature = "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c60"
+		     "36bdb41",
+	.canonical = "GET\n/test.txt\n\nhost:" HOST "\nrange:bytes=0-9\n"
+		     "x-amz-content-sha256:" EMPTY "\nx-amz-date:" DATE "\n\n"
+		     "host;range;x-amz-content-sha256;x-amz-date\n" EMPTY,
+};
+
+static struct example put_object = {
+	.req.method = "PUT",
+	.req.path = "/test$file.text", /* '$' is encoded: %24 */
+	.req.headers =
+		(const struct dpt__sigv4_pair[]){
+			{"Host", HOST},
+			{"Date", "Fri, 24 May 2013 00:00:00 GMT"},
+			{"x-amz-date", DATE},
+			{"x-amz-storage-class", "REDUCED_REDUNDANCY"},
+			{"x-amz-content-sha256", PUT_BODY_HASH},
+		},
+	.req.nheaders = 5,
+	.req.payload_hash = PUT_BODY_HASH,
+	.signed_headers = "date;host;x-amz-content-sha256;x-amz-date;"
+			  "x-amz-storage-class",
+	.signature = "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0e"
+		     "ce108bd",
+};
+
+/* The two bucket examples: a GET of "/" with the N parameters Q, the
+ * same headers, and a canonical request that ends alike after its
+ * query. */
+static const struct dpt__sigv4_pair bucket_headers[] = {
+	{"host", HOST},
+	{"x-amz-date", DATE},
+	{"x-amz-content-sha256", EMPTY},
+};
+#define BUCKET_GET(q, n)                                                       \
+	.req.method = "GET", .req.path = "/", .req.query = q, .req.nquery = n, \
+	.req.headers = bucket_headers, .req.nheaders = 3,                      \
+	.req.payload_hash = EMPTY,                                             \
+	.signed_headers = "host;x-amz-content-sha256;x-amz-date"
+#define BUCKET_CANONICAL_END                                                   \
+	"\nhost:" HOST "\nx-amz-content-sha256:" EMPTY "\nx-amz-date:" DATE    \
+	"\n\nhost;x-amz-content-sha256;x-amz-date\n" EMPTY
+
+/* A parameter without a value is signed as "lifecycle=". */
+static struct example get_lifecycle = {
+	BUCKET_GET(((const struct dpt__sigv4_pair[]){{"lifecycle", NULL}}), 1),
+	.signature = "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a013"
+		     "6783543",
+	.canonical = "GET\n/\nlifecycle=" BUCKET_CANONICAL_END,
+};
+
+/* Given out of order: the canonical query must be sorted, what curl
+ * 7.88's CURLOPT_AWS_SIGV4 does not do. */
+static struct example list_objects_sorts_query = {
+	BUCKET_GET(((const struct dpt__sigv4_pair[]){{"prefix", "J"},
+						     {"max-keys", "2"}}),
+		   2),
+	.signature = "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef"
+		     "69dc6f7",
+	.canonical = "GET\n/\nmax-keys=2&prefix=J" BUCKET_CANONICAL_END,
+};
+
+/* The example in *STATE signs to its Authorization header, through its
+ * canonical request where it has one. */
+static void signs_as_documented(void **state)
 {
-	struct dpt__buf auth, canon;
+	const struct example *e = *state;
+	struct dpt__buf auth, canon, want;
+
 	dpt__buf_init(&auth, 4096);
 	dpt__buf_init(&canon, 4096);
+	dpt__buf_init(&want, 4096);
+	assert_int_equal(dpt__buf_printf(&want,
+					 "AWS4-HMAC-SHA256 Credential=" AK
+					 "/20130524/us-east-1/s3/aws4_request,"
+					 "SignedHeaders=%s,Signature=%s",
+					 e->signed_headers, e->signature),
+			 0);
 	assert_int_equal(
-		dpt__sigv4_authorization(&key, DATE, req, &auth, &canon), 0);
-	if (want_canonical)
-		assert_string_equal(canon.data, want_canonical);
-	assert_string_equal(auth.data, want_auth);
+		dpt__sigv4_authorization(&key, DATE, &e->req, &auth, &canon),
+		0);
+	if (e->canonical)
+		assert_string_equal(canon.data, e->canonical);
+	assert_string_equal(auth.data, want.data);
 	dpt__buf_release(&auth);
 	dpt__buf_release(&canon);
+	dpt__buf_release(&want);
 }
 
-static void get_object(void **state)
-{
-	/* Header names in mixed case and unsorted: the signer lower-cases
-	 * and sorts them. */
-	const struct dpt__sigv4_pair h[] = {
-		{"x-amz-date", DATE},
-		{"Range", "bytes=0-9"},
-		{"Host", HOST},
-		{"x-amz-content-sha256", EMPTY},
-	};
-	const struct dpt__sigv4_request req = {
-		.method = "GET",
-		.path = "/test.txt",
-		.headers = h,
-		.nheaders = 4,
-		.payload_hash = EMPTY,
-	};
-	(void)state;
-	sign(&req,
-	     "AWS4-HMAC-SHA256 Credential=" AK "/20130524/us-east-1/s3/"
-	     "aws4_request,SignedHeaders=host;range;x-amz-content-sha256;"
-	     "x-amz-date,Signature="
-	     "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41",
-	     "GET\n/test.txt\n\nhost:" HOST "\nrange:bytes=0-9\n"
-	     "x-amz-content-sha256:" EMPTY "\nx-amz-date:" DATE "\n\n"
-	     "host;range;x-amz-content-sha256;x-amz-date\n" EMPTY);
-}
-
-static void put_object(void **state)
-{
-	char body_hash[65];
-	const struct dpt__sigv4_pair h[] = {
-		{"Host", HOST},
-		{"Date", "Fri, 24 May 2013 00:00:00 GMT"},
-		{"x-amz-date", DATE},
-		{"x-amz-storage-class", "REDUCED_REDUNDANCY"},
-		{"x-amz-content-sha256", body_hash},
-	};
-	const struct dpt__sigv4_request req = {
-		.method = "PUT",
-		.path = "/test$file.text", /* '$' is encoded: %24 */
-		.headers = h,
-		.nheaders = 5,
-		.payload_hash = body_hash,
-	};
-	(void)state;
-	dpt__sha256_hex("Welcome to Amazon S3.", 21, body_hash);
-	assert_string_equal(body_hash, "44ce7dd67c959e0d3524ffac1771dfbba87d2b"
-				       "6b4b4e99e42034a8b803f8b072");
-	sign(&req,
-	     "AWS4-HMAC-SHA256 Credential=" AK "/20130524/us-east-1/s3/"
-	     "aws4_request,SignedHeaders=date;host;x-amz-content-sha256;"
-	     "x-amz-date;x-amz-storage-class,Signature="
-	     "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd",
-	     NULL);
-}
-
-static void get_lifecycle(void **state)
-{
-	/* A parameter without a value is signed as "lifecycle=". */
-	const struct dpt__sigv4_pair q[] = {{"lifecycle", NULL}};
-	const struct dpt__sigv4_pair h[] = {
-		{"host", HOST},
-		{"x-amz-date", DATE},
-		{"x-amz-content-sha256", EMPTY},
-	};
-	const struct dpt__sigv4_request req = {
-		.method = "GET",
-		.path = "/",
-		.query = q,
-		.nquery = 1,
-		.headers = h,
-		.nheaders = 3,
-		.payload_hash = EMPTY,
-	};
-	(void)state;
-	sign(&req,
-	     "AWS4-HMAC-SHA256 Credential=" AK "/20130524/us-east-1/s3/"
-	     "aws4_request,SignedHeaders=host;x-amz-content-sha256;x-amz-date,"
-	     "Signature="
-	     "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543",
-	     "GET\n/\nlifecycle=\nhost:" HOST "\nx-amz-content-sha256:" EMPTY
-	     "\nx-amz-date:" DATE
-	     "\n\nhost;x-amz-content-sha256;x-amz-date\n" EMPTY);
-}
-
-static void list_objects_sorts_query(void **state)
-{
-	/* Given out of order: the canonical query must be sorted, what curl
-	 * 7.88's CURLOPT_AWS_SIGV4 does not do. */
-	const struct dpt__sigv4_pair q[] = {{"prefix", "J"}, {"max-keys", "2"}};
-	const struct dpt__sigv4_pair h[] = {
-		{"host", HOST},
-		{"x-amz-date", DATE},
-		{"x-amz-content-sha256", EMPTY},
-	};
-	const struct dpt__sigv4_request req = {
-		.method = "GET",
-		.path = "/",
-		.query = q,
-		.nquery = 2,
-		.headers = h,
-		.nheaders = 3,
-		.payload_hash = EMPTY,
-	};
-	(void)state;
-	sign(&req,
-	     "AWS4-HMAC-SHA256 Credential=" AK "/20130524/us-east-1/s3/"
-	     "aws4_request,SignedHeaders=host;x-amz-content-sha256;x-amz-date,"
-	     "Signature="
-	     "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7",
-	     "GET\n/\nmax-keys=2&prefix=J\nhost:" HOST
-	     "\nx-amz-content-sha256:" EMPTY "\nx-amz-date:" DATE
-	     "\n\nhost;x-amz-content-sha256;x-amz-date\n" EMPTY);
-}
+#define EXAMPLE(ex)                                                            \
+	{                                                                      \
+		.name = #ex, .test_func = signs_as_documented,                 \
+		.initial_state = &ex                                           \
+	}
 
 static void canonical_details(void **state)
 {
@@ -218,6 +209,8 @@ static void encoding_and_helpers(void **state)
 	dpt__buf_release(&b);
 	dpt__sha256_hex("", 0, hex);
 	assert_string_equal(hex, EMPTY);
+	dpt__sha256_hex("Welcome to Amazon S3.", 21, hex);
+	assert_string_equal(hex, PUT_BODY_HASH);
 	dpt__sigv4_date(1369353600, date); /* Fri, 24 May 2013 00:00:00 GMT */
 	assert_string_equal(date, DATE);
 }
@@ -244,10 +237,10 @@ static void rejects_bad_input(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(get_object),
-		cmocka_unit_test(put_object),
-		cmocka_unit_test(get_lifecycle),
-		cmocka_unit_test(list_objects_sorts_query),
+		EXAMPLE(get_object),
+		EXAMPLE(put_object),
+		EXAMPLE(get_lifecycle),
+		EXAMPLE(list_objects_sorts_query),
 		cmocka_unit_test(canonical_details),
 		cmocka_unit_test(encoding_and_helpers),
 		cmocka_unit_test(rejects_bad_input),
