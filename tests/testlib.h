@@ -11,6 +11,10 @@
  * A hash for test inputs, and the step of the simulated training loops
  * (tests/coord/coord_worker.c, bench/rendezvous.c).
  *
+ * A running job's status, as the coordinator reports it: what the metrics
+ * render (tests/unit/test_metrics.c) and the wire carries
+ * (tests/unit/test_wire.c).
+ *
  * The fake sender of the coordinator's unit tests (tests/unit/recorder.c,
  * linked into tests/unit/test_coord and tests/unit/test_kv): the state
  * machine and the key-value store are given `recorder`, which decodes what
@@ -22,9 +26,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <dptrain/dptrain.h>
+
+#include "wire.h"
 
 /* ------------------------------------------------------------ values */
 
@@ -94,6 +101,29 @@ static inline float float_of_half(uint16_t u)
 
 	memcpy(&h, &u, 2);
 	return (float)h;
+}
+
+/* ------------------------------------------------- a running job */
+
+/* Job 42, restarted twice, 4 members on 2 nodes (all it expects), at step
+ * 130 with step 120 committed, of the run RUN (a URI). */
+static inline struct dpt__msg_status status_running(const char *run)
+{
+	struct dpt__msg_status st = {
+		.state = DPT_STATUS_RUNNING,
+		.job_id = 42,
+		.restarts = 2,
+		.world = 4,
+		.nodes = 2,
+		.expected = 4,
+		.step = 130,
+		.committed = 120,
+		.committed_at = 1700000000000ull,
+		.started_at = 1699999990500ull,
+		.end_time = 1700003600,
+	};
+	snprintf(st.run, sizeof(st.run), "%s", run);
+	return st;
 }
 
 /* ------------------------------------------------- the fake sender */

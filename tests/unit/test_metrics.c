@@ -20,25 +20,9 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "tests/testlib.h"
 
-static struct dpt__msg_status running(void)
-{
-	struct dpt__msg_status st = {
-		.state = DPT_STATUS_RUNNING,
-		.job_id = 42,
-		.restarts = 2,
-		.world = 4,
-		.nodes = 2,
-		.expected = 4,
-		.step = 130,
-		.committed = 120,
-		.committed_at = 1700000000000ull,
-		.started_at = 1699999990500ull,
-		.end_time = 1700003600,
-	};
-	snprintf(st.run, sizeof(st.run), "file:///ckpt/alice/resnet-a");
-	return st;
-}
+#define RUN "file:///ckpt/alice/resnet-a"
 
 static char *render(const struct dpt__metrics *m)
 {
@@ -54,7 +38,7 @@ static char *render(const struct dpt__metrics *m)
 
 static void the_page_has_every_fact(void **state)
 {
-	struct dpt__msg_status st = running();
+	struct dpt__msg_status st = status_running(RUN);
 	struct dpt__metrics m = {
 		.st = &st,
 		.generation = 3,
@@ -137,7 +121,7 @@ static void unknown_facts_are_left_out(void **state)
 /* A buffer too small: an error, never a cut page. */
 static void a_page_too_big_is_an_error(void **state)
 {
-	struct dpt__msg_status st = running();
+	struct dpt__msg_status st = status_running(RUN);
 	struct dpt__metrics m = {.st = &st};
 	struct dpt__buf b;
 	(void)state;

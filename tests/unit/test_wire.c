@@ -13,6 +13,7 @@
 
 #include "client.h"
 #include "wire.h"
+#include "tests/testlib.h"
 
 #define SECRET                                                                 \
 	"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -524,25 +525,11 @@ static void status_messages(void **state)
 	assert_false(dpt__msg_from_worker(DPT_MSG_STATUS_REPLY));
 
 	dpt__msg_init(&in, DPT_MSG_STATUS_REPLY, 7);
-	in.u.status = (struct dpt__msg_status){
-		.state = DPT_STATUS_RUNNING,
-		.flags = DPT_STATUS_STOPPING,
-		.job_id = 42,
-		.restarts = 2,
-		.world = 4,
-		.nodes = 2,
-		.expected = 4,
-		.step = 1300,
-		.committed = 1200,
-		.committed_at = 1712345678901ull,
-		.started_at = 1712345000000ull,
-		.end_time = 1712349999,
-		.generation = 3,
-		.stop_at = 1712349399,
-		.next_save = 1712345900000ull,
-	};
-	snprintf(in.u.status.run, sizeof(in.u.status.run),
-		 "file:///ckpt/runs/a");
+	in.u.status = status_running("file:///ckpt/runs/a");
+	in.u.status.flags = DPT_STATUS_STOPPING;
+	in.u.status.generation = 3;
+	in.u.status.stop_at = 1700003000; /* 10 minutes before the end */
+	in.u.status.next_save = 1700000900000ull;
 	snprintf(in.u.status.hosts, sizeof(in.u.status.hosts), "n1,n2");
 	n = dpt__wire_encode(&in, buf, sizeof(buf));
 	assert_int_equal(n, 16 + 87 + 19 + 5);
