@@ -31,6 +31,24 @@ static int resolve(struct dpt__settings *s, const struct dpt__admin *a,
 	return dpt__settings_resolve(s, a, u, "alice", "42", "job", report);
 }
 
+/* The state of most tests: the site's defaults, a user who set nothing,
+ * and room for what they resolve to. */
+struct job {
+	struct dpt__admin a;
+	struct dpt__user u;
+	struct dpt__settings s;
+};
+
+static int a_job(void **state)
+{
+	static struct job j;
+
+	memset(&j, 0, sizeof(j));
+	dpt__admin_defaults(&j.a);
+	*state = &j;
+	return 0;
+}
+
 static void user_values_are_checked(void **state)
 {
 	struct dpt__user u = {0};
@@ -74,45 +92,41 @@ static void user_values_are_checked(void **state)
 
 static void requeue_keys_bound_the_user(void **state)
 {
-	struct dpt__admin a;
-	struct dpt__user u = {0};
-	struct dpt__settings s;
+	struct job *j = *state;
 	char *cap[] = {"max_requeues=5"};
 	char *never[] = {"allow_requeue=no"};
 	char *both[] = {"allow_requeue=no", "allow_requeue_off=no"};
-	(void)state;
-
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 1, cap, report), 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.max_requeues, 5);
-	assert_int_equal(s.requeue, DPT_REQUEUE_AUTO);
-	assert_int_equal(dpt__user_set(&u, "max-requeues", "2", report), 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.max_requeues, 2);
-	assert_int_equal(dpt__user_set(&u, "max-requeues", "6", report), 0);
-	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
+	assert_int_equal(dpt__admin_load(&j->a, 1, cap, report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.max_requeues, 5);
+	assert_int_equal(j->s.requeue, DPT_REQUEUE_AUTO);
+	assert_int_equal(dpt__user_set(&j->u, "max-requeues", "2", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.max_requeues, 2);
+	assert_int_equal(dpt__user_set(&j->u, "max-requeues", "6", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), DPT_ERANGE);
 	assert_non_null(strstr(last, "at most 5 requeues"));
-	assert_int_equal(dpt__user_set(&u, "max-requeues", "-1", report),
+	assert_int_equal(dpt__user_set(&j->u, "max-requeues", "-1", report),
 			 DPT_EINVAL);
 	assert_non_null(strstr(last, "--dp-max-requeues: '-1'"));
-	u = (struct dpt__user){0};
+	j->u = (struct dpt__user){0};
 
 	/* A site without requeues: off by default, auto refused. */
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 1, never, report), 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.requeue, DPT_REQUEUE_OFF);
-	dpt__user_set(&u, "requeue", "auto", report);
-	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
+	dpt__admin_defaults(&j->a);
+	assert_int_equal(dpt__admin_load(&j->a, 1, never, report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.requeue, DPT_REQUEUE_OFF);
+	dpt__user_set(&j->u, "requeue", "auto", report);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), DPT_ERANGE);
 	assert_non_null(strstr(last, "allow_requeue=no"));
 
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 2, both, report), DPT_ECONFIG);
+	dpt__admin_defaults(&j->a);
+	assert_int_equal(dpt__admin_load(&j->a, 2, both, report), DPT_ECONFIG);
 	assert_non_null(strstr(last, "contradict"));
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_set(&a, "max_requeues", "x", "t", report),
-			 DPT_ECONFIG);
+	dpt__admin_defaults(&j->a);
+	assert_int_equal(
+		dpt__admin_set(&j->a, "max_requeues", "x", "t", report),
+		DPT_ECONFIG);
 	assert_non_null(strstr(last, "max_requeues='x'"));
 }
 
@@ -120,29 +134,24 @@ static void requeue_keys_bound_the_user(void **state)
  * settings that stepd.c exports for --dp-ckpt-every=auto. */
 static void mtbf_reaches_the_settings(void **state)
 {
-	struct dpt__admin a;
-	struct dpt__user u = {0};
-	struct dpt__settings s;
+	struct job *j = *state;
 	char *av[] = {"mtbf=7d", "min_ckpt_interval=2m"};
 	char *bad[] = {"mtbf=0"};
 	char *worse[] = {"mtbf=soon"};
-	(void)state;
+	assert_int_equal(j->a.node_mtbf, 30 * 86400);
+	assert_int_equal(dpt__admin_load(&j->a, 2, av, report), 0);
+	dpt__user_set(&j->u, "train", "r1", report);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.node_mtbf, 7 * 86400);
+	assert_int_equal(j->s.min_ckpt_interval, 120);
+	assert_int_equal(j->s.every.kind, DPT_EVERY_AUTO);
 
-	dpt__admin_defaults(&a);
-	assert_int_equal(a.node_mtbf, 30 * 86400);
-	assert_int_equal(dpt__admin_load(&a, 2, av, report), 0);
-	dpt__user_set(&u, "train", "r1", report);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.node_mtbf, 7 * 86400);
-	assert_int_equal(s.min_ckpt_interval, 120);
-	assert_int_equal(s.every.kind, DPT_EVERY_AUTO);
-
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 1, bad, report), DPT_ECONFIG);
+	dpt__admin_defaults(&j->a);
+	assert_int_equal(dpt__admin_load(&j->a, 1, bad, report), DPT_ECONFIG);
 	assert_non_null(strstr(last, "mtbf='0': expected one node's mean "
 				     "time between failures, a duration"));
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 1, worse, report), DPT_ECONFIG);
+	dpt__admin_defaults(&j->a);
+	assert_int_equal(dpt__admin_load(&j->a, 1, worse, report), DPT_ECONFIG);
 	assert_non_null(strstr(last, "mtbf='soon'"));
 }
 
@@ -171,9 +180,7 @@ static const struct bounded_case {
 
 static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 {
-	struct dpt__admin a;
-	struct dpt__user u = {0};
-	struct dpt__settings s;
+	struct job *j = *state;
 	char *av[] = {"max_keep=5",
 		      "min_grace=2m",
 		      "max_grace=1h",
@@ -182,34 +189,31 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
 		      "ckpt_root=file:///lustre/%u",
 		      "allowed_roots=file:///lustre/%u,s3://ckpt/%u",
 		      "config=/nonexistent/ok-only-if-missing-is-an-error"};
-	(void)state;
-
-	dpt__admin_defaults(&a);
 	/* A named config file that does not exist is an error... */
-	assert_int_equal(dpt__admin_load(&a, 8, av, report), DPT_ECONFIG);
+	assert_int_equal(dpt__admin_load(&j->a, 8, av, report), DPT_ECONFIG);
 	assert_non_null(strstr(last, "cannot read config file"));
 	/* ...the default one may be absent. */
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 7, av, report), 0);
+	dpt__admin_defaults(&j->a);
+	assert_int_equal(dpt__admin_load(&j->a, 7, av, report), 0);
 
-	dpt__user_set(&u, "train", "r1", report);
-	assert_int_equal(resolve(&s, &a, &u), 0);
+	dpt__user_set(&j->u, "train", "r1", report);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
 	/* The root holds the runs: the library opens ckpt_uri/run, so the
 	 * run is not in the URI (it was twice: root/r1/r1). */
-	assert_string_equal(s.ckpt_uri, "file:///lustre/alice");
-	assert_string_equal(s.run, "r1");
-	assert_int_equal(s.max_requeues, 100);
+	assert_string_equal(j->s.ckpt_uri, "file:///lustre/alice");
+	assert_string_equal(j->s.run, "r1");
+	assert_int_equal(j->s.max_requeues, 100);
 
 	for (size_t i = 0; i < sizeof(bounded) / sizeof(*bounded); i++) {
 		const struct bounded_case *c = &bounded[i];
-		struct dpt__user v = u;
+		struct dpt__user v = j->u;
 
 		assert_int_equal(dpt__user_set(&v, c->option, c->value, report),
 				 0);
 		last[0] = '\0';
-		if (resolve(&s, &a, &v) != c->rc ||
+		if (resolve(&j->s, &j->a, &v) != c->rc ||
 		    (c->rc && !strstr(last, c->want)) ||
-		    (!c->rc && strcmp(s.ckpt_uri, c->want)))
+		    (!c->rc && strcmp(j->s.ckpt_uri, c->want)))
 			fail_msg("--dp-%s=%s: '%s', want %d and '%s'",
 				 c->option, c->value, last, c->rc, c->want);
 	}
@@ -219,9 +223,7 @@ static void bounds_are_enforced_with_the_bound_in_the_message(void **state)
  * it is written, and '.' and '..' cannot name a run. */
 static void roots_are_compared_normalised(void **state)
 {
-	struct dpt__admin a;
-	struct dpt__user u = {0};
-	struct dpt__settings s;
+	struct job *j = *state;
 	char *av[] = {"allowed_roots=file:///ckpt/%u,s3://ckpt/%u"};
 	const char *escapes[] = {
 		"file:///ckpt/alice/../bob",
@@ -233,27 +235,24 @@ static void roots_are_compared_normalised(void **state)
 		"s3://ckpt/alice/../bob",
 		"s3://ckpt/alice/%%2e%%2e/bob",
 	};
-	(void)state;
-
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 1, av, report), 0);
-	assert_int_equal(dpt__user_set(&u, "train", "r1", report), 0);
+	assert_int_equal(dpt__admin_load(&j->a, 1, av, report), 0);
+	assert_int_equal(dpt__user_set(&j->u, "train", "r1", report), 0);
 	for (size_t i = 0; i < sizeof(escapes) / sizeof(escapes[0]); i++) {
 		last[0] = '\0';
-		assert_int_equal(dpt__user_set(&u, "ckpt", escapes[i], report),
-				 0);
-		if (resolve(&s, &a, &u) != DPT_EINVAL)
+		assert_int_equal(
+			dpt__user_set(&j->u, "ckpt", escapes[i], report), 0);
+		if (resolve(&j->s, &j->a, &j->u) != DPT_EINVAL)
 			fail_msg("'%s' was accepted", escapes[i]);
 		assert_non_null(strstr(last, "--dp-ckpt="));
 		assert_non_null(strstr(last, "'..' component"));
 	}
 	/* Decoded before the check, never after: "%%252e%%252e" is the
 	 * component "%2e%2e", which the storage does not decode again. */
-	assert_int_equal(dpt__user_set(&u, "ckpt",
+	assert_int_equal(dpt__user_set(&j->u, "ckpt",
 				       "file:///ckpt/alice/%%252e%%252e",
 				       report),
 			 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
 	/* Equivalent spellings of an allowed directory are accepted. */
 	const char *fine[] = {
 		"file:///ckpt//alice/r1/",
@@ -262,32 +261,49 @@ static void roots_are_compared_normalised(void **state)
 		"s3://ckpt/alice/runs",
 	};
 	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
-		assert_int_equal(dpt__user_set(&u, "ckpt", fine[i], report), 0);
-		if (resolve(&s, &a, &u) != 0)
+		assert_int_equal(dpt__user_set(&j->u, "ckpt", fine[i], report),
+				 0);
+		if (resolve(&j->s, &j->a, &j->u) != 0)
 			fail_msg("'%s' was refused: %s", fine[i], last);
 	}
 	/* Another user's directory, spelled normally, stays refused. */
-	assert_int_equal(dpt__user_set(&u, "ckpt", "file:///ckpt/bob", report),
-			 0);
-	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
+	assert_int_equal(
+		dpt__user_set(&j->u, "ckpt", "file:///ckpt/bob", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), DPT_ERANGE);
 
 	/* Run names. */
-	assert_int_equal(dpt__user_set(&u, "train", "..", report), DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&j->u, "train", "..", report),
+			 DPT_EINVAL);
 	assert_non_null(strstr(last, "--dp-train: '..': '.' and '..' name "
 				     "directories, not a run"));
-	assert_int_equal(dpt__user_set(&u, "train", ".", report), DPT_EINVAL);
-	assert_int_equal(dpt__user_set(&u, "train", "%2e%2e", report),
+	assert_int_equal(dpt__user_set(&j->u, "train", ".", report),
+			 DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&j->u, "train", "%2e%2e", report),
 			 DPT_EINVAL);
 	assert_non_null(strstr(last, "no '/', '%'"));
-	assert_int_equal(dpt__user_set(&u, "train", "..r", report), 0);
+	assert_int_equal(dpt__user_set(&j->u, "train", "..r", report), 0);
 	/* A job name becomes the run name without --dp-train=NAME. */
-	assert_int_equal(dpt__user_set(&u, "train", NULL, report), 0);
-	u.ckpt_uri[0] = '\0';
-	assert_int_equal(
-		dpt__settings_resolve(&s, &a, &u, "alice", "42", "..", report),
-		DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&j->u, "train", NULL, report), 0);
+	j->u.ckpt_uri[0] = '\0';
+	assert_int_equal(dpt__settings_resolve(&j->s, &j->a, &j->u, "alice",
+					       "42", "..", report),
+			 DPT_EINVAL);
 	assert_non_null(strstr(last, "the job name '..' cannot name the run"));
 	assert_non_null(strstr(last, "--dp-train=NAME"));
+}
+
+/* The site's defaults loaded with AV (AC arguments, which name the
+ * config file PATH) once TEXT is written to PATH. */
+static int load_with_file(struct dpt__admin *a, const char *path,
+			  const char *text, int ac, char **av)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+
+	assert_true(fd >= 0);
+	dprintf(fd, "%s", text);
+	close(fd);
+	dpt__admin_defaults(a);
+	return dpt__admin_load(a, ac, av, report);
 }
 
 static void admin_file_errors_name_file_and_line(void **state)
@@ -298,28 +314,26 @@ static void admin_file_errors_name_file_and_line(void **state)
 	int fd = mkstemp(path);
 	(void)state;
 	assert_true(fd >= 0);
-	dprintf(fd, "# site config\nkeep = 4\ngrace = soon\n");
 	close(fd);
 	snprintf(arg, sizeof(arg), "config=%s", path);
 	char *av[] = {arg};
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 1, av, report), DPT_ECONFIG);
+	assert_int_equal(
+		load_with_file(&a, path,
+			       "# site config\nkeep = 4\ngrace = soon\n", 1,
+			       av),
+		DPT_ECONFIG);
 	assert_non_null(strstr(last, ":3: grace='soon'"));
 
-	fd = open(path, O_WRONLY | O_TRUNC);
-	dprintf(fd, "keep = 4\nbogus = 1\n");
-	close(fd);
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 1, av, report), DPT_ECONFIG);
+	assert_int_equal(
+		load_with_file(&a, path, "keep = 4\nbogus = 1\n", 1, av),
+		DPT_ECONFIG);
 	assert_non_null(strstr(last, "unknown key 'bogus'"));
 
 	/* Plugstack arguments win over the file. */
-	fd = open(path, O_WRONLY | O_TRUNC);
-	dprintf(fd, "keep = 4\nmax_keep = 9\n");
-	close(fd);
 	char *av2[] = {arg, "keep=2"};
-	dpt__admin_defaults(&a);
-	assert_int_equal(dpt__admin_load(&a, 2, av2, report), 0);
+	assert_int_equal(
+		load_with_file(&a, path, "keep = 4\nmax_keep = 9\n", 2, av2),
+		0);
 	assert_int_equal(a.def_keep, 2);
 	assert_int_equal(a.max_keep, 9);
 	unlink(path);
@@ -329,43 +343,38 @@ static void admin_file_errors_name_file_and_line(void **state)
  * which is none unless the site says otherwise; --dp-torchelastic a flag. */
 static void gpu_bind_and_torchelastic(void **state)
 {
-	struct dpt__admin a;
-	struct dpt__user u = {0};
-	struct dpt__settings s;
-	(void)state;
+	struct job *j = *state;
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.gpu_bind, DPT_GPU_BIND_NONE);
+	assert_string_equal(dpt__gpu_bind_string(j->s.gpu_bind), "none");
+	assert_false(j->s.torchelastic);
 
-	dpt__admin_defaults(&a);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_NONE);
-	assert_string_equal(dpt__gpu_bind_string(s.gpu_bind), "none");
-	assert_false(s.torchelastic);
-
-	assert_int_equal(dpt__admin_set(&a, "gpu_bind", "rank", "f:3", report),
-			 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_RANK);
-	assert_string_equal(dpt__gpu_bind_string(s.gpu_bind), "rank");
 	assert_int_equal(
-		dpt__admin_set(&a, "gpu_bind", "socket", "f:4", report),
+		dpt__admin_set(&j->a, "gpu_bind", "rank", "f:3", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.gpu_bind, DPT_GPU_BIND_RANK);
+	assert_string_equal(dpt__gpu_bind_string(j->s.gpu_bind), "rank");
+	assert_int_equal(
+		dpt__admin_set(&j->a, "gpu_bind", "socket", "f:4", report),
 		DPT_ECONFIG);
 	assert_string_equal(last, "dptrain: f:4: gpu_bind='socket': expected "
 				  "none or rank");
 
 	/* Twice, as Slurm may call the option callback. */
 	for (int i = 0; i < 2; i++) {
-		assert_int_equal(dpt__user_set(&u, "gpu-bind", "none", report),
-				 0);
 		assert_int_equal(
-			dpt__user_set(&u, "torchelastic", NULL, report), 0);
+			dpt__user_set(&j->u, "gpu-bind", "none", report), 0);
+		assert_int_equal(
+			dpt__user_set(&j->u, "torchelastic", NULL, report), 0);
 	}
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.gpu_bind, DPT_GPU_BIND_NONE);
-	assert_true(s.torchelastic);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.gpu_bind, DPT_GPU_BIND_NONE);
+	assert_true(j->s.torchelastic);
 
-	assert_int_equal(dpt__user_set(&u, "gpu-bind", "1", report),
+	assert_int_equal(dpt__user_set(&j->u, "gpu-bind", "1", report),
 			 DPT_EINVAL);
 	assert_non_null(strstr(last, "--dp-gpu-bind: '1': expected none"));
-	assert_int_equal(dpt__user_set(&u, "gpu-bind", NULL, report),
+	assert_int_equal(dpt__user_set(&j->u, "gpu-bind", NULL, report),
 			 DPT_EINVAL);
 	assert_non_null(strstr(last, "--dp-gpu-bind: a value is required"));
 }
@@ -374,39 +383,37 @@ static void gpu_bind_and_torchelastic(void **state)
  * which overrides it either way; alone it means yes. */
 static void private_runs(void **state)
 {
-	struct dpt__admin a;
-	struct dpt__user u = {0};
-	struct dpt__settings s;
-	(void)state;
-
-	dpt__admin_defaults(&a);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_false(s.private_run);
-	assert_int_equal(dpt__admin_set(&a, "private", "yes", "f:2", report),
+	struct job *j = *state;
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_false(j->s.private_run);
+	assert_int_equal(dpt__admin_set(&j->a, "private", "yes", "f:2", report),
 			 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_true(s.private_run);
-	assert_int_equal(dpt__admin_set(&a, "private", "maybe", "f:3", report),
-			 DPT_ECONFIG);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_true(j->s.private_run);
+	assert_int_equal(
+		dpt__admin_set(&j->a, "private", "maybe", "f:3", report),
+		DPT_ECONFIG);
 	assert_string_equal(last, "dptrain: f:3: private='maybe': expected yes "
 				  "or no");
 
 	/* The user's no wins over the site's yes. */
 	for (int i = 0; i < 2; i++)
-		assert_int_equal(dpt__user_set(&u, "private", "no", report), 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_false(s.private_run);
+		assert_int_equal(dpt__user_set(&j->u, "private", "no", report),
+				 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_false(j->s.private_run);
 
 	/* And the user's yes (the bare option) over the site's no. */
-	dpt__admin_defaults(&a);
-	memset(&u, 0, sizeof(u));
+	dpt__admin_defaults(&j->a);
+	memset(&j->u, 0, sizeof(j->u));
 	for (int i = 0; i < 2; i++)
-		assert_int_equal(dpt__user_set(&u, "private", NULL, report), 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_true(s.private_run);
-	assert_int_equal(dpt__user_set(&u, "private", "yes", report), 0);
-	assert_true(u.private_run);
-	assert_int_equal(dpt__user_set(&u, "private", "0700", report),
+		assert_int_equal(dpt__user_set(&j->u, "private", NULL, report),
+				 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_true(j->s.private_run);
+	assert_int_equal(dpt__user_set(&j->u, "private", "yes", report), 0);
+	assert_true(j->u.private_run);
+	assert_int_equal(dpt__user_set(&j->u, "private", "0700", report),
 			 DPT_EINVAL);
 	assert_non_null(
 		strstr(last, "--dp-private: '0700': expected yes or no"));
@@ -415,80 +422,71 @@ static void private_runs(void **state)
 /* --dp-metrics and the site's metrics_port= and allow_user_metrics=. */
 static void metrics_endpoint(void **state)
 {
-	struct dpt__admin a;
-	struct dpt__user u = {0};
-	struct dpt__settings s;
-	(void)state;
-
-	dpt__admin_defaults(&a);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.metrics_port, -1); /* off by default */
+	struct job *j = *state;
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.metrics_port, -1); /* off by default */
 	for (int i = 0; i < 2; i++)
-		assert_int_equal(dpt__user_set(&u, "metrics", "9100", report),
-				 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.metrics_port, 9100);
-	assert_int_equal(dpt__user_set(&u, "metrics", "0", report), 0);
-	assert_int_equal(u.metrics_port, 0);
-	assert_int_equal(dpt__user_set(&u, "metrics", "http", report),
+		assert_int_equal(
+			dpt__user_set(&j->u, "metrics", "9100", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.metrics_port, 9100);
+	assert_int_equal(dpt__user_set(&j->u, "metrics", "0", report), 0);
+	assert_int_equal(j->u.metrics_port, 0);
+	assert_int_equal(dpt__user_set(&j->u, "metrics", "http", report),
 			 DPT_EINVAL);
 	assert_string_equal(last, "dptrain: --dp-metrics: 'http': expected a "
 				  "TCP port from 1024 to 65535, 0 for any free "
 				  "port, or off");
-	assert_int_equal(dpt__user_set(&u, "metrics", "80", report),
+	assert_int_equal(dpt__user_set(&j->u, "metrics", "80", report),
 			 DPT_EINVAL);
-	assert_int_equal(dpt__user_set(&u, "metrics", "65536", report),
+	assert_int_equal(dpt__user_set(&j->u, "metrics", "65536", report),
 			 DPT_EINVAL);
 
 	/* The site's port for every job; a user's off wins. */
-	assert_int_equal(dpt__admin_set(&a, "metrics_port", "0", "f:1", report),
-			 0);
-	memset(&u, 0, sizeof(u));
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.metrics_port, 0);
-	assert_int_equal(dpt__user_set(&u, "metrics", "off", report), 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.metrics_port, -1);
 	assert_int_equal(
-		dpt__admin_set(&a, "metrics_port", "on", "f:2", report),
+		dpt__admin_set(&j->a, "metrics_port", "0", "f:1", report), 0);
+	memset(&j->u, 0, sizeof(j->u));
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.metrics_port, 0);
+	assert_int_equal(dpt__user_set(&j->u, "metrics", "off", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.metrics_port, -1);
+	assert_int_equal(
+		dpt__admin_set(&j->a, "metrics_port", "on", "f:2", report),
 		DPT_ECONFIG);
 	assert_string_equal(last, "dptrain: f:2: metrics_port='on': expected "
 				  "off, 0 (any free port) or a port from 1024 "
 				  "to 65535");
 
 	assert_int_equal(
-		dpt__admin_set(&a, "metrics_port", "80", "f:2", report),
+		dpt__admin_set(&j->a, "metrics_port", "80", "f:2", report),
 		DPT_ECONFIG);
 
 	/* A site that forbids the option refuses it, naming the key. */
-	assert_int_equal(
-		dpt__admin_set(&a, "allow_user_metrics", "no", "f:3", report),
-		0);
-	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
+	assert_int_equal(dpt__admin_set(&j->a, "allow_user_metrics", "no",
+					"f:3", report),
+			 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), DPT_ERANGE);
 	assert_non_null(strstr(last, "--dp-metrics: the site does not let "
 				     "jobs choose their metrics endpoint "
 				     "(allow_user_metrics=no)"));
-	memset(&u, 0, sizeof(u));
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.metrics_port, 0);
+	memset(&j->u, 0, sizeof(j->u));
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.metrics_port, 0);
 }
 
 /* --dp-shapes: checked at srun, bounded by the site, alone or --dp-nodes. */
 static void shapes(void **state)
 {
-	struct dpt__admin a;
-	struct dpt__user u = {0};
-	struct dpt__settings s;
-	(void)state;
-
-	dpt__admin_defaults(&a);
-	assert_int_equal(a.scaling_efficiency, 90);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_string_equal(s.shapes, "");
-	assert_int_equal(dpt__user_set(&u, "shapes", "1x2-4,2x4", report), 0);
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_string_equal(s.shapes, "1x2-4,2x4");
-	assert_int_equal(dpt__user_set(&u, "shapes", "1x8:2", report),
+	struct job *j = *state;
+	assert_int_equal(j->a.scaling_efficiency, 90);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_string_equal(j->s.shapes, "");
+	assert_int_equal(dpt__user_set(&j->u, "shapes", "1x2-4,2x4", report),
+			 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_string_equal(j->s.shapes, "1x2-4,2x4");
+	assert_int_equal(dpt__user_set(&j->u, "shapes", "1x8:2", report),
 			 DPT_EINVAL);
 	assert_string_equal(last, "dptrain: --dp-shapes: '1x8:2': '1x8:2' "
 				  "gives tasks to a GPU shape (one task a "
@@ -496,41 +494,42 @@ static void shapes(void **state)
 				  "each count a number or a range LO-HI, "
 				  "comma-separated (e.g. 1x3-8,2x8 or "
 				  "1-2x0:4)");
-	assert_int_equal(dpt__user_set(&u, "nodes", "1-2", report), 0);
-	assert_int_equal(resolve(&s, &a, &u), DPT_EINVAL);
+	assert_int_equal(dpt__user_set(&j->u, "nodes", "1-2", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), DPT_EINVAL);
 	assert_non_null(strstr(last, "--dp-shapes and --dp-nodes: give one"));
-	u.nodes_min = u.nodes_max = 0;
+	j->u.nodes_min = j->u.nodes_max = 0;
 	assert_int_equal(
-		dpt__admin_set(&a, "allow_shapes", "no", "f:1", report), 0);
-	assert_int_equal(resolve(&s, &a, &u), DPT_ERANGE);
+		dpt__admin_set(&j->a, "allow_shapes", "no", "f:1", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), DPT_ERANGE);
 	assert_string_equal(last, "dptrain: --dp-shapes: the site does not "
 				  "let jobs change their size "
 				  "(allow_shapes=no): leave the option out");
-	assert_int_equal(
-		dpt__admin_set(&a, "scaling_efficiency", "101", "f:2", report),
-		DPT_ECONFIG);
-	assert_int_equal(
-		dpt__admin_set(&a, "scaling_efficiency", "75", "f:2", report),
-		0);
-	memset(&u, 0, sizeof(u));
-	assert_int_equal(resolve(&s, &a, &u), 0);
-	assert_int_equal(s.scaling_efficiency, 75);
+	assert_int_equal(dpt__admin_set(&j->a, "scaling_efficiency", "101",
+					"f:2", report),
+			 DPT_ECONFIG);
+	assert_int_equal(dpt__admin_set(&j->a, "scaling_efficiency", "75",
+					"f:2", report),
+			 0);
+	memset(&j->u, 0, sizeof(j->u));
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.scaling_efficiency, 75);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(user_values_are_checked),
-		cmocka_unit_test(
-			bounds_are_enforced_with_the_bound_in_the_message),
-		cmocka_unit_test(requeue_keys_bound_the_user),
-		cmocka_unit_test(roots_are_compared_normalised),
+		cmocka_unit_test_setup(
+			bounds_are_enforced_with_the_bound_in_the_message,
+			a_job),
+		cmocka_unit_test_setup(requeue_keys_bound_the_user, a_job),
+		cmocka_unit_test_setup(roots_are_compared_normalised, a_job),
 		cmocka_unit_test(admin_file_errors_name_file_and_line),
-		cmocka_unit_test(gpu_bind_and_torchelastic),
-		cmocka_unit_test(mtbf_reaches_the_settings),
-		cmocka_unit_test(private_runs),
-		cmocka_unit_test(metrics_endpoint),
-		cmocka_unit_test(shapes),
+		cmocka_unit_test_setup(gpu_bind_and_torchelastic, a_job),
+		cmocka_unit_test_setup(mtbf_reaches_the_settings, a_job),
+		cmocka_unit_test_setup(private_runs, a_job),
+		cmocka_unit_test_setup(metrics_endpoint, a_job),
+		cmocka_unit_test_setup(shapes, a_job),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
