@@ -63,7 +63,8 @@ enum dpt__event_kind {
 	X(COMMITTED, "committed", STEP)                                       \
 	X(SCALARS, "scalars", SCALARS)                                        \
 	X(TOTAL_STEPS, "total_steps", STEP)                                   \
-	X(STATUS, "status", I64)
+	X(STATUS, "status", I64)                                              \
+	X(SHAPE, "shape", STR)
 
 /* The fields every line starts with, in order. */
 #define DPT_EVENT_COMMON(F) F(TIME) F(EVENT) F(JOB) F(RESTARTS)
@@ -90,7 +91,8 @@ enum dpt__event_kind {
 	X(FAILURE, "failure", F(REASON))                                      \
 	X(END, "end", F(STATUS))                                              \
 	X(LOG, "log", F(STEP) F(SCALARS))                                     \
-	X(TOTAL_STEPS, "total_steps", F(TOTAL_STEPS))
+	X(TOTAL_STEPS, "total_steps", F(TOTAL_STEPS))                         \
+	X(SHAPE, "shape", F(REASON) F(SHAPE) F(WORLD) F(WHY))
 /* clang-format on */
 
 enum dpt__event_field {

@@ -156,3 +156,12 @@ const char *dpt__shape_format(const struct dpt__shape *s, char *buf,
 		 s->nodes == 1 ? "" : "s", per, what, per == 1 ? "" : "s");
 	return buf;
 }
+
+const char *dpt__shape_spec(const struct dpt__shape *s, char *buf, size_t size)
+{
+	if (s->gpus)
+		snprintf(buf, size, "%ldx%ld", s->nodes, s->gpus);
+	else
+		snprintf(buf, size, "%ldx0:%ld", s->nodes, s->tasks);
+	return buf;
+}

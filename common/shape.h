@@ -70,4 +70,7 @@ int dpt__shapes_expand(const struct dpt__shapes *list, long global_batch,
 const char *dpt__shape_format(const struct dpt__shape *s, char *buf,
 			      size_t size);
 
+/* S as --dp-shapes writes it, "2x8" or "2x0:4", into BUF; returns BUF. */
+const char *dpt__shape_spec(const struct dpt__shape *s, char *buf, size_t size);
+
 #endif

@@ -173,6 +173,7 @@ struct dpt__coord_note {
 	int64_t end_time;		    /* start: Unix s, 0: none */
 	int status;			    /* end: the exit status */
 	const struct dpt__scalars *scalars; /* log: the record */
+	const char *shape;		    /* shape: NODESxGPUS[:TASKS] */
 };
 typedef void dpt__coord_reporter(void *arg, const struct dpt__coord_note *n);
 void dpt__coord_set_reporter(struct dpt__coord *c, dpt__coord_reporter *fn,

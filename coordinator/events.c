@@ -131,6 +131,9 @@ static void value_of(void *arg, enum dpt__event e, enum dpt__event_field f,
 	case DPT_EVF_STATUS:
 		v->i = n->status;
 		break;
+	case DPT_EVF_SHAPE:
+		v->s = n->shape;
+		break;
 	}
 }
 

@@ -15,6 +15,7 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/requeue.c coordinator/requeue.h \
 	coordinator/shape_choice.c coordinator/shape_choice.h \
 	coordinator/shape_slurm.c coordinator/shape_slurm.h \
+	coordinator/shape_grow.c \
 	coordinator/shape_requeue.c coordinator/shape_requeue.h \
 	tool/event_line.c tool/run_rates.c tool/run_events.c \
 	coordinator/events.c coordinator/events.h \

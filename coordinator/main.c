@@ -102,6 +102,8 @@ static int run_step(struct dpt__service *s)
 		rc = dpt__loop_add(&l, dpt__parent_source(s));
 	if (!rc && s->walltime)
 		rc = dpt__loop_add(&l, dpt__walltime_source(s));
+	if (!rc && s->grow)
+		rc = dpt__loop_add(&l, dpt__grow_source(s));
 	if (!rc)
 		rc = dpt__loop_add(&l, tick);
 	if (!rc && s->metrics)
@@ -190,6 +192,30 @@ static void end_outliving_tasks(struct dpt__service *s)
 	dpt__walltime_kill_step((uint32_t)o->job_id, (uint32_t)o->step_id);
 }
 
+/* The `shape` event of a requeue with --shapes: what it gave the job. */
+static void note_shape(struct dpt__service *s)
+{
+	const struct dpt__shape_plan *p = &s->shape;
+	char spec[32];
+
+	dpt__coord_note(
+		s->coord,
+		&(struct dpt__coord_note){
+			.event = DPT_EV_SHAPE,
+			.reason = !p->chosen   ? "refused"
+				  : s->growing ? "grow"
+				  : p->changed ? "changed"
+					       : "kept",
+			.shape = p->chosen ? dpt__shape_spec(&p->shape, spec,
+							     sizeof(spec))
+					   : NULL,
+			.world = p->chosen
+					 ? (uint32_t)dpt__shape_world(&p->shape)
+					 : 0,
+			.why = p->msg,
+		});
+}
+
 /* A stopped step that ended cleanly goes back to the queue: its program
  * committed a checkpoint before it left. */
 static void requeue(struct dpt__service *s)
@@ -204,6 +230,8 @@ static void requeue(struct dpt__service *s)
 		.shapes = &o->shapes,
 		.efficiency = (double)o->scaling_efficiency / 100.0,
 		.grace = o->grace,
+		.max_shape_changes = o->max_shape_changes,
+		.shape = &s->shape,
 	};
 	enum dpt__requeue_verdict v;
 	char why[DPT_WALLTIME_MSG_MAX];
@@ -226,6 +254,8 @@ static void requeue(struct dpt__service *s)
 				.why = why,
 				.step = dpt__coord_committed(s->coord),
 			});
+	if (o->shapes.n && !rq && v != DPT_RQ_CAPPED)
+		note_shape(s);
 }
 
 /* After the loop: tasks that outlive a step given up, the requeue, the
@@ -304,6 +334,10 @@ static int start_coord(struct dpt__service *s)
 	    dpt__walltime_start(&s->walltime, (uint32_t)o->job_id,
 				(time_t)o->end_time, o->grace) != 0)
 		return DPT_ESYS;
+	if (dpt__grow_start(s) != 0) {
+		dpt__error("out of memory");
+		return DPT_ENOMEM;
+	}
 	dpt__coord_set_job(s->coord, (uint32_t)o->job_id,
 			   (uint32_t)o->restart_count, s->started_ms);
 	s->rep = (struct dpt__reporter){
@@ -387,6 +421,7 @@ static void stop(struct dpt__service *s)
 	if (s->coord)
 		dpt__coord_set_reporter(s->coord, NULL, NULL);
 	dpt__events_destroy(&s->rep.events);
+	dpt__grow_free(s);
 	dpt__walltime_free(&s->walltime);
 	dpt__coord_destroy(&s->coord);
 	if (s->mon)

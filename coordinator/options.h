@@ -35,6 +35,10 @@ struct options {
 	long nodes_max;	   /* 0: none */
 	struct dpt__shapes shapes; /* --shapes; n 0: none */
 	long scaling_efficiency;   /* percent */
+	long grow_check;	   /* seconds; 0: never */
+	long grow_margin;	   /* restarts */
+	long min_shape_interval;   /* seconds */
+	long max_shape_changes;	   /* a run's most */
 	long restart_count;	   /* the job's requeues so far */
 	long ckpt_every;	   /* seconds; 0: no periodic SAVE */
 	long metrics_port;	   /* --metrics: -1 off, 0 any free port */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "shape.h"
+#include "shape_requeue.h"
 
 /* What is known when the step has stopped cleanly. */
 struct dpt__requeue_facts {
@@ -27,6 +28,10 @@ struct dpt__requeue_facts {
 	double efficiency;
 	long grace;
 	const char *run_uri;
+	long max_shape_changes;
+	/* In: a grow's shape, chosen while the step ran (chosen false:
+	 * choose at the stop); out: what the requeue gave the job. */
+	struct dpt__shape_plan *shape;
 };
 
 enum dpt__requeue_verdict {

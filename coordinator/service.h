@@ -16,6 +16,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "options.h"
+#include "shape_requeue.h"
 #include "walltime.h"
 #include "wire.h"
 #include "zap.h"
@@ -51,9 +52,14 @@ struct dpt__service {
 	int exit_code;			 /* the process's, once the loop ends */
 	int64_t linger_until;		 /* monotonic ms */
 	bool backlog;	  /* the router left messages unread this turn */
-	bool stopped;	  /* the end time's stop was asked */
+	bool stopped;	  /* the end time's (or a grow's) stop was asked */
 	bool lingering;	  /* waiting for the tasks' exit reports */
 	bool linger_over; /* a signal, srun's exit or the time ended it */
+	/* --shapes: the grow check (NULL: none); whether the stop is its
+	 * grow to SHAPE; a grow's shape, then what the requeue gave. */
+	struct dpt__grow *grow;
+	bool growing;
+	struct dpt__shape_plan shape;
 };
 
 /* router.c: the CURVE ROUTER, its monitor and the endpoint. */
@@ -73,6 +79,12 @@ struct dpt__loop_source dpt__parent_source(struct dpt__service *s);
 
 /* walltime.c: the job's end time, checked every second. */
 struct dpt__loop_source dpt__walltime_source(struct dpt__service *s);
+
+/* shape_grow.c: with --shapes, the grow check while the step runs; none
+ * (S->grow NULL) without --shapes, --grow-check or a job. */
+int dpt__grow_start(struct dpt__service *s);
+void dpt__grow_free(struct dpt__service *s);
+struct dpt__loop_source dpt__grow_source(struct dpt__service *s);
 
 /* status_file.c: JOB.live while the step runs, JOB.run after it. */
 void dpt__status_file_write(struct dpt__service *s);

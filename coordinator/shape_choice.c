@@ -103,8 +103,29 @@ int dpt__shape_choose(const struct dpt__shape_facts *f,
 	return best;
 }
 
-/* Whether shape I is a grow from the current one: larger, and ends sooner
- * by more than the margin (without work: starts now and trains faster). */
+/* "now" if IN_S is within NOW_S, else "about HH:MM" local time, with the
+ * day's name ("about Sun 00:01") on another day than NOW's. */
+static const char *when(time_t now, double in_s, char *buf, size_t size)
+{
+	time_t t = now + (time_t)in_s;
+	struct tm tm, today;
+
+	if (in_s <= NOW_S)
+		return "now";
+	localtime_r(&now, &today);
+	localtime_r(&t, &tm);
+	strftime(buf, size,
+		 tm.tm_yday == today.tm_yday && tm.tm_year == today.tm_year
+			 ? "about %H:%M"
+			 : "about %a %H:%M",
+		 &tm);
+	return buf;
+}
+
+/* Whether shape I is a grow from the current one: larger, starts now (a
+ * later start is a prediction that may not hold, and a job requeued for
+ * it would wait: doc/shapes.md, "Growing back"), and ends sooner by more
+ * than the margin (without work: trains faster). */
 static bool grows(const struct dpt__shape_facts *f,
 		  const struct dpt__grow_bounds *b,
 		  const struct dpt__shape_estimate *est, int i)
@@ -113,12 +134,46 @@ static bool grows(const struct dpt__shape_facts *f,
 
 	if (dpt__shape_world(&f->shapes[i]) <=
 		    dpt__shape_world(&f->shapes[f->current]) ||
-	    !usable(f, &est[i]))
+	    !usable(f, &est[i]) || est[i].starts > NOW_S)
 		return false;
 	if (f->work < 0)
-		return est[i].starts <= NOW_S && est[i].rate > c->rate;
+		return est[i].rate > c->rate;
 	return c->finish >= 0 &&
 	       est[i].finish + b->margin * restart_s(f) < c->finish;
+}
+
+/* Why no shape grows: said of the largest shape larger than the
+ * current one. */
+static void no_grow(const struct dpt__shape_facts *f,
+		    const struct dpt__shape_estimate *est, char *why,
+		    size_t size)
+{
+	long world = dpt__shape_world(&f->shapes[f->current]);
+	char name[64], t[32];
+	int l = -1;
+
+	for (int i = 0; i < f->n; i++)
+		if (dpt__shape_world(&f->shapes[i]) > world &&
+		    (l < 0 || dpt__shape_world(&f->shapes[i]) >
+				      dpt__shape_world(&f->shapes[l])))
+			l = i;
+	if (l < 0) {
+		snprintf(why, size, "it runs at its largest shape");
+		return;
+	}
+	dpt__shape_format(&f->shapes[l], name, sizeof(name));
+	if (!usable(f, &est[l]))
+		snprintf(why, size, "%s has no start estimate or rate", name);
+	else if (est[l].starts > NOW_S)
+		snprintf(why, size, "%s would start %s", name,
+			 when(time(NULL), est[l].starts, t, sizeof(t)));
+	else if (f->work < 0)
+		snprintf(why, size, "%s starts now but trains no faster", name);
+	else
+		snprintf(why, size,
+			 "%s starts now but ends sooner by less than the "
+			 "margin",
+			 name);
 }
 
 int dpt__shape_grow(const struct dpt__shape_facts *f,
@@ -151,29 +206,8 @@ int dpt__shape_grow(const struct dpt__shape_facts *f,
 		    (best < 0 || better(f, est, i, best)))
 			best = i;
 	if (best < 0)
-		snprintf(why, size, "no larger shape %s",
-			 f->work < 0 ? "starts now and trains faster"
-				     : "ends sooner by more than the margin");
+		no_grow(f, est, why, size);
 	return best;
-}
-
-/* "now" if IN_S is within NOW_S, else "about HH:MM" local time, with the
- * day's name ("about Sun 00:01") on another day than NOW's. */
-static const char *when(time_t now, double in_s, char *buf, size_t size)
-{
-	time_t t = now + (time_t)in_s;
-	struct tm tm, today;
-
-	if (in_s <= NOW_S)
-		return "now";
-	localtime_r(&now, &today);
-	localtime_r(&t, &tm);
-	strftime(buf, size,
-		 tm.tm_yday == today.tm_yday && tm.tm_year == today.tm_year
-			 ? "about %H:%M"
-			 : "about %a %H:%M",
-		 &tm);
-	return buf;
 }
 
 void dpt__shape_verdict(const struct dpt__shape_facts *f,
@@ -211,4 +245,26 @@ void dpt__shape_verdict(const struct dpt__shape_facts *f,
 	snprintf(msg + len, size - (size_t)len, "; %s would start %s",
 		 dpt__shape_format(&f->shapes[alt], other, sizeof(other)),
 		 when(now, est[alt].starts, t3, sizeof(t3)));
+}
+
+void dpt__shape_grow_verdict(const struct dpt__shape_facts *f,
+			     const struct dpt__shape_estimate *est, int to,
+			     time_t now, char *msg, size_t size)
+{
+	const struct dpt__shape_estimate *c = &est[f->current];
+	char shape[64], here[64], t1[32], t2[32];
+
+	dpt__shape_format(&f->shapes[to], shape, sizeof(shape));
+	dpt__shape_format(&f->shapes[f->current], here, sizeof(here));
+	if (f->work < 0)
+		snprintf(msg, size,
+			 "growing to %s: it can start now and trains at %.3g "
+			 "steps/s (%s: %.3g)",
+			 shape, est[to].rate, here, c->rate);
+	else
+		snprintf(msg, size,
+			 "growing to %s: it can start now and ends %s; %s "
+			 "would end %s",
+			 shape, when(now, est[to].finish, t1, sizeof(t1)), here,
+			 when(now, c->finish, t2, sizeof(t2)));
 }

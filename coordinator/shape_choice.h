@@ -92,4 +92,13 @@ void dpt__shape_verdict(const struct dpt__shape_facts *f,
 			const struct dpt__shape_estimate *est, int chosen,
 			time_t now, char *msg, size_t size);
 
+/*
+ * dpt__shape_grow_verdict - the sentence of a grow to TO that
+ * dpt__shape_grow chose: "growing to 2 nodes x 8 GPUs: it can start now
+ * and ends about 14:20; 1 node x 8 GPUs would end about 18:00".
+ */
+void dpt__shape_grow_verdict(const struct dpt__shape_facts *f,
+			     const struct dpt__shape_estimate *est, int to,
+			     time_t now, char *msg, size_t size);
+
 #endif

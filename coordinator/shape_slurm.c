@@ -74,7 +74,8 @@ static void request(job_desc_msg_t *desc, const slurm_job_info_t *j,
 	}
 }
 
-int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s, time_t now,
+int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s,
+			enum dpt__shape_where where, time_t now,
 			double *start_in, char *why, size_t size)
 {
 	job_info_msg_t *jobs = NULL;
@@ -96,6 +97,10 @@ int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s, time_t now,
 	desc.cpus_per_task = j->cpus_per_task;
 	request(&desc, j, s, gpus, sizeof(gpus));
 	desc.ntasks_per_node = (uint16_t)(s->gpus ? s->gpus : s->tasks);
+	if (where == DPT_SHAPE_ITS_NODES)
+		desc.req_nodes = j->nodes;
+	else if (where == DPT_SHAPE_OTHER_NODES)
+		desc.exc_nodes = j->nodes;
 	rc = slurm_job_will_run2(&desc, &resp);
 	if (rc != SLURM_SUCCESS || !resp) {
 		snprintf(why, size, "Slurm has no start for it: %s",

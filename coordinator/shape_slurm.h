@@ -13,14 +13,24 @@
 
 #include "shape.h"
 
+/* Where a will-run query may place the shape: anywhere the job may run,
+ * or, for a running job's extra size (doc/shapes.md, "Growing back"),
+ * only on its own nodes or only on the others. */
+enum dpt__shape_where {
+	DPT_SHAPE_ANYWHERE,
+	DPT_SHAPE_ITS_NODES,
+	DPT_SHAPE_OTHER_NODES,
+};
+
 /*
  * dpt__shape_will_run - when Slurm would start job JOB_ID's request at
  * shape S (its partition, account, QOS and time limit kept; the nodes,
- * tasks and GPUs of S), in seconds from NOW (0 when it could start now):
- * slurm_job_will_run2. Returns 0, or -1 with the reason in WHY (SIZE
- * bytes): the job is unknown, or Slurm refused the shape.
+ * tasks and GPUs of S) placed WHERE, in seconds from NOW (0 when it could
+ * start now): slurm_job_will_run2. Returns 0, or -1 with the reason in
+ * WHY (SIZE bytes): the job is unknown, or Slurm refused the shape.
  */
-int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s, time_t now,
+int dpt__shape_will_run(uint32_t job_id, const struct dpt__shape *s,
+			enum dpt__shape_where where, time_t now,
 			double *start_in, char *why, size_t size);
 
 /*

@@ -349,7 +349,7 @@ static void give_range_back(const struct dpt__requeue_facts *f)
 }
 
 /* The shape of --shapes that ends first (doc/shapes.md), chosen while
- * the job still runs. */
+ * the job still runs, unless a grow chose it already. */
 static void plan_shape(const struct dpt__requeue_facts *f,
 		       struct dpt__shape_plan *p)
 {
@@ -360,8 +360,11 @@ static void plan_shape(const struct dpt__requeue_facts *f,
 		.grace = f->grace,
 		.run_uri = f->run_uri,
 		.committed = -1,
+		.max_changes = f->max_shape_changes,
 	};
 
+	if (p->chosen)
+		return;
 	if (f->committed)
 		sscanf(f->committed, "%ld", &in.committed);
 	(void)dpt__shape_plan(&in, p);
@@ -372,8 +375,8 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 			  size_t size)
 {
 	enum dpt__requeue_verdict v = dpt__requeue_decide(f, why, size);
-	struct dpt__shape_plan shape = {0};
-	bool shapes = f->shapes && f->shapes->n && v != DPT_RQ_CAPPED;
+	struct dpt__shape_plan *shape = f->shape;
+	bool shapes = f->shapes && f->shapes->n && shape && v != DPT_RQ_CAPPED;
 	int rc;
 
 	*verdict = v;
@@ -387,7 +390,7 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 	if (v == DPT_RQ_CAPPED)
 		return 0;
 	if (shapes)
-		plan_shape(f, &shape);
+		plan_shape(f, shape);
 	rc = slurm_requeue(f->job_id, v == DPT_RQ_HOLD ? JOB_REQUEUE_HOLD : 0);
 	if (rc != 0) {
 		dpt__error("cannot requeue job %u: %s; its checkpoint is "
@@ -400,8 +403,8 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 		return 0;
 	}
 	/* Chosen or not, the sentence says what the job waits for. */
-	(void)dpt__shape_apply(f->job_id, &shape);
-	dpt__warn("job %u %s", f->job_id, shape.msg);
+	(void)dpt__shape_apply(f->job_id, shape);
+	dpt__warn("job %u %s", f->job_id, shape->msg);
 	return 0;
 }
 

@@ -70,6 +70,8 @@ struct dpt__admin {
 	bool allow_user_metrics;
 	bool allow_shapes;	 /* whether --dp-shapes is taken */
 	long scaling_efficiency; /* percent, for the sizes never run */
+	/* The bounds of a run's changes of size (doc/shapes.md). */
+	long grow_check, grow_margin, min_shape_interval, max_shape_changes;
 };
 
 /* What the user asked for; *_set says the option was given. */
@@ -107,6 +109,9 @@ struct dpt__settings {
 	/* --dp-shapes: the sizes a requeue chooses from; "": none. */
 	char shapes[256];
 	long scaling_efficiency; /* the site's, percent */
+	/* The site's bounds of a run's changes of size, for the coordinator
+	 * (seconds, restarts, seconds, a count). */
+	long grow_check, grow_margin, min_shape_interval, max_shape_changes;
 	/* The site's, for --dp-ckpt-every=auto: one node's MTBF and the
 	 * shortest interval, in seconds (stepd.c exports them). */
 	long node_mtbf, min_ckpt_interval;

@@ -23,6 +23,7 @@ EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 LONG_TESTS = \
 	tests/faults/short.sh \
 	tests/spank/shapes.sh \
+	tests/spank/grow.sh \
 	tests/python/preempt.sh \
 	tests/python/torch2/preempt.sh \
 	tests/python/lightning_stop.sh \

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -9,6 +10,7 @@
 void dpt__run_rates_init(struct dpt__run_rates *r)
 {
 	memset(r, 0, sizeof(*r));
+	r->step = -1;
 }
 
 /* Add the segment's steps and seconds to its world's, into R's table. */
@@ -49,6 +51,8 @@ static void progress(struct dpt__run_rates *r, int64_t step, double t)
 		r->restart_s = (r->t_down - r->t_stop) + (t - r->t_start);
 		r->t_stop = r->t_start = 0;
 	}
+	if (step > r->step)
+		r->step = step;
 	if (r->world <= 0 || step < 0)
 		return;
 	if (!r->has_point) {
@@ -62,10 +66,28 @@ static void progress(struct dpt__run_rates *r, int64_t step, double t)
 	}
 }
 
+/* A `shape` line: a change of size counts when the request changed. */
+static void shape_line(struct dpt__run_rates *r,
+		       const struct dpt__event_line *l, double t)
+{
+	const char *reason = dpt__event_str(l, DPT_EVF_REASON);
+	const char *why = dpt__event_str(l, DPT_EVF_WHY);
+
+	if (reason && (!strcmp(reason, "changed") || !strcmp(reason, "grow"))) {
+		r->shape_changes++;
+		r->t_shape_change = t;
+	}
+	if (why)
+		snprintf(r->shape_why, sizeof(r->shape_why), "%s", why);
+}
+
 void dpt__run_rates_add(struct dpt__run_rates *r,
 			const struct dpt__event_line *l)
 {
 	double t = dpt__event_num(l, DPT_EVF_TIME, r->t_line);
+
+	if (r->t_first_line <= 0)
+		r->t_first_line = t;
 
 	switch (l->event) {
 	case DPT_EV_START:
@@ -91,6 +113,12 @@ void dpt__run_rates_add(struct dpt__run_rates *r,
 	case DPT_EV_TOTAL_STEPS:
 		r->total_steps = (uint64_t)dpt__event_num(
 			l, DPT_EVF_TOTAL_STEPS, (double)r->total_steps);
+		break;
+	case DPT_EV_RESUME: /* what was reached after it is done again */
+		r->step = (int64_t)dpt__event_num(l, DPT_EVF_STEP, -1);
+		break;
+	case DPT_EV_SHAPE:
+		shape_line(r, l, t);
 		break;
 	case DPT_EV_GENERATION_END:
 	case DPT_EV_FAILURE:
@@ -137,6 +165,9 @@ void dpt__run_rates_show(FILE *f, json_t *o, const struct dpt__run_rates *r)
 		json_object_set_new(o, "restart_s",
 				    r->restart_s > 0 ? json_real(r->restart_s)
 						     : json_null());
+		json_object_set_new(o, "shape",
+				    r->shape_why[0] ? json_string(r->shape_why)
+						    : json_null());
 		return;
 	}
 	for (int i = 0; i < n; i++)
@@ -145,4 +176,6 @@ void dpt__run_rates_show(FILE *f, json_t *o, const struct dpt__run_rates *r)
 	if (r->restart_s > 0)
 		fprintf(f, "  restart    %.0f s (the last one measured)\n",
 			r->restart_s);
+	if (r->shape_why[0])
+		fprintf(f, "  shape      %s\n", r->shape_why);
 }

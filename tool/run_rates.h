@@ -42,7 +42,14 @@ struct dpt__run_rates {
 	/* The restart being measured: its stop, its coordinator's last line,
 	 * the next start; 0: not yet. */
 	double t_stop, t_down, t_start;
-	double t_line; /* the last line's time */
+	double t_line;	     /* the last line's time */
+	double t_first_line; /* the run's first line's; 0: none yet */
+	int64_t step;	     /* the newest step reached; -1: none */
+	/* The run's changes of size (`shape` lines that changed it), the
+	 * time of the last (0: none), and the last sentence said. */
+	long shape_changes;
+	double t_shape_change;
+	char shape_why[256];
 };
 
 void dpt__run_rates_init(struct dpt__run_rates *r);
@@ -55,8 +62,9 @@ int dpt__run_rates_get(const struct dpt__run_rates *r, struct dpt__rate *out,
 		       int max);
 
 /* What `dptrain status` shows of R: into O (keys "rates", a list of
- * {"world", "steps_per_s"}, and "restart_s", null when unmeasured) when O
- * is set, else as lines to F (none when nothing was measured). */
+ * {"world", "steps_per_s"}, "restart_s", null when unmeasured, and
+ * "shape", the last size verdict or null) when O is set, else as lines to
+ * F (none when nothing was measured or said). */
 void dpt__run_rates_show(FILE *f, json_t *o, const struct dpt__run_rates *r);
 
 #endif

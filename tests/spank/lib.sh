@@ -22,6 +22,22 @@ conf_cluster_up() {
 		DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
 }
 
+# check_resumed_as ID OUT NODES WORLD STEPS: two checks of job ID (OUT its
+# output, of a batch script that says "run start restart=R nodes=N
+# gpus=G" and runs tests/ckpt/train_loop on 2 GPUs a node): requeued once,
+# it ran again on NODES nodes, whose WORLD ranks resumed the checkpoint
+# exactly, and finished at step STEPS.
+check_resumed_as() {
+	local id=$1 out=$2 nodes=$3 world=$4 steps=$5 ranks="[0-$(($4 - 1))]"
+	[[ "$(job_state "$id")" =~ JobState=COMPLETED.*Restarts=1 ]] &&
+		grep -q "^run start restart=1 nodes=$nodes gpus=2$" <<<"$out" &&
+		[ "$(grep -c "^resumed step=[0-9]* rank=$ranks world=$world restart=1 exact$" <<<"$out")" = "$world" ]
+	ok $? "it ran again on $nodes node(s), whose $world ranks resumed the checkpoint exactly" ||
+		diag "$(job_state "$id")" "$out"
+	[ "$(grep -c "^finished step=$steps rank=$ranks committed$" <<<"$out")" = "$world" ]
+	ok $? "and finished at step $steps" || diag "$out"
+}
+
 # walltime_setup NAME: as root, the training loop of tests/ckpt in $train,
 # a 2-node test cluster of 4 CPUs per node, and a work directory $work
 # (/tmp/dptrain-NAME.*, readable by the job's tasks, removed at the end).

@@ -21,7 +21,9 @@ SPANK_TESTS = \
 	tests/spank/shared_root.sh \
 	tests/spank/secret.sh
 TESTS += $(SPANK_TESTS)
-# tests/spank/shapes.sh (4 minutes, two one-minute jobs requeued) runs
-# among the LONG_TESTS (tests/local.mk).
-EXTRA_DIST += $(SPANK_TESTS) tests/spank/shapes.sh tests/spank/lib.sh \
+# tests/spank/shapes.sh (4 minutes, two one-minute jobs requeued) and
+# grow.sh (3 minutes, a job that grows) run among the LONG_TESTS
+# (tests/local.mk).
+EXTRA_DIST += $(SPANK_TESTS) tests/spank/shapes.sh tests/spank/grow.sh \
+	tests/spank/lib.sh \
 	tests/spank/ddp.py

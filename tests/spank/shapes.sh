@@ -18,7 +18,7 @@ require_root
 require_built train tests/ckpt/train_loop
 cluster_up NODES=2 CPUS=4 GPUS=2
 work_dir shapes
-plan 10
+plan 11
 
 # submit NAME: a one-minute job of 2 nodes x 2 GPUs that stops 20 s in
 # (grace 40 s), logs its step every 5 steps and declares 300 steps. As
@@ -53,16 +53,10 @@ grep -q "2 nodes x 2 GPUs left out: Slurm has no start for it: " <<<"$out" &&
 	grep -q "job $id requeued as 1 node x 2 GPUs: starts now, ends about [A-Za-z0-9: ]*$" <<<"$out"
 ok $? "the coordinator requeued it as 1 node x 2 GPUs, 2 x 2 having no start" ||
 	diag "$out"
-[[ "$(job_state "$id")" =~ JobState=COMPLETED.*Restarts=1 ]] &&
-	grep -q '^run start restart=1 nodes=1 gpus=2$' <<<"$out" &&
-	[ "$(grep -c '^resumed step=[0-9]* rank=[01] world=2 restart=1 exact$' <<<"$out")" = 2 ]
-ok $? "it ran again as 2 tasks, which resumed the 4 ranks' checkpoint exactly" ||
-	diag "$(job_state "$id")" "$out"
-[ "$(grep -c '^finished step=300 rank=[01] committed$' <<<"$out")" = 2 ]
-ok $? "and finished at step 300 on one node" || diag "$out"
+check_resumed_as "$id" "$out" 1 2 300
 scontrol_t delete reservationname=maint >/dev/null
 
-# 7-10. Nothing waits: 1 x 4 starts at once and ends first.
+# 7-11. Nothing waits: 1 x 4 starts at once and ends first.
 id=$(submit large)
 [ -n "$id" ]
 ok $? "the same job again, alone on the node: job $id" || bail_out "sbatch failed"
@@ -71,7 +65,4 @@ ok $? "it ends within 4 minutes" || diag "$(job_state "$id")" "$(cat "$work/larg
 out=$(cat "$work/large.out")
 grep -q "job $id requeued as 2 nodes x 2 GPUs: starts now, ends about [A-Za-z0-9: ]*; 1 node x 2 GPUs would start now" <<<"$out"
 ok $? "the coordinator kept 2 nodes x 2 GPUs, which trains faster" || diag "$out"
-[[ "$(job_state "$id")" =~ JobState=COMPLETED.*Restarts=1 ]] &&
-	grep -q '^run start restart=1 nodes=2 gpus=2$' <<<"$out" &&
-	[ "$(grep -c '^finished step=300 rank=[0-3] committed$' <<<"$out")" = 4 ]
-ok $? "it ran again as 4 tasks and finished at step 300" || diag "$(job_state "$id")" "$out"
+check_resumed_as "$id" "$out" 2 4 300

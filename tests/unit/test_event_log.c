@@ -59,11 +59,12 @@ static void sample(struct dpt__coord_note *n, struct dpt__scalars *sc,
 		.end_time = 1700003600,
 		.status = 3,
 		.scalars = sc,
+		.shape = "2x8",
 	};
 	if (nulls) {
 		n->rank = DPT_WIRE_NO_RANK;
 		n->task = DPT_WIRE_NO_TASK;
-		n->host = n->backend = n->reason = n->why = NULL;
+		n->host = n->backend = n->reason = n->why = n->shape = NULL;
 		n->step = DPT_STATUS_NO_STEP;
 		n->seconds = 0;
 		n->end_time = 0;
@@ -130,6 +131,11 @@ static const char *const full_lines[DPT_EV_COUNT] = {
 	[DPT_EV_TOTAL_STEPS] =
 		"{\"time\":1700000000.123,\"event\":\"total_steps\","
 		"\"job\":4242,\"restarts\":3,\"total_steps\":1200}\n",
+	[DPT_EV_SHAPE] =
+		"{\"time\":1700000000.123,\"event\":\"shape\","
+		"\"job\":4242,\"restarts\":3,\"reason\":\"peer_lost\","
+		"\"shape\":\"2x8\",\"world\":8,"
+		"\"why\":\"rank 2 (task 5 on node-b) stopped heartbeating\"}\n",
 };
 static const char *const nulls_lines[DPT_EV_COUNT] = {
 	[DPT_EV_START] =
@@ -185,6 +191,10 @@ static const char *const nulls_lines[DPT_EV_COUNT] = {
 	[DPT_EV_TOTAL_STEPS] =
 		"{\"time\":1700000000.123,\"event\":\"total_steps\","
 		"\"job\":4242,\"restarts\":3,\"total_steps\":null}\n",
+	[DPT_EV_SHAPE] =
+		"{\"time\":1700000000.123,\"event\":\"shape\","
+		"\"job\":4242,\"restarts\":3,\"reason\":null,"
+		"\"shape\":null,\"world\":8,\"why\":null}\n",
 };
 /* clang-format on */
 

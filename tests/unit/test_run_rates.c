@@ -46,6 +46,15 @@ static void mark(struct dpt__run_rates *r, double t, const char *event)
 	feed(r, "{\"time\":%.3f,\"event\":\"%s\"}", t, event);
 }
 
+static void shape(struct dpt__run_rates *r, double t, const char *reason,
+		  const char *why)
+{
+	feed(r,
+	     "{\"time\":%.3f,\"event\":\"shape\",\"reason\":\"%s\","
+	     "\"shape\":\"1x8\",\"world\":8,\"why\":\"%s\"}",
+	     t, reason, why);
+}
+
 static int rates(const struct dpt__run_rates *r, struct dpt__rate *out)
 {
 	return dpt__run_rates_get(r, out, DPT_RUN_RATES_MAX);
@@ -151,6 +160,33 @@ static void restarts_are_measured(void **state)
 	assert_float_equal(r.restart_s, 70, 1e-9);
 }
 
+/* The facts of a grow check: the size changes, the last one's time, the
+ * newest step reached (a resume goes back to its step). */
+static void changes_are_counted(void **state)
+{
+	struct dpt__run_rates r;
+
+	(void)state;
+	dpt__run_rates_init(&r);
+	assert_int_equal(r.step, -1);
+	mark(&r, 100, "start");
+	gen(&r, 101, 2);
+	at(&r, 110, "log", 40);
+	at(&r, 111, "commit", 40);
+	at(&r, 112, "log", 45);
+	shape(&r, 120, "kept", "requeued as 1 node x 2 GPUs");
+	assert_int_equal(r.shape_changes, 0);
+	assert_float_equal(r.t_first_line, 100, 0);
+	shape(&r, 130, "changed", "requeued as 2 nodes x 2 GPUs");
+	at(&r, 140, "resume", 40);
+	assert_int_equal(r.step, 40);
+	shape(&r, 150, "grow", "growing to 2 nodes x 4 GPUs");
+	shape(&r, 160, "refused", "keeps its request: no");
+	assert_int_equal(r.shape_changes, 2);
+	assert_float_equal(r.t_shape_change, 150, 0);
+	assert_string_equal(r.shape_why, "keeps its request: no");
+}
+
 /* What dptrain status shows of them. */
 static void shown(void **state)
 {
@@ -169,16 +205,20 @@ static void shown(void **state)
 	at(&r, 10, "log", 0);
 	at(&r, 20, "log", 125);
 	r.restart_s = 95.25;
+	shape(&r, 30, "kept", "requeued as 1 node x 8 GPUs: starts now");
 	dpt__run_rates_show(f, NULL, &r);
 	fclose(f);
 	assert_string_equal(text,
 			    "  speed      8 ranks: 12.50 steps/s\n"
-			    "  restart    95 s (the last one measured)\n");
+			    "  restart    95 s (the last one measured)\n"
+			    "  shape      requeued as 1 node x 8 GPUs: starts "
+			    "now\n");
 	free(text);
 	dpt__run_rates_show(NULL, o, &r);
 	js = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 	assert_string_equal(js, "{\"rates\":[{\"steps_per_s\":12.5,\"world\":"
-				"8}],\"restart_s\":95.25}");
+				"8}],\"restart_s\":95.25,\"shape\":\"requeued "
+				"as 1 node x 8 GPUs: starts now\"}");
 	free(js);
 	json_decref(o);
 }
@@ -189,6 +229,7 @@ int main(void)
 		cmocka_unit_test(worlds_are_measured),
 		cmocka_unit_test(short_segments_say_nothing),
 		cmocka_unit_test(restarts_are_measured),
+		cmocka_unit_test(changes_are_counted),
 		cmocka_unit_test(shown),
 	};
 

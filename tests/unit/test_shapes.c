@@ -209,6 +209,11 @@ static void ties_and_unknown_work(void **state)
 	assert_int_equal(dpt__shape_choose(&f, est), 1);
 }
 
+static bool starts_with(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
 static void grow_back(void **state)
 {
 	struct dpt__grow_bounds b = {
@@ -232,10 +237,19 @@ static void grow_back(void **state)
 	/* A margin the gain does not beat: (96000 - 36100) / 100 = 599. */
 	b.margin = 599;
 	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), -1);
-	assert_string_equal(why, "no larger shape ends sooner by more than "
-				 "the margin");
+	assert_string_equal(why, "1 node x 8 GPUs starts now but ends sooner "
+				 "by less than the margin");
 	b.margin = 598;
 	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), 1);
+	/* Sooner even from 20 minutes on, but only a start now is taken. */
+	start_in[1] = 1200;
+	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), -1);
+	assert_true(starts_with(why, "1 node x 8 GPUs would start about "));
+	start_in[1] = -1;
+	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), -1);
+	assert_string_equal(why, "1 node x 8 GPUs has no start estimate or "
+				 "rate");
+	start_in[1] = 0;
 	b.since_change_s = 600;
 	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), -1);
 	assert_string_equal(why, "the last size change was 10m ago "
@@ -250,14 +264,19 @@ static void grow_back(void **state)
 	/* At the largest shape already. */
 	f.current = 1;
 	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), -1);
+	assert_string_equal(why, "it runs at its largest shape");
 	/* Without work: a larger shape that starts now and is faster. */
 	f.current = 0;
 	f.work = -1;
 	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), 1);
 	start_in[1] = 3600;
 	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), -1);
-	assert_string_equal(why, "no larger shape starts now and trains "
-				 "faster");
+	assert_true(starts_with(why, "1 node x 8 GPUs would start about "));
+	start_in[1] = 0;
+	f.nrates = 0; /* no rate: nothing trains faster */
+	assert_int_equal(dpt__shape_grow(&f, &b, est, why, sizeof(why)), -1);
+	assert_string_equal(why, "1 node x 8 GPUs has no start estimate or "
+				 "rate");
 }
 
 static void the_verdict_says_when(void **state)
@@ -291,6 +310,22 @@ static void the_verdict_says_when(void **state)
 	dpt__shape_verdict(&f, est, -1, now, msg, sizeof(msg));
 	assert_string_equal(msg, "kept its request: no accepted shape has a "
 				 "start estimate and a rate");
+	/* A grow from 3 GPUs to 8 (grow_back's numbers). */
+	f = facts(start_in, 0);
+	f.current = 0;
+	f.running = true;
+	f.limit_s = 0;
+	dpt__shape_choose(&f, est);
+	dpt__shape_grow_verdict(&f, est, 1, now, msg, sizeof(msg));
+	assert_string_equal(msg, "growing to 1 node x 8 GPUs: it can start now "
+				 "and ends about 20:01; 1 node x 3 GPUs would "
+				 "end about Sun 12:40");
+	f.work = -1;
+	dpt__shape_choose(&f, est);
+	dpt__shape_grow_verdict(&f, est, 1, now, msg, sizeof(msg));
+	assert_string_equal(msg, "growing to 1 node x 8 GPUs: it can start now "
+				 "and trains at 800 steps/s (1 node x 3 GPUs: "
+				 "300)");
 }
 
 int main(void)

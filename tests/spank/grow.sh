@@ -1,0 +1,62 @@
+#!/bin/bash
+# A running job grows back (doc/shapes.md, "Growing back"), on the real
+# test cluster (2 nodes of 2 fake GPUs): a job that accepts 1 or 2 nodes
+# of 2 GPUs (--dp-shapes=1-2x2) while another user's job holds node n2
+# starts on 1 node at once; the grow check (every 10 s here) says no while
+# n2 is taken, and once the other job ends the step stops with a committed
+# checkpoint and the job is requeued as 2 nodes, which resume the
+# 2 ranks' checkpoint exactly on 4 and finish. One change only: the job is
+# then at its largest shape. The run's events hold the `shape` line, and
+# `dptrain status` shows it.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/spank/lib.sh"
+
+require_root
+require_prog setpriv
+require_built train tests/ckpt/train_loop
+conf_cluster_up $'grow_check=10s\nmin_shape_interval=0\ngrow_margin=1\n' \
+	NODES=2 CPUS=4 GPUS=2
+work_dir grow
+plan 10
+
+# Another user's job on n2, for HOLD seconds.
+other=$(cd /tmp && timed setpriv --reuid=nobody --regid=nogroup --clear-groups \
+	sbatch --parsable -w n2 -N 1 --gres=gpu:2 -o /dev/null --wrap 'sleep 45' | cut -d';' -f1)
+wait_for 30 eval '[[ "$(job_state "$other")" =~ JobState=RUNNING ]]'
+ok $? "another user's job $other holds node n2" || bail_out "$(job_state "$other")"
+
+cat >"$work/grow.sh" <<EOF
+#!/bin/bash
+echo "run start restart=\${SLURM_RESTART_COUNT:-0} nodes=\$SLURM_NNODES gpus=\$SLURM_GPUS_ON_NODE"
+srun --ntasks-per-node=\$SLURM_GPUS_ON_NODE --dp-train=grow --dp-ckpt=file://$work/ckpt \\
+	--dp-grace=40s --dp-shapes=1-2x2 --dp-verbose $train --steps 1200 --step-ms 100 \\
+	--log 5 --total 100000 --linger-ms 1500
+echo "srun exit \$?"
+EOF
+id=$(sbatch_t --parsable -N 1-2 --gres=gpu:2 --cpus-per-gpu=1 --time=10 --open-mode=append \
+	-o "$work/grow.out" "$work/grow.sh" | cut -d';' -f1)
+wait_output "$work/grow.out" '^run start restart=0 nodes=1 gpus=2$' 60
+ok $? "a job of 1 to 2 nodes x 2 GPUs (job $id) starts at once on the free node" ||
+	bail_out "$(job_state "$id")" "$(cat "$work/grow.out")"
+wait_output "$work/grow.out" 'no grow: no larger shape starts now' 60
+ok $? "while n2 is taken, the grow check says no" || diag "$(cat "$work/grow.out")"
+wait_job "$other" 90
+ok $? "the other user's job ends" || diag "$(job_state "$other")"
+wait_job "$id" 240
+ok $? "job $id ends within 4 minutes" || diag "$(job_state "$id")" "$(cat "$work/grow.out")"
+out=$(cat "$work/grow.out")
+grep -q "growing to 2 nodes x 2 GPUs: it can start now and ends about " <<<"$out" &&
+	grep -q "job $id requeued\|requeueing job $id after step [0-9]* (committed)" <<<"$out"
+ok $? "the coordinator grew the job to 2 nodes x 2 GPUs, after a committed step" ||
+	diag "$out"
+check_resumed_as "$id" "$out" 2 4 1200
+[ "$(grep -c 'requeueing job ' <<<"$out")" = 1 ] &&
+	[ "$(grep -c 'growing to .*: the workers are told to stop' <<<"$out")" = 1 ]
+ok $? "one change of size only: at 2 nodes the job is at its largest" || diag "$out"
+events=$(cat "$work"/ckpt/grow/events* 2>/dev/null)
+status=$(timed "$top_builddir/dptrain" status "file://$work/ckpt/grow" 2>&1)
+grep -q '"event":"shape".*"reason":"grow","shape":"2x2","world":4' <<<"$events" &&
+	grep -q '^  shape      growing to 2 nodes x 2 GPUs: ' <<<"$status"
+ok $? "the run's events hold the grow, and dptrain status shows it" ||
+	diag "$events" "$status"
