@@ -228,6 +228,7 @@ static void requeue(struct dpt__service *s)
 		.nodes_min = o->nodes_min,
 		.nodes_max = o->nodes_max,
 		.shapes = &o->shapes,
+		.global_batch = o->global_batch,
 		.efficiency = (double)o->scaling_efficiency / 100.0,
 		.grace = o->grace,
 		.max_shape_changes = o->max_shape_changes,

@@ -52,6 +52,7 @@
 	X(MAX_REQUEUES, MAX_REQUEUES, NULL)                                   \
 	X(NODES, NODES, "DPTRAIN_NODES")                                      \
 	X(SHAPES, SHAPES, "DPTRAIN_SHAPES")                                   \
+	X(GLOBAL_BATCH, GLOBAL_BATCH, "DPTRAIN_GLOBAL_BATCH")                 \
 	X(SCALING, SCALING_EFFICIENCY, "DPTRAIN_SCALING_EFFICIENCY")          \
 	X(GROW_CHECK, GROW_CHECK, "DPTRAIN_GROW_CHECK")                       \
 	X(GROW_MARGIN, GROW_MARGIN, "DPTRAIN_GROW_MARGIN")                    \

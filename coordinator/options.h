@@ -34,6 +34,7 @@ struct options {
 	long nodes_min;	   /* --nodes: the range a requeue gives back; */
 	long nodes_max;	   /* 0: none */
 	struct dpt__shapes shapes; /* --shapes; n 0: none */
+	long global_batch;	   /* 0: every shape */
 	long scaling_efficiency;   /* percent */
 	long grow_check;	   /* seconds; 0: never */
 	long grow_margin;	   /* restarts */

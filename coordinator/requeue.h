@@ -25,6 +25,7 @@ struct dpt__requeue_facts {
 	/* --shapes: the sizes the requeued job chooses from (n 0: none),
 	 * and what the choice reads (coordinator/shape_requeue.h). */
 	const struct dpt__shapes *shapes;
+	long global_batch;
 	double efficiency;
 	long grace;
 	const char *run_uri;

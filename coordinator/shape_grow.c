@@ -67,6 +67,7 @@ int dpt__grow_start(struct dpt__service *s)
 			{
 				.job_id = (uint32_t)o->job_id,
 				.shapes = &o->shapes,
+				.global_batch = o->global_batch,
 				.efficiency =
 					(double)o->scaling_efficiency / 100.0,
 				.grace = o->grace,
@@ -98,11 +99,12 @@ static void start_check(struct dpt__service *s, struct dpt__grow *g)
 	const char *run = dpt__coord_kv_value(s->coord, DPT_KV_RUN);
 	int rc;
 
-	if (!run || !*run || strlen(run) >= sizeof(g->run_uri)) {
+	if (!run || !*run ||
+	    (size_t)snprintf(g->run_uri, sizeof(g->run_uri), "%s", run) >=
+		    sizeof(g->run_uri)) {
 		dpt__info("no grow check: the run's events are unknown yet");
 		return;
 	}
-	strcpy(g->run_uri, run);
 	g->in.rq.run_uri = g->run_uri;
 	atomic_store(&g->done, false);
 	rc = pthread_create(&g->thread, NULL, check_main, g);

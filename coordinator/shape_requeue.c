@@ -61,7 +61,7 @@ static int gather(const struct dpt__shape_requeue_in *in, long step,
 				       .rates = x->rates,
 				       .efficiency = in->efficiency,
 				       .work = -1};
-	f->n = dpt__shapes_expand(in->shapes, 0, x->shapes,
+	f->n = dpt__shapes_expand(in->shapes, in->global_batch, x->shapes,
 				  DPT_SHAPES_CONCRETE_MAX);
 	if (dpt__shape_of_job(in->job_id, &x->cur, &limit, why, sizeof(why))) {
 		snprintf(msg, size, "keeps its request: %s", why);

@@ -16,11 +16,12 @@
 struct dpt__shape_requeue_in {
 	uint32_t job_id;
 	const struct dpt__shapes *shapes; /* --shapes */
-	double efficiency;		  /* --scaling-efficiency, 0 to 1 */
-	long grace;			  /* --grace, seconds */
-	const char *run_uri;		  /* the run's, NULL: no events */
-	long committed;			  /* the step resumed from; -1: none */
-	long max_changes;		  /* max_shape_changes; < 0: no cap */
+	long global_batch;   /* only worlds that divide it; 0: all */
+	double efficiency;   /* --scaling-efficiency, 0 to 1 */
+	long grace;	     /* --grace, seconds */
+	const char *run_uri; /* the run's, NULL: no events */
+	long committed;	     /* the step resumed from; -1: none */
+	long max_changes;    /* max_shape_changes; < 0: no cap */
 };
 
 /* What a grow check reads besides: the site's bounds. */

@@ -356,6 +356,7 @@ static void plan_shape(const struct dpt__requeue_facts *f,
 	struct dpt__shape_requeue_in in = {
 		.job_id = f->job_id,
 		.shapes = f->shapes,
+		.global_batch = f->global_batch,
 		.efficiency = f->efficiency,
 		.grace = f->grace,
 		.run_uri = f->run_uri,

@@ -613,6 +613,32 @@ static int at_most(const char *option, long value, long max, const char *what,
 	return DPT_ERANGE;
 }
 
+/* Whether --dp-global-batch leaves S no shape to choose, said. */
+static bool divided_by_none(const struct dpt__settings *s,
+			    dpt__report_fn report)
+{
+	struct dpt__shape out[DPT_SHAPES_CONCRETE_MAX];
+	struct dpt__shapes list;
+	char why[160];
+
+	if (!s->shapes[0]) {
+		report("dptrain: --dp-global-batch=%ld is for --dp-shapes, "
+		       "whose sizes it filters: give --dp-shapes too, or "
+		       "leave it out",
+		       s->global_batch);
+		return true;
+	}
+	if (dpt__shapes_parse(s->shapes, &list, why, sizeof(why)) ||
+	    dpt__shapes_expand(&list, s->global_batch, out,
+			       DPT_SHAPES_CONCRETE_MAX))
+		return false; /* a bad list is said where it is parsed */
+	report("dptrain: --dp-shapes=%s: no shape's world size (nodes x "
+	       "tasks a node) divides --dp-global-batch=%ld: list a shape "
+	       "whose world divides it",
+	       s->shapes, s->global_batch);
+	return true;
+}
+
 /* S, merged, within the site's bounds A (U: what the user gave); 0 or
  * DPT_ERANGE after REPORT with a message that gives the bound. */
 static int check_bounds(const struct dpt__settings *s,
@@ -633,6 +659,8 @@ static int check_bounds(const struct dpt__settings *s,
 		       "node the job asks for");
 		return DPT_EINVAL;
 	}
+	if (s->global_batch && divided_by_none(s, report))
+		return DPT_EINVAL;
 	if (at_most("keep", s->keep, a->max_keep, "checkpoints", report))
 		return DPT_ERANGE;
 	if (s->grace < a->min_grace || s->grace > a->max_grace) {
@@ -775,6 +803,7 @@ int dpt__settings_resolve(struct dpt__settings *s, const struct dpt__admin *a,
 					      : DPT_REQUEUE_OFF,
 		.nodes_min = u->nodes_min,
 		.nodes_max = u->nodes_max,
+		.global_batch = u->global_batch,
 		.torchelastic = u->torchelastic,
 		.verbose = u->verbose,
 	};

@@ -85,6 +85,7 @@ struct dpt__user {
 	long keep, grace, min_workers, max_requeues;
 	long nodes_min, nodes_max; /* --dp-nodes; 0: not given */
 	char shapes[256];	   /* --dp-shapes; "": not given */
+	long global_batch;	   /* --dp-global-batch; 0: not given */
 	enum dpt__requeue requeue;
 	char backend[8];
 	enum dpt__gpu_bind gpu_bind;
@@ -108,6 +109,7 @@ struct dpt__settings {
 	long nodes_min, nodes_max;
 	/* --dp-shapes: the sizes a requeue chooses from; "": none. */
 	char shapes[256];
+	long global_batch;	 /* 0: none, every shape is taken */
 	long scaling_efficiency; /* the site's, percent */
 	/* The site's bounds of a run's changes of size, for the coordinator
 	 * (seconds, restarts, seconds, a count). */

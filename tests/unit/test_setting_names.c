@@ -56,6 +56,7 @@ static const struct sample {
 	{DPT_SET_MAX_REQUEUES, "7", "7"},
 	{DPT_SET_NODES, "1-2", "1-2"},
 	{DPT_SET_SHAPES, "1x2-4,2x4", "1x2-4,2x4"},
+	{DPT_SET_GLOBAL_BATCH, "96", "96"},
 	{DPT_SET_SCALING_EFFICIENCY, NULL, "80"},
 	{DPT_SET_GROW_CHECK, NULL, "5m"},
 	{DPT_SET_GROW_MARGIN, NULL, "3"},
@@ -162,6 +163,11 @@ static void options_parsed(void **state)
 		if (dpt__user_set(&u, name, sample_of(i)->option, report))
 			fail_msg("--dp-%s=%s is refused", name,
 				 sample_of(i)->option);
+		/* --dp-global-batch filters --dp-shapes: given with it. */
+		if (i == DPT_SET_GLOBAL_BATCH)
+			dpt__user_set(&u, "shapes",
+				      sample_of(DPT_SET_SHAPES)->option,
+				      report);
 		dpt__admin_defaults(&a);
 		if (dpt__settings_resolve(&s, &a, &u, "alice", "42", "job",
 					  report))
@@ -270,7 +276,8 @@ static void site_defaults_parsed(void **state)
 /* srun's command line for the coordinator, with every option of srun but
  * LEFT_OUT given its sample: the coordinator takes it, and it passes each
  * setting that has both an option of srun and a flag of the coordinator.
- * --dp-nodes and --dp-shapes exclude each other: each is left out once. */
+ * --dp-nodes and --dp-shapes exclude each other: each is left out once
+ * (--dp-global-batch with --dp-shapes, whose sizes it filters). */
 static void srun_argv_without(enum dpt__setting left_out)
 {
 	struct dpt__coord_argv cmd;
@@ -281,6 +288,8 @@ static void srun_argv_without(enum dpt__setting left_out)
 	dpt__admin_defaults(&dpt__plugin.admin);
 	for (int i = 0; i < DPT_SET_COUNT; i++)
 		if (dpt__setting_names[i].option && i != (int)left_out &&
+		    !(left_out == DPT_SET_SHAPES &&
+		      i == DPT_SET_GLOBAL_BATCH) &&
 		    dpt__user_set(&dpt__plugin.user,
 				  dpt__setting_names[i].option,
 				  sample_of(i)->option, report))

@@ -515,6 +515,39 @@ static void shapes(void **state)
 	assert_int_equal(j->s.scaling_efficiency, 75);
 }
 
+/* --dp-global-batch: only with --dp-shapes, of which a shape divides it;
+ * the site's bounds of a run's size changes reach the settings. */
+static void global_batch(void **state)
+{
+	struct job *j = *state;
+
+	assert_int_equal(dpt__user_set(&j->u, "global-batch", "0", report),
+			 DPT_EINVAL);
+	assert_non_null(strstr(last, "a number of samples, 1 or more"));
+	assert_int_equal(dpt__user_set(&j->u, "global-batch", "96", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), DPT_EINVAL);
+	assert_string_equal(last, "dptrain: --dp-global-batch=96 is for "
+				  "--dp-shapes, whose sizes it filters: give "
+				  "--dp-shapes too, or leave it out");
+	assert_int_equal(dpt__user_set(&j->u, "shapes", "1x5,2x5", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), DPT_EINVAL);
+	assert_string_equal(last, "dptrain: --dp-shapes=1x5,2x5: no shape's "
+				  "world size (nodes x tasks a node) divides "
+				  "--dp-global-batch=96: list a shape whose "
+				  "world divides it");
+	assert_int_equal(dpt__user_set(&j->u, "shapes", "1x3-8", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.global_batch, 96);
+	assert_int_equal(j->s.grow_check, 600);
+	assert_int_equal(j->s.min_shape_interval, 1800);
+	assert_int_equal(j->s.grow_margin, 2);
+	assert_int_equal(j->s.max_shape_changes, 20);
+	assert_int_equal(
+		dpt__admin_set(&j->a, "grow_check", "0", "f:1", report), 0);
+	assert_int_equal(resolve(&j->s, &j->a, &j->u), 0);
+	assert_int_equal(j->s.grow_check, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -530,6 +563,7 @@ int main(void)
 		cmocka_unit_test_setup(private_runs, a_job),
 		cmocka_unit_test_setup(metrics_endpoint, a_job),
 		cmocka_unit_test_setup(shapes, a_job),
+		cmocka_unit_test_setup(global_batch, a_job),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
