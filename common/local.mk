@@ -18,6 +18,7 @@ common_libdptcommon_la_SOURCES = \
 	common/net.c common/net.h \
 	common/file.c common/file.h \
 	common/setting_names.c common/setting_names.h common/settings.def \
+	common/settings_end.h \
 	common/uri.c common/uri.h \
 	common/shape.c common/shape.h
 common_libdptcommon_la_CFLAGS = $(AM_CFLAGS) -fPIC $(ZMQ_CFLAGS) $(CRYPTO_CFLAGS)

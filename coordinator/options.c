@@ -109,9 +109,7 @@ static const struct coord_option {
 #define X(id, option, env, flag, srun, user, keys, coord)                      \
 	[DPT_SET_##id] = coord,
 	DPT_SETTINGS(X)
-#undef X
-#undef NO_COORD
-#undef COORD
+#include "settings_end.h"
 };
 
 /* The option's setting, by option. */

@@ -70,9 +70,7 @@ static struct spank_option options[DPT_SET_COUNT] = {
 #define X(id, option, env, flag, srun, user, keys, coord)                      \
 	[DPT_SET_##id] = {.val = DPT_SET_##id, srun},
 	DPT_SETTINGS(X)
-#undef X
-#undef NO_SRUN
-#undef SRUN
+#include "settings_end.h"
 };
 
 static void log_to_slurm(enum dpt__log_level level, const char *msg)

@@ -175,9 +175,7 @@ static const struct admin_key {
 #define NO_KEYS
 #define X(id, option, env, flag, srun, user, keys, coord) keys
 	SITE_KEYS(KEY) DPT_SETTINGS(X)
-#undef X
-#undef NO_KEYS
-#undef KEY
+#include "settings_end.h"
 };
 
 /* VALUE into the field at K's offset in BASE (a struct dpt__admin, or a
@@ -474,11 +472,7 @@ static const struct user_option {
 	}
 #define X(id, option, env, flag, srun, user, keys, coord) [DPT_SET_##id] = user,
 	DPT_SETTINGS(X)
-#undef X
-#undef NO_USER
-#undef SITE
-#undef USER_ELSE_SITE
-#undef USER
+#include "settings_end.h"
 #undef VALUE
 };
 
@@ -500,11 +494,7 @@ static const struct user_option {
 #define NO_USER
 #define X(id, option, env, flag, srun, user, keys, coord) user
 DPT_SETTINGS(X)
-#undef X
-#undef NO_USER
-#undef SITE
-#undef USER_ELSE_SITE
-#undef USER
+#include "settings_end.h"
 #undef SAME_SIZE
 
 int dpt__user_set(struct dpt__user *u, const char *name, const char *value,

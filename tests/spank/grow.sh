@@ -43,9 +43,7 @@ wait_output "$work/grow.out" 'no grow: no larger shape starts now' 60
 ok $? "while n2 is taken, the grow check says no" || diag "$(cat "$work/grow.out")"
 wait_job "$other" 90
 ok $? "the other user's job ends" || diag "$(job_state "$other")"
-wait_job "$id" 240
-ok $? "job $id ends within 4 minutes" || diag "$(job_state "$id")" "$(cat "$work/grow.out")"
-out=$(cat "$work/grow.out")
+job_ended "$id" "$work/grow.out"
 grep -q "growing to 2 nodes x 2 GPUs: it can start now and ends about " <<<"$out" &&
 	grep -q "job $id requeued\|requeueing job $id after step [0-9]* (committed)" <<<"$out"
 ok $? "the coordinator grew the job to 2 nodes x 2 GPUs, after a committed step" ||

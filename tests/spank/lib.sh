@@ -22,6 +22,14 @@ conf_cluster_up() {
 		DPTRAIN_SPANK_ARGS="coordinator=$top_builddir/coordinator/dptrain-coordinator config=$conf"
 }
 
+# job_ended ID FILE: a check that job ID ends within 4 minutes; its
+# output FILE in $out.
+job_ended() {
+	wait_job "$1" 240
+	ok $? "job $1 ends within 4 minutes" || diag "$(job_state "$1")" "$(cat "$2")"
+	out=$(cat "$2")
+}
+
 # check_resumed_as ID OUT NODES WORLD STEPS: two checks of job ID (OUT its
 # output, of a batch script that says "run start restart=R nodes=N
 # gpus=G" and runs tests/ckpt/train_loop on 2 GPUs a node): requeued once,

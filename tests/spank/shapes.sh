@@ -46,9 +46,7 @@ ok $? "sbatch of 2 nodes x 2 GPUs with --dp-shapes=1x2,2x2: job $id runs" ||
 scontrol_t create reservation reservationname=maint starttime=now+30 \
 	duration=5 nodes=n2 users=root flags=maint,ignore_jobs >/dev/null
 ok $? "an admin reserves node n2 for maintenance, 30 s on, for 5 minutes"
-wait_job "$id" 240
-ok $? "the job ends within 4 minutes" || diag "$(job_state "$id")" "$(cat "$work/small.out")"
-out=$(cat "$work/small.out")
+job_ended "$id" "$work/small.out"
 grep -q "2 nodes x 2 GPUs left out: Slurm has no start for it: " <<<"$out" &&
 	grep -q "job $id requeued as 1 node x 2 GPUs: starts now, ends about [A-Za-z0-9: ]*$" <<<"$out"
 ok $? "the coordinator requeued it as 1 node x 2 GPUs, 2 x 2 having no start" ||
@@ -60,9 +58,7 @@ scontrol_t delete reservationname=maint >/dev/null
 id=$(submit large)
 [ -n "$id" ]
 ok $? "the same job again, alone on the node: job $id" || bail_out "sbatch failed"
-wait_job "$id" 240
-ok $? "it ends within 4 minutes" || diag "$(job_state "$id")" "$(cat "$work/large.out")"
-out=$(cat "$work/large.out")
+job_ended "$id" "$work/large.out"
 grep -q "job $id requeued as 2 nodes x 2 GPUs: starts now, ends about [A-Za-z0-9: ]*; 1 node x 2 GPUs would start now" <<<"$out"
 ok $? "the coordinator kept 2 nodes x 2 GPUs, which trains faster" || diag "$out"
 check_resumed_as "$id" "$out" 2 4 300

@@ -221,13 +221,7 @@ static const struct row_fields {
 #define X(id, option, env, flag, srun, user, keys, coord)                      \
 	[DPT_SET_##id] = {user, coord},
 	DPT_SETTINGS(X)
-#undef X
-#undef NO_COORD
-#undef COORD
-#undef NO_USER
-#undef SITE
-#undef USER_ELSE_SITE
-#undef USER
+#include "settings_end.h"
 #undef VALUE
 };
 
