@@ -28,6 +28,8 @@ def arguments(doc, trace_help):
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--log-every", type=int, default=20, help="print the loss every N steps")
     ap.add_argument("--trace", help=trace_help)
+    ap.add_argument("--step-delay", type=float, default=0.0,
+                    help="seconds to sleep after each step: a stand-in for a larger model")
     return ap
 
 

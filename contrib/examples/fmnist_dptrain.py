@@ -54,6 +54,8 @@ def main():
     while step < args.steps and not stop:
         for x, y, index in loader:
             loss = train_step(ddp, optimizer, x, y, device)
+            if args.step_delay:
+                time.sleep(args.step_delay)
             step += 1
             seen += args.batch
             trace_step(trace, step, rank, world, loss, index,

@@ -97,8 +97,6 @@ def main():
     ap.add_argument("--train-size", type=int, help="train on the first N images only "
                     "(short epochs)")
     ap.add_argument("--precision", default="32-true", help="Trainer(precision=...)")
-    ap.add_argument("--step-delay", type=float, default=0.0,
-                    help="seconds to sleep after each step: a stand-in for a larger model")
     args = ap.parse_args()
 
     torch.set_num_threads(1)

@@ -51,9 +51,13 @@ check_stop() {
 	ok $? "$1: every step 1..$3 trained once by each rank: $res" || diag "$res"
 }
 
-wall=$(submit wall 600 --time=2)
-term=$(submit term 400 --time=10)
-usr1=$(submit usr1 400 --time=10 "--min-steps 400") # the stop also stops it
+# The walltime, not the steps, ends wall's first run: at 4 steps a second
+# at most, its 80 s reach 320 steps. term and usr1 are signalled at step
+# 30, and the requeued job trains on to 150. (Each step costs the 4 ranks
+# about 0.1 s of CPU: no more steps than the checks need.)
+wall=$(submit wall 400 --time=2 "--step-delay 0.25")
+term=$(submit term 150 --time=10)
+usr1=$(submit usr1 150 --time=10 "--min-steps 150") # the stop also stops it
 [ -n "$wall" ] && [ -n "$term" ] && [ -n "$usr1" ]
 ok $? "three jobs: wall ($wall, sbatch --time=2 --requeue), term ($term), usr1 ($usr1)" ||
 	bail_out "sbatch failed"
@@ -65,6 +69,6 @@ for sig in term usr1; do
 	out=$(timed scancel --signal="${sig^^}" "$id" 2>&1)
 	ok $? "scancel --signal=${sig^^} $id" || diag "$out"
 done
-check_stop term "$term" 400
-check_stop usr1 "$usr1" 400
-check_stop wall "$wall" 600
+check_stop term "$term" 150
+check_stop usr1 "$usr1" 150
+check_stop wall "$wall" 400
