@@ -63,19 +63,22 @@ fi
 # tests/s3/up looks for it (DPTRAIN_S3RVER_DIR to look elsewhere).
 S3RVER_PKG=@20minutes/s3rver S3RVER_VERSION=4.0.4
 S3RVER_DIR=${DPTRAIN_S3RVER_DIR:-/opt/dptrain-s3rver}
-have=$(node -p "require('$S3RVER_DIR/node_modules/$S3RVER_PKG/package.json').version" 2>/dev/null || true)
-node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-if [ "$have" = "$S3RVER_VERSION" ]; then
-	echo "install-deps: $S3RVER_PKG $have present in $S3RVER_DIR"
-elif [ "$node_major" -lt 20 ]; then
-	# Not fatal: the restart_s3 trials then skip, saying why.
-	echo "install-deps: not installing $S3RVER_PKG: it needs Node.js >= 20, this is $(node --version 2>/dev/null || echo none)" >&2
-else
-	echo "install-deps: installing $S3RVER_PKG@$S3RVER_VERSION in $S3RVER_DIR"
-	mkdir -p "$S3RVER_DIR"
-	npm install --prefix "$S3RVER_DIR" --no-audit --no-fund --omit=dev --save-exact --loglevel=error \
-		"$S3RVER_PKG@$S3RVER_VERSION"
-fi
+s3rver_install() {
+	local have node_major
+	have=$(node -p "require('$S3RVER_DIR/node_modules/$S3RVER_PKG/package.json').version" 2>/dev/null || true)
+	node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+	if [ "$have" = "$S3RVER_VERSION" ]; then
+		echo "install-deps: $S3RVER_PKG $have present in $S3RVER_DIR"
+	elif [ "$node_major" -lt 20 ]; then
+		# Not fatal: the restart_s3 trials then skip, saying why.
+		echo "install-deps: not installing $S3RVER_PKG: it needs Node.js >= 20, this is $(node --version 2>/dev/null || echo none)" >&2
+	else
+		echo "install-deps: installing $S3RVER_PKG@$S3RVER_VERSION in $S3RVER_DIR"
+		mkdir -p "$S3RVER_DIR"
+		npm install --prefix "$S3RVER_DIR" --no-audit --no-fund --omit=dev --save-exact --loglevel=error \
+			"$S3RVER_PKG@$S3RVER_VERSION"
+	fi
+}
 # Python environments of Debian's python3, each installed from a
 # requirements file of the repository in which every package is pinned, with
 # one pip command: torch 2 and Lightning for the tests on torch 2, the demo
@@ -98,8 +101,6 @@ pyenv_install() { # DIR REQUIREMENTS
 	cp "$req" "$dir/dptrain-requirements.txt"
 }
 top=$(cd "$(dirname "$0")/../.." && pwd)
-pyenv_install "${DPTRAIN_TORCH2:-/opt/dptrain-torch2}" requirements-torch2.txt
-pyenv_install "${DPTRAIN_S3_PY:-/opt/dptrain-s3}" requirements-s3.txt
 
 # The GPU bundle (tests/gpu/bundle) is the --with-cuda --with-nccl build.
 # The CUDA toolkit is no Debian package: it is looked for, not installed.
@@ -107,14 +108,16 @@ pyenv_install "${DPTRAIN_S3_PY:-/opt/dptrain-s3}" requirements-s3.txt
 # and libnccl.so.2, laid out in DPTRAIN_NCCL as configure's --with-nccl=DIR
 # wants: DIR/include and DIR/lib/libnccl.so (-lnccl needs that name, and the
 # wheel has only libnccl.so.2). tests/gpu/bundle looks there.
-cuda=/usr/local/cuda
-nccl=${DPTRAIN_NCCL:-/opt/dptrain-nccl}
-if [ ! -f "$cuda/include/cuda_runtime_api.h" ]; then
-	echo "install-deps: no CUDA toolkit in $cuda: the GPU bundle (tests/gpu/bundle) cannot be built here;" \
-		"install NVIDIA's CUDA toolkit there to build it" >&2
-elif [ -f "$cuda/include/nccl.h" ] && [ -e "$cuda/lib64/libnccl.so" ]; then
-	echo "install-deps: NCCL present in $cuda"
-else
+nccl_install() {
+	local cuda=/usr/local/cuda nccl=${DPTRAIN_NCCL:-/opt/dptrain-nccl} wheel
+	if [ ! -f "$cuda/include/cuda_runtime_api.h" ]; then
+		echo "install-deps: no CUDA toolkit in $cuda: the GPU bundle (tests/gpu/bundle) cannot be built here;" \
+			"install NVIDIA's CUDA toolkit there to build it" >&2
+		return
+	elif [ -f "$cuda/include/nccl.h" ] && [ -e "$cuda/lib64/libnccl.so" ]; then
+		echo "install-deps: NCCL present in $cuda"
+		return
+	fi
 	pyenv_install "$nccl/venv" requirements-nccl.txt
 	wheel=$(compgen -G "$nccl/venv/lib/python3*/site-packages/nvidia/nccl" | head -n 1) || true
 	[ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ] && [ -f "$wheel/lib/libnccl.so.2" ] ||
@@ -125,5 +128,18 @@ else
 	ln -sfn "../$wheel/lib/libnccl.so.2" "$nccl/lib/libnccl.so.2"
 	ln -sfn libnccl.so.2 "$nccl/lib/libnccl.so"
 	echo "install-deps: NCCL of requirements-nccl.txt in $nccl (include/, lib/)"
-fi
+}
+
+# The four installs wait on the network and the disk as much as on a core:
+# side by side, each in a process of its own that says its own failure.
+pids=()
+s3rver_install & pids+=($!)
+pyenv_install "${DPTRAIN_TORCH2:-/opt/dptrain-torch2}" requirements-torch2.txt & pids+=($!)
+pyenv_install "${DPTRAIN_S3_PY:-/opt/dptrain-s3}" requirements-s3.txt & pids+=($!)
+nccl_install & pids+=($!)
+failed=0
+for pid in "${pids[@]}"; do
+	wait "$pid" || failed=1
+done
+[ "$failed" = 0 ] || { echo "install-deps: an install failed (above)" >&2; exit 1; }
 echo "install-deps: done"
