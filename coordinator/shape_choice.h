@@ -14,8 +14,12 @@
 
 #include "shape.h"
 
-/* The restart cost assumed until the run has measured one. */
+/* The restart cost assumed until the run has measured one or a start. */
 #define DPT_SHAPE_RESTART_S 120.0
+/* Slurm's part of a restart (the requeue delay, scheduling, the launch)
+ * until the run has measured a restart: bench/restart.sh measured about
+ * 6 s on the test cluster; a busy controller takes longer. */
+#define DPT_SHAPE_REQUEUE_S 15.0
 
 struct dpt__shape_facts {
 	const struct dpt__shape *shapes; /* dpt__shapes_expand's */

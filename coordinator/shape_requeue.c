@@ -74,7 +74,11 @@ static int gather(const struct dpt__shape_requeue_in *in, long step,
 		dpt__info("no speed measured: the run's events: %s",
 			  dpt_strerror(rc));
 	f->nrates = dpt__run_rates_get(&x->rr, x->rates, DPT_RUN_RATES_MAX);
-	f->restart_s = x->rr.restart_s;
+	/* A restart measured, else this run's start and Slurm's part. */
+	f->restart_s = x->rr.restart_s > 0 ? x->rr.restart_s
+		       : x->rr.startup_s > 0
+			       ? x->rr.startup_s + DPT_SHAPE_REQUEUE_S
+			       : 0;
 	f->limit_s = limit > in->grace ? (double)(limit - in->grace) : 0;
 	if (x->rr.total_steps && step >= 0 &&
 	    (uint64_t)step < x->rr.total_steps)

@@ -51,6 +51,10 @@ static void progress(struct dpt__run_rates *r, int64_t step, double t)
 		r->restart_s = (r->t_down - r->t_stop) + (t - r->t_start);
 		r->t_stop = r->t_start = 0;
 	}
+	if (r->t_begin > 0) {
+		r->startup_s = t - r->t_begin;
+		r->t_begin = 0;
+	}
 	if (step > r->step)
 		r->step = step;
 	if (r->world <= 0 || step < 0)
@@ -92,6 +96,7 @@ void dpt__run_rates_add(struct dpt__run_rates *r,
 	switch (l->event) {
 	case DPT_EV_START:
 		close_segment(r);
+		r->t_begin = t;
 		if (r->t_stop > 0) {
 			r->t_down = r->t_line;
 			r->t_start = t;

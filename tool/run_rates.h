@@ -44,7 +44,10 @@ struct dpt__run_rates {
 	double t_stop, t_down, t_start;
 	double t_line;	     /* the last line's time */
 	double t_first_line; /* the run's first line's; 0: none yet */
-	int64_t step;	     /* the newest step reached; -1: none */
+	/* The last start's time to its first progress point (the program's
+	 * start, its load, a step), and that start's time until then. */
+	double startup_s, t_begin;
+	int64_t step; /* the newest step reached; -1: none */
 	/* The run's changes of size (`shape` lines that changed it), the
 	 * time of the last (0: none), and the last sentence said. */
 	long shape_changes;

@@ -39,7 +39,7 @@ id=$(sbatch_t --parsable -N 1-2 --gres=gpu:2 --cpus-per-gpu=1 --time=10 --open-m
 wait_output "$work/grow.out" '^run start restart=0 nodes=1 gpus=2$' 60
 ok $? "a job of 1 to 2 nodes x 2 GPUs (job $id) starts at once on the free node" ||
 	bail_out "$(job_state "$id")" "$(cat "$work/grow.out")"
-wait_output "$work/grow.out" 'no grow: no larger shape starts now' 60
+wait_output "$work/grow.out" 'no grow: 2 nodes x 2 GPUs would start about ' 60
 ok $? "while n2 is taken, the grow check says no" || diag "$(cat "$work/grow.out")"
 wait_job "$other" 90
 ok $? "the other user's job ends" || diag "$(job_state "$other")"

@@ -172,6 +172,7 @@ static void changes_are_counted(void **state)
 	mark(&r, 100, "start");
 	gen(&r, 101, 2);
 	at(&r, 110, "log", 40);
+	assert_float_equal(r.startup_s, 10, 1e-9);
 	at(&r, 111, "commit", 40);
 	at(&r, 112, "log", 45);
 	shape(&r, 120, "kept", "requeued as 1 node x 2 GPUs");
