@@ -54,7 +54,8 @@ bench_ckpt_LDADD = ckpt/libdptckpt.la storage/libdptstorage.la \
 EXTRA_DIST += bench/torch_ckpt.py
 # The time from a walltime stop to the resumed run's first step, split
 # (a script: it runs the demo on a throw-away cluster).
-EXTRA_DIST += bench/restart.sh bench/restart_split.py bench/flood_cpu.sh
+EXTRA_DIST += bench/restart.sh bench/restart_split.py bench/flood_cpu.sh \
+	bench/shapes
 
 # bench/flooder: a connection flood at a coordinator's port without the
 # step's secret, for bench/observe's flood job and tests/coord/flood.sh.

@@ -4,7 +4,13 @@ its job output (the batch script's "job start EPOCH restart=R" lines), the
 run's events (doc/checkpoint-format.md) and the training trace (the wall
 time of every step).
 
-    restart_split.py DEMO_DIR
+    restart_split.py DEMO_DIR [RUN]
+
+RUN: the run's name (default fmnist-demo, the demo's), whose events are
+DEMO_DIR/ckpt/RUN/events.jsonl. Without a trace (bench/shapes' runs of
+tests/ckpt/train_loop), the first step is the run's first `log` or
+`commit` event after its resume, which the coordinator writes up to 2 s
+late (doc/checkpoint-format.md, "Events").
 
 For each requeue, seconds from the coordinator's stop to:
   wind-down    the requeue (the stop's save and commit, the tasks' exit)
@@ -33,14 +39,24 @@ PROGRAM = ["program", "first step"]
 
 def main():
     d = sys.argv[1]
+    run = sys.argv[2] if len(sys.argv) > 2 else "fmnist-demo"
     out = open(os.path.join(d, "job.out")).read()
     starts = {int(r): float(t) for t, r in re.findall(r"^job start ([0-9.]+) restart=(\d+)", out, re.M)}
-    events = [json.loads(l) for l in open(os.path.join(d, "ckpt", "fmnist-demo", "events.jsonl"))]
+    events = [json.loads(l) for l in open(os.path.join(d, "ckpt", run, "events.jsonl"))]
     first_step = {}
-    for line in open(os.path.join(d, "trace.jsonl")):
-        r = json.loads(line)
-        if r["rank"] == 0:
-            first_step.setdefault(r["restart"], r["time"])
+    trace = os.path.join(d, "trace.jsonl")
+    if os.path.exists(trace):
+        for line in open(trace):
+            r = json.loads(line)
+            if r["rank"] == 0:
+                first_step.setdefault(r["restart"], r["time"])
+    else:
+        resumed = set()
+        for e in events:
+            if e["event"] == "resume":
+                resumed.add(e["restarts"])
+            elif e["event"] in ("log", "commit") and e["restarts"] in resumed:
+                first_step.setdefault(e["restarts"], e["time"])
 
     def ev(kind, restart, last=False):
         t = [e["time"] for e in events if e["event"] == kind and e["restarts"] == restart]

@@ -4,7 +4,8 @@
  * --steps, asks dpt_should_stop after every step and, when told to stop,
  * saves, waits for the commit and exits 0.
  *
- *   train_loop [--steps N] [--step-ms MS] [--every K] [--linger-ms MS] [--auto]
+ *   train_loop [--steps N] [--step-ms MS | --global-ms MS] [--every K]
+ *              [--linger-ms MS] [--auto]
  *              [--trace] [--stop-signals] [--extra-mib N]
  *              [--fail-after-load] [--stop-without-save] [--hang-save S]
  *              [--log K] [--total N]
@@ -13,7 +14,10 @@
  * across the ranks) is a pure function of the step: each step mixes the
  * step number into every element. On resume the loaded state is checked
  * against that function computed from step 0, so a lost or repeated step
- * shows. --every K also saves every K steps (0: only at a stop and at the
+ * shows. --step-ms MS: each step sleeps MS (100); --global-ms MS: MS
+ * over the world size, the time of a fixed global batch shared by the
+ * ranks, as a run that scales perfectly with its world (bench/shapes).
+ * --every K also saves every K steps (0: only at a stop and at the
  * end). --auto: dpt_ckpt_step after every step instead, which saves when
  * srun --dp-ckpt-every (DPTRAIN_CKPT_EVERY, the coordinator's
  * --ckpt-every) says so and at the stop; each such save prints "saved
@@ -136,7 +140,7 @@ int main(int argc, char **argv)
 	uint64_t hang_save = 0, log_every = 0, total = 0;
 	double t_prev = 0;
 	unsigned char *ballast = NULL;
-	long step_ms = 100, linger_ms = 0;
+	long step_ms = 100, global_ms = 0, linger_ms = 0;
 	struct dpt_ctx *ctx = NULL;
 	struct dpt_ckpt *ck = NULL;
 	struct dpt_ckpt_opts co;
@@ -169,6 +173,8 @@ int main(int argc, char **argv)
 			steps = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--step-ms"))
 			step_ms = strtol(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--global-ms"))
+			global_ms = strtol(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--linger-ms"))
 			linger_ms = strtol(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--every"))
@@ -193,6 +199,8 @@ int main(int argc, char **argv)
 		return fail("dpt_init", rc);
 	rank = dpt_rank(ctx);
 	world = dpt_world_size(ctx);
+	if (global_ms)
+		step_ms = global_ms / world;
 	if (stop_signals) {
 		struct sigaction sa = {.sa_handler = on_stop_signal};
 
