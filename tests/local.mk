@@ -19,12 +19,14 @@ EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 # seconds in brackets: the torch 2 preemptions 350 (200), the Lightning
 # modes 300 to 500 (160), the fault campaign 340 (60, mostly waiting for
 # Slurm and timeouts), the Lightning stops 280 (185), Lightning 330
-# (180), the torch 1.13 preemptions 130 (80), a job that grows 140 and
-# the requeue at a chosen shape 90 (both a few CPU seconds, waiting), the
-# demo 180 (100). The CPU is what the suite is short of: the order keeps
-# at most one test that mostly waits among the first four, so that the
-# slots of -j4 are not held by sleepers while the CPU idles. Each is
-# declared (EXTRA_DIST, comment) in its folder's local.mk.
+# (180), the torch 1.13 preemptions 130 (80), the demo 180 (100); and the
+# tests that mostly wait for Slurm, a few CPU seconds each (a job that
+# grows 140, the requeue at a chosen shape 90, the walltime's four tests
+# 30 to 80: SPANK_WAITING). The CPU is what the suite is short of: the
+# order keeps at most one test that mostly waits among the first four,
+# and runs the others beside the second wave of Python tests, so that the
+# slots of -j4 are never all held by sleepers while the CPU idles. Each
+# is declared (EXTRA_DIST, comment) in its folder's local.mk.
 LONG_TESTS = \
 	tests/python/torch2/preempt.sh \
 	tests/python/lightning_modes.sh \
@@ -32,8 +34,7 @@ LONG_TESTS = \
 	tests/python/lightning_stop.sh \
 	tests/python/lightning.sh \
 	tests/python/preempt.sh \
-	tests/spank/grow.sh \
-	tests/spank/shapes.sh \
+	$(SPANK_WAITING) \
 	tests/python/demo.sh
 
 include $(srcdir)/tests/unit/local.mk

@@ -8,10 +8,6 @@ SPANK_TESTS = \
 	tests/spank/torchrun.sh \
 	tests/spank/torch.sh \
 	tests/spank/workers.sh \
-	tests/spank/walltime.sh \
-	tests/spank/walltime-change.sh \
-	tests/spank/requeue-guard.sh \
-	tests/spank/elastic.sh \
 	tests/spank/status.sh \
 	tests/spank/status_hostile.sh \
 	tests/spank/metrics.sh \
@@ -21,9 +17,12 @@ SPANK_TESTS = \
 	tests/spank/shared_root.sh \
 	tests/spank/secret.sh
 TESTS += $(SPANK_TESTS)
-# tests/spank/shapes.sh (4 minutes, two one-minute jobs requeued) and
-# grow.sh (3 minutes, a job that grows) run among the LONG_TESTS
-# (tests/local.mk).
-EXTRA_DIST += $(SPANK_TESTS) tests/spank/shapes.sh tests/spank/grow.sh \
-	tests/spank/lib.sh \
+# Among the LONG_TESTS (tests/local.mk), as they mostly wait for Slurm:
+# shapes.sh (two one-minute jobs requeued), grow.sh (a job that grows),
+# the walltime's walltime.sh, walltime-change.sh, requeue-guard.sh and
+# elastic.sh (one-minute time limits).
+SPANK_WAITING = tests/spank/shapes.sh tests/spank/grow.sh \
+	tests/spank/walltime.sh tests/spank/walltime-change.sh \
+	tests/spank/requeue-guard.sh tests/spank/elastic.sh
+EXTRA_DIST += $(SPANK_TESTS) $(SPANK_WAITING) tests/spank/lib.sh \
 	tests/spank/ddp.py
