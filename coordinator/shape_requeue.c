@@ -46,11 +46,13 @@ static int find(const struct dpt__shape *shapes, int n,
 	return -1;
 }
 
-/* Gather IN's facts into X, the steps left counted from STEP (-1:
- * unknown). Returns 0, or -1 with why the job keeps its request in MSG. */
-static int gather(const struct dpt__shape_requeue_in *in, long step,
+/* Gather IN's facts into X, the steps left counted from the step IN's
+ * job resumed from, or, while it RUNS, from the newest step its events
+ * reached. Returns 0, or -1 with why the job keeps its request in MSG. */
+static int gather(const struct dpt__shape_requeue_in *in, bool runs,
 		  struct facts *x, char *msg, size_t size)
 {
+	int64_t step;
 	struct dpt__shape_facts *f = &x->f;
 	char why[256];
 	long limit = 0;
@@ -80,6 +82,8 @@ static int gather(const struct dpt__shape_requeue_in *in, long step,
 			       ? x->rr.startup_s + DPT_SHAPE_REQUEUE_S
 			       : 0;
 	f->limit_s = limit > in->grace ? (double)(limit - in->grace) : 0;
+	f->running = runs;
+	step = runs ? x->rr.step : in->committed;
 	if (x->rr.total_steps && step >= 0 &&
 	    (uint64_t)step < x->rr.total_steps)
 		f->work = (double)(x->rr.total_steps - (uint64_t)step);
@@ -113,7 +117,7 @@ int dpt__shape_plan(const struct dpt__shape_requeue_in *in,
 	int chosen;
 
 	p->chosen = p->changed = false;
-	if (gather(in, in->committed, &x, p->msg, sizeof(p->msg)))
+	if (gather(in, false, &x, p->msg, sizeof(p->msg)))
 		return -1;
 	if (in->max_changes >= 0 && x.rr.shape_changes >= in->max_changes) {
 		snprintf(p->msg, sizeof(p->msg),
@@ -177,17 +181,13 @@ int dpt__shape_grow_check(const struct dpt__shape_grow_in *in,
 	int to;
 
 	p->chosen = p->changed = false;
-	if (gather(&in->rq, -1, &x, p->msg, sizeof(p->msg)))
+	if (gather(&in->rq, true, &x, p->msg, sizeof(p->msg)))
 		return -1;
 	if (x.f.current < 0) {
 		snprintf(p->msg, sizeof(p->msg),
 			 "its shape is none of --shapes");
 		return -1;
 	}
-	if (x.rr.total_steps && x.rr.step >= 0 &&
-	    (uint64_t)x.rr.step < x.rr.total_steps)
-		x.f.work = (double)(x.rr.total_steps - (uint64_t)x.rr.step);
-	x.f.running = true;
 	b.changes = x.rr.shape_changes;
 	b.since_change_s =
 		(double)now - (x.rr.t_shape_change > 0 ? x.rr.t_shape_change
