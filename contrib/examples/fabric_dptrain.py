@@ -54,9 +54,7 @@ def main():
             stop = ck.step(step, state)
             if stop or step >= args.steps:
                 break
-    if ck.last_saved != step:
-        ck.save(step, state)
-    ck.wait()
+    ck.finish(step, state)
     ck.close()
     if fabric.global_rank == 0:
         digest = hashlib.sha256()

@@ -69,9 +69,7 @@ def main():
             stop = ck.step(step, state)
             if stop or step >= args.steps:
                 break
-    if ck.last_saved != step:
-        ck.save(step, state)
-    ck.wait()
+    ck.finish(step, state)
     if trace:
         trace.close()
     ck.close()

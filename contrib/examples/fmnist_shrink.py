@@ -144,9 +144,7 @@ def main():
                 batches = iter(loader)
                 print("adopted step=%d gen=%d rank=%d world=%d" % (
                     step, ctx.generation, ctx.rank, ctx.world_size), flush=True)
-        if ck.last_saved != step:
-            ck.save(step, state)
-        ck.wait()
+        ck.finish(step, state)
         ck.close()
         params = [p.detach() for p in model.parameters()]
         digest = hashlib.sha256(b"".join(p.numpy().tobytes() for p in params))

@@ -33,9 +33,7 @@ def main(steps, step_s):
             except dptrain.DptrainError as e:
                 print("FAIL step: %s" % e, flush=True)
                 return 1
-        if ck.last_saved != step:
-            ck.save(step, state)
-        ck.wait()
+        ck.finish(step, state)
         print("finished step=%d rank=%d committed" % (step, ck.rank), flush=True)
     return 0
 

@@ -11,9 +11,7 @@ preemption (doc/python.md has the whole API with an example)::
     ...
             if ck.step(step, state):
                 break
-    if ck.last_saved != step:
-        ck.save(step, state)
-    ck.wait()
+    ck.finish(step, state)
 
 Tensors of the state go into the sharded checkpoint format under their
 dotted path; everything else into the manifest as JSON (never pickled).
@@ -579,6 +577,14 @@ class Checkpoint:
 
     def wait(self):
         """Waits until the save in flight is committed."""
+        self._ck.wait()
+
+    def finish(self, step, state):
+        """The end of the run, on every rank: saves STATE as STEP unless
+        that step is saved already or is the one load() restored
+        (last_saved), and waits until it is committed."""
+        if self.last_saved != step:
+            self.save(step, state)
         self._ck.wait()
 
     # -------------------------------------------------------------- load
