@@ -7,9 +7,6 @@
 . "$top_srcdir/tests/ckpt/lib.sh"
 
 plan 9
-root=$ckpt_dir/root
-run=$root/run
-out=$ckpt_dir/job
 scale=4000 # about 30 MiB per rank: the shards take a while to write
 
 ckpt_job 4 "$out.s1" --scale $scale save "file://$root" 1

@@ -14,9 +14,6 @@
 . "$top_srcdir/tests/ckpt/lib.sh"
 
 plan 36
-root=$ckpt_dir/root
-run=$root/run
-out=$ckpt_dir/job
 
 ckpt_job 4 "$out.save" --block 4096 save "file://$root" 1 2 3
 ok $? "4 ranks save steps 1, 2 and 3" || diag "$(cat "$out".save.*)"

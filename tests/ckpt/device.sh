@@ -24,8 +24,6 @@ esac
 
 plan 7
 diag "$probe: expecting $want ($why)"
-root=$ckpt_dir/root
-out=$ckpt_dir/job
 
 "$ckpt_worker" --solo --lie-device save "file://$root" 1 >"$out.dev" 2>&1
 is $? 1 "a save of device tensors fails ($why)" || diag "$(cat "$out.dev")"

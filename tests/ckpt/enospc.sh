@@ -21,7 +21,6 @@ trap 'ckpt_kill; umount "$mnt" 2>/dev/null; ckpt_cleanup; dpt_teardown' EXIT
 plan 24
 root=$mnt/root
 run=$root/run
-out=$ckpt_dir/job
 
 ckpt_job 2 "$out.s1" save "file://$root" 1
 ok $? "2 ranks commit step 1 (about 60 KiB)" || diag "$(cat "$out".s1.[0-9]*)"

@@ -29,6 +29,11 @@ require_prog timeout od
 unset DPTRAIN_LOG_LEVEL SLURM_RESTART_COUNT SLURM_JOB_ID
 
 ckpt_dir=$(dpt_state_dir ckpt) || exit 1
+# Where a test saves (file://$root; a test on other storage sets its own
+# $root), its run's directory, and the prefix of its jobs' output files.
+root=$ckpt_dir/root
+run=$root/run
+out=$ckpt_dir/job
 ckpt_coord_pids=()
 ckpt_pids=()
 # Kills what the test started and waits for it: then nothing holds a file

@@ -8,8 +8,6 @@
 . "$top_srcdir/tests/ckpt/lib.sh"
 
 plan 21
-root=$ckpt_dir/root
-run=$root/run
 
 out=$("$ckpt_worker" --solo --refuse save "file://$root" 1 2>&1)
 echo "$out" | grep -q '^second save: DPT_EBUSY$'

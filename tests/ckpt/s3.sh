@@ -18,7 +18,6 @@ python=/usr/bin/python3
 plan 26
 root=s3://$DPTRAIN_S3_BUCKET/runs
 run=$root/run
-out=$ckpt_dir/job
 scale=1000 # about 12 MiB per rank: multipart uploads of 8 MiB parts
 
 ckpt_job 4 "$out.save" --scale $scale save "$root" 1 2

@@ -20,7 +20,6 @@ s3_up
 plan 14
 root=s3://$DPTRAIN_S3_BUCKET/runs
 run=$root/run
-out=$ckpt_dir/job
 scale=1000 # about 12 MiB per rank: multipart uploads of two parts (8 MiB, the rest)
 step2=runs/run/step-0000000002
 victim_key=$step2/rank-00002-of-00004.safetensors
