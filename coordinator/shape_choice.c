@@ -103,15 +103,13 @@ int dpt__shape_choose(const struct dpt__shape_facts *f,
 	return best;
 }
 
-/* "now" if IN_S is within NOW_S, else "about HH:MM" local time, with the
- * day's name ("about Sun 00:01") on another day than NOW's. */
-static const char *when(time_t now, double in_s, char *buf, size_t size)
+/* "about HH:MM", IN_S from NOW in local time, with the day's name ("about
+ * Sun 00:01") on another day than NOW's: when a shape would end. */
+static const char *about(time_t now, double in_s, char *buf, size_t size)
 {
 	time_t t = now + (time_t)in_s;
 	struct tm tm, today;
 
-	if (in_s <= NOW_S)
-		return "now";
 	localtime_r(&now, &today);
 	localtime_r(&t, &tm);
 	strftime(buf, size,
@@ -120,6 +118,13 @@ static const char *when(time_t now, double in_s, char *buf, size_t size)
 			 : "about %a %H:%M",
 		 &tm);
 	return buf;
+}
+
+/* When a shape would start: "now" if IN_S is within NOW_S, else as
+ * about(). */
+static const char *when(time_t now, double in_s, char *buf, size_t size)
+{
+	return in_s <= NOW_S ? "now" : about(now, in_s, buf, size);
 }
 
 /* Whether shape I is a grow from the current one: larger, starts now (a
@@ -234,7 +239,7 @@ void dpt__shape_verdict(const struct dpt__shape_facts *f,
 		len = snprintf(msg, size, "requeued as %s: starts %s, ends %s",
 			       shape,
 			       when(now, est[chosen].starts, t1, sizeof(t1)),
-			       when(now, est[chosen].finish, t2, sizeof(t2)));
+			       about(now, est[chosen].finish, t2, sizeof(t2)));
 	for (int i = 0; i < f->n; i++)
 		if (i != chosen && usable(f, &est[i]) &&
 		    (alt < 0 || dpt__shape_world(&f->shapes[i]) >
@@ -265,6 +270,6 @@ void dpt__shape_grow_verdict(const struct dpt__shape_facts *f,
 		snprintf(msg, size,
 			 "growing to %s: it can start now and ends %s; %s "
 			 "would end %s",
-			 shape, when(now, est[to].finish, t1, sizeof(t1)), here,
-			 when(now, c->finish, t2, sizeof(t2)));
+			 shape, about(now, est[to].finish, t1, sizeof(t1)),
+			 here, about(now, c->finish, t2, sizeof(t2)));
 }
