@@ -64,7 +64,8 @@ enum dpt__event_kind {
 	X(SCALARS, "scalars", SCALARS)                                        \
 	X(TOTAL_STEPS, "total_steps", STEP)                                   \
 	X(STATUS, "status", I64)                                              \
-	X(SHAPE, "shape", STR)
+	X(SHAPE, "shape", STR)                                                \
+	X(GLOBAL_BATCH, "global_batch", STEP)
 
 /* The fields every line starts with, in order. */
 #define DPT_EVENT_COMMON(F) F(TIME) F(EVENT) F(JOB) F(RESTARTS)
@@ -92,7 +93,8 @@ enum dpt__event_kind {
 	X(END, "end", F(STATUS))                                              \
 	X(LOG, "log", F(STEP) F(SCALARS))                                     \
 	X(TOTAL_STEPS, "total_steps", F(TOTAL_STEPS))                         \
-	X(SHAPE, "shape", F(REASON) F(SHAPE) F(WORLD) F(WHY))
+	X(SHAPE, "shape", F(REASON) F(SHAPE) F(WORLD) F(WHY))                 \
+	X(GLOBAL_BATCH, "global_batch", F(GLOBAL_BATCH))
 /* clang-format on */
 
 enum dpt__event_field {

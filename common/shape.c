@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -144,6 +145,19 @@ int dpt__shapes_expand(const struct dpt__shapes *list, long global_batch,
 			}
 	}
 	return n;
+}
+
+long dpt__shape_batch(long user, uint64_t program)
+{
+	uint64_t a = user > 0 ? (uint64_t)user : 0, b = program;
+
+	while (b) {
+		uint64_t r = a % b;
+
+		a = b;
+		b = r;
+	}
+	return a > LONG_MAX ? LONG_MAX : (long)a;
 }
 
 const char *dpt__shape_format(const struct dpt__shape *s, char *buf,

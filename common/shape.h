@@ -9,6 +9,7 @@
 #define DPT_COMMON_SHAPE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* What a list is, for the messages that refuse one. */
 #define DPT_SHAPE_FORMS                                                        \
@@ -64,6 +65,12 @@ int dpt__shapes_parse(const char *text, struct dpt__shapes *out, char *err,
  */
 int dpt__shapes_expand(const struct dpt__shapes *list, long global_batch,
 		       struct dpt__shape *out, int max);
+
+/* The global batch for dpt__shapes_expand from the user's (--dp-global-
+ * batch) and the program's declaration (dpt_set_global_batch), 0 where
+ * not given: a world divides both exactly when it divides their greatest
+ * common divisor. 0 when neither is given. */
+long dpt__shape_batch(long user, uint64_t program);
 
 /* "1 node x 3 GPUs", "2 nodes x 8 GPUs", "2 nodes x 4 tasks" into BUF;
  * returns BUF. */

@@ -141,6 +141,8 @@ struct dpt__msg_task_exit {
 #define DPT_KV_LOG "dptrain.log"
 /* The run's total steps, as the program declared it ("N"). */
 #define DPT_KV_TOTAL_STEPS "dptrain.total_steps"
+/* The samples of one global step, as the program declared it ("B"). */
+#define DPT_KV_GLOBAL_BATCH "dptrain.global_batch"
 
 struct dpt__msg_kv {
 	uint32_t wait_ms;

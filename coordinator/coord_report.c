@@ -76,10 +76,13 @@ void dpt__coord_on_report(struct dpt__coord *c, const char *key, int64_t now)
 			}
 			off += ln + 1;
 		}
-	} else if (!strcmp(key, DPT_KV_TOTAL_STEPS)) {
+	} else if (!strcmp(key, DPT_KV_TOTAL_STEPS) ||
+		   !strcmp(key, DPT_KV_GLOBAL_BATCH)) {
 		if (sscanf(v, "%llu", &step) != 1)
 			return;
-		n.event = DPT_EV_TOTAL_STEPS;
+		n.event = !strcmp(key, DPT_KV_TOTAL_STEPS)
+				  ? DPT_EV_TOTAL_STEPS
+				  : DPT_EV_GLOBAL_BATCH;
 		n.step = step;
 		dpt__coord_note(c, &n);
 	} else if (!strcmp(key, DPT_KV_COMMITTED)) {

@@ -116,6 +116,9 @@ static void value_of(void *arg, enum dpt__event e, enum dpt__event_field f,
 	case DPT_EVF_TOTAL_STEPS:
 		v->u = e == DPT_EV_LOG ? n->scalars->step : n->step;
 		break;
+	case DPT_EVF_GLOBAL_BATCH: /* carried in step, as total_steps */
+		v->u = n->step;
+		break;
 	case DPT_EVF_BYTES:
 		v->u = n->bytes;
 		break;

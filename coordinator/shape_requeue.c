@@ -63,18 +63,21 @@ static int gather(const struct dpt__shape_requeue_in *in, bool runs,
 				       .rates = x->rates,
 				       .efficiency = in->efficiency,
 				       .work = -1};
-	f->n = dpt__shapes_expand(in->shapes, in->global_batch, x->shapes,
-				  DPT_SHAPES_CONCRETE_MAX);
 	if (dpt__shape_of_job(in->job_id, &x->cur, &limit, why, sizeof(why))) {
 		snprintf(msg, size, "keeps its request: %s", why);
 		return -1;
 	}
-	f->current = find(x->shapes, f->n, &x->cur);
 	dpt__run_rates_init(&x->rr);
 	if (in->run_uri &&
 	    (rc = dpt__run_events_each(in->run_uri, fold, &x->rr)))
 		dpt__info("no speed measured: the run's events: %s",
 			  dpt_strerror(rc));
+	/* Worlds that divide the user's global batch and the program's. */
+	f->n = dpt__shapes_expand(
+		in->shapes,
+		dpt__shape_batch(in->global_batch, x->rr.global_batch),
+		x->shapes, DPT_SHAPES_CONCRETE_MAX);
+	f->current = find(x->shapes, f->n, &x->cur);
 	f->nrates = dpt__run_rates_get(&x->rr, x->rates, DPT_RUN_RATES_MAX);
 	/* A restart measured, else this run's start and Slurm's part. */
 	f->restart_s = x->rr.restart_s > 0 ? x->rr.restart_s

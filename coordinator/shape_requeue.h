@@ -16,7 +16,8 @@
 struct dpt__shape_requeue_in {
 	uint32_t job_id;
 	const struct dpt__shapes *shapes; /* --shapes */
-	long global_batch;   /* only worlds that divide it; 0: all */
+	long global_batch;   /* --global-batch, 0: none (the program may
+			      * declare one too) */
 	double efficiency;   /* --scaling-efficiency, 0 to 1 */
 	long grace;	     /* --grace, seconds */
 	const char *run_uri; /* the run's, NULL: no events */

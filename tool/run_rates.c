@@ -119,6 +119,10 @@ void dpt__run_rates_add(struct dpt__run_rates *r,
 		r->total_steps = (uint64_t)dpt__event_num(
 			l, DPT_EVF_TOTAL_STEPS, (double)r->total_steps);
 		break;
+	case DPT_EV_GLOBAL_BATCH:
+		r->global_batch = (uint64_t)dpt__event_num(
+			l, DPT_EVF_GLOBAL_BATCH, (double)r->global_batch);
+		break;
 	case DPT_EV_RESUME: /* what was reached after it is done again */
 		r->step = (int64_t)dpt__event_num(l, DPT_EVF_STEP, -1);
 		break;

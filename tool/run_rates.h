@@ -32,8 +32,9 @@ struct dpt__run_rates {
 		double steps, seconds;
 	} w[DPT_RUN_RATES_MAX];
 	int n;
-	double restart_s;     /* the last restart measured; 0: none */
-	uint64_t total_steps; /* the program's declared total; 0: none */
+	double restart_s;      /* the last restart measured; 0: none */
+	uint64_t total_steps;  /* the program's declared total; 0: none */
+	uint64_t global_batch; /* its declared global batch; 0: none */
 	/* The open segment: its world (0: none) and progress points. */
 	long world;
 	int64_t s_first, s_last;

@@ -66,11 +66,12 @@ struct dpt_ctx {
 	atomic_int stop_requested;
 	bool stop_logged; /* the request was logged when first sent */
 
-	/* dpt_log, dpt_set_total_steps (worker/logger.c): the training
-	 * thread's. */
+	/* dpt_log, dpt_set_total_steps, dpt_set_global_batch
+	 * (worker/logger.c): the training thread's. */
 	struct dpt__logger *logger; /* started by the first dpt_log */
 	bool logger_failed;	    /* no coordinator, or no thread */
 	uint64_t total_steps_sent;  /* 0: never */
+	uint64_t global_batch_sent; /* 0: never */
 };
 
 /*

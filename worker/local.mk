@@ -33,7 +33,8 @@ worker_libdptrain_la_LIBADD = worker/libdptcpu.la common/libdptcommon.la \
 # 1:0:1: the *_sized functions were added, every 0:0:0 symbol is kept.
 # 2:0:2: dpt_log and dpt_set_total_steps were added.
 # 3:0:3: dpt_ckpt_step_error was added.
-worker_libdptrain_la_LDFLAGS = -version-info 3:0:3 -no-undefined
+# 4:0:4: dpt_set_global_batch was added.
+worker_libdptrain_la_LDFLAGS = -version-info 4:0:4 -no-undefined
 if HAVE_NCCL
 worker_libdptrain_la_CFLAGS += $(CUDA_CFLAGS) $(NCCL_CFLAGS)
 worker_libdptrain_la_LIBADD += $(NCCL_LIBS) $(CUDA_LIBS)

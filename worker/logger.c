@@ -166,18 +166,34 @@ int dpt_log(struct dpt_ctx *ctx, uint64_t step, size_t n,
 	return 0;
 }
 
-int dpt_set_total_steps(struct dpt_ctx *ctx, uint64_t total)
+/* Rank 0 reports KEY = VALUE, unless *SENT is VALUE already. */
+static int declare(struct dpt_ctx *ctx, const char *key, uint64_t value,
+		   uint64_t *sent)
 {
 	char v[32];
 
-	if (!ctx || total == 0)
+	if (value == 0)
 		return DPT_EINVAL;
-	if (ctx->rank != 0 || ctx->total_steps_sent == total)
+	if (ctx->rank != 0 || *sent == value)
 		return 0;
-	ctx->total_steps_sent = total;
-	snprintf(v, sizeof(v), "%" PRIu64, total);
-	dpt__report(ctx, DPT_KV_TOTAL_STEPS, v);
+	*sent = value;
+	snprintf(v, sizeof(v), "%" PRIu64, value);
+	dpt__report(ctx, key, v);
 	return 0;
+}
+
+int dpt_set_total_steps(struct dpt_ctx *ctx, uint64_t total)
+{
+	return ctx ? declare(ctx, DPT_KV_TOTAL_STEPS, total,
+			     &ctx->total_steps_sent)
+		   : DPT_EINVAL;
+}
+
+int dpt_set_global_batch(struct dpt_ctx *ctx, uint64_t batch)
+{
+	return ctx ? declare(ctx, DPT_KV_GLOBAL_BATCH, batch,
+			     &ctx->global_batch_sent)
+		   : DPT_EINVAL;
 }
 
 void dpt__log_flush(struct dpt_ctx *ctx)

@@ -279,6 +279,16 @@ DPT_EXPORT int dpt_log(struct dpt_ctx *ctx, uint64_t step, size_t n,
 DPT_EXPORT int dpt_set_total_steps(struct dpt_ctx *ctx, uint64_t total);
 
 /*
+ * dpt_set_global_batch - declare that each global step takes BATCH
+ * samples in all ranks together: a job that changes size (srun
+ * --dp-shapes) is never given a world size that does not divide BATCH.
+ * Sent as dpt_set_total_steps is (rank 0, once per value, one round
+ * trip); call it on every start of the run. Returns 0, or DPT_EINVAL
+ * (CTX NULL, BATCH 0).
+ */
+DPT_EXPORT int dpt_set_global_batch(struct dpt_ctx *ctx, uint64_t batch);
+
+/*
  * dpt_allreduce - RECV = the sum (DPT_SUM) or the mean (DPT_AVG) of every
  * rank's SEND, element-wise, for COUNT elements of DTYPE. SEND may equal
  * RECV (in place). Buffers are host memory with the CPU backend, device

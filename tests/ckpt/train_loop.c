@@ -38,7 +38,8 @@
  * in the middle of a save. --log K: every K steps, dpt_log of "loss"
  * (a pure function of the step) and "samples_per_s" (64 samples a step
  * over the step's measured time), on every rank; --total N:
- * dpt_set_total_steps(N) after the load. Checkpoint root and run:
+ * dpt_set_total_steps(N) after the load; --global-batch B:
+ * dpt_set_global_batch(B) after the load. Checkpoint root and run:
  * DPTRAIN_CKPT_URI and DPTRAIN_RUN, as srun --dp-train sets them.
  *
  * Output: "fresh start rank=R world=W" or "resumed step=S rank=R world=W
@@ -137,7 +138,7 @@ static int save(struct dpt_ckpt *ck, uint64_t step)
 int main(int argc, char **argv)
 {
 	uint64_t steps = 100, every = 0, step = 0, saved = 0, extra = 0;
-	uint64_t hang_save = 0, log_every = 0, total = 0;
+	uint64_t hang_save = 0, log_every = 0, total = 0, batch = 0;
 	double t_prev = 0;
 	unsigned char *ballast = NULL;
 	long step_ms = 100, global_ms = 0, linger_ms = 0;
@@ -185,6 +186,8 @@ int main(int argc, char **argv)
 			log_every = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--total"))
 			total = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--global-batch"))
+			batch = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--extra-mib"))
 			extra = strtoull(argv[i + 1], NULL, 10) << 20;
 		else {
@@ -268,6 +271,8 @@ int main(int argc, char **argv)
 	}
 	if (total && (rc = dpt_set_total_steps(ctx, total)) != 0)
 		return fail("dpt_set_total_steps", rc);
+	if (batch && (rc = dpt_set_global_batch(ctx, batch)) != 0)
+		return fail("dpt_set_global_batch", rc);
 	t_prev = now_s();
 	if (fail_after_load) {
 		printf("failing on purpose rank=%d\n", rank);

@@ -1,5 +1,6 @@
-"""A worker of tests/python/log.sh: dptrain.torch's Checkpoint.log and
-total_steps. Every rank logs every step; rank 1 logs values that must not
+"""A worker of tests/python/log.sh: dptrain.torch's Checkpoint.log,
+total_steps and global_batch (which load() declares from the state's
+ElasticSampler, and a repeated declaration does not send). Every rank logs every step; rank 1 logs values that must not
 reach the events. Prints "bad name: ..." for the refused call, then
 "done rank=R"."""
 import sys
@@ -14,6 +15,9 @@ w = torch.zeros(4)
 with dpt.Checkpoint(signals=()) as ck:
     ck.total_steps = steps
     ck.total_steps = steps  # the same again: nothing sent
+    sampler = dpt.ElasticSampler(960, global_batch_size=48)
+    assert ck.load({"w": w, "sampler": sampler}) is None and ck.global_batch == 48
+    ck.global_batch = 48  # the same again: nothing sent
     try:
         ck.log(0, **{"bad name": 1.0})
     except dptrain.DptrainError as e:

@@ -1,10 +1,11 @@
 #!/bin/bash
-# dptrain.torch's Checkpoint.log and total_steps reach the run's events
-# (doc/python.md, "Logging and progress"), without a cluster: a
-# coordinator and two Python ranks started here. Rank 0's values become
-# one log line per step (a tensor, a float, a NaN as null), rank 1's are
-# dropped, a bad name raises on every rank, the total is one line, and
-# dptrain status reads them back.
+# dptrain.torch's Checkpoint.log, total_steps and global_batch reach the
+# run's events (doc/python.md, "Logging and progress"), without a
+# cluster: a coordinator and two Python ranks started here. Rank 0's
+# values become one log line per step (a tensor, a float, a NaN as null),
+# rank 1's are dropped, a bad name raises on every rank, the total is one
+# line, the global batch that load() declares from an ElasticSampler one
+# line, and dptrain status reads them back.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
@@ -45,21 +46,23 @@ is "$(grep -h '^bad name' "$dir"/w*.out | sort | uniq -c | sed 's/^ *//')" "2 ba
 events=$dir/ckpt/pylog/events.jsonl
 check='
 import json, math, sys
-logs, totals = [], []
+logs, totals, batches = [], [], []
 for line in open(sys.argv[1]):
     d = json.loads(line)
     if d["event"] == "log":
         logs.append(d)
     elif d["event"] == "total_steps":
         totals.append(d["total_steps"])
+    elif d["event"] == "global_batch":
+        batches.append(d["global_batch"])
 ok = [d["step"] for d in logs] == list(range(1, 51))
 ok = ok and all(abs(d["scalars"]["loss"] - 1.0 / d["step"]) < 1e-6 and
                 d["scalars"]["samples_per_s"] == 100.0 * d["step"] and
                 d["scalars"]["lr"] is None for d in logs)
-print(ok, totals)
+print(ok, totals, batches)
 '
 out=$($py -c "$check" "$events" 2>&1)
-is "$out" "True [50]" "one log line per step, rank 0 values (tensor, float, NaN as null); one total_steps line" ||
+is "$out" "True [50] [48]" "one log line per step, rank 0 values (tensor, float, NaN as null); one total_steps line, one global_batch line" ||
 	diag "$(head -c 2000 "$events" 2>&1)"
 grep -q '"loss":-1' "$events"
 is $? 1 "rank 1's values are not in the events"

@@ -136,6 +136,9 @@ static const char *const full_lines[DPT_EV_COUNT] = {
 		"\"job\":4242,\"restarts\":3,\"reason\":\"peer_lost\","
 		"\"shape\":\"2x8\",\"world\":8,"
 		"\"why\":\"rank 2 (task 5 on node-b) stopped heartbeating\"}\n",
+	[DPT_EV_GLOBAL_BATCH] =
+		"{\"time\":1700000000.123,\"event\":\"global_batch\","
+		"\"job\":4242,\"restarts\":3,\"global_batch\":1200}\n",
 };
 static const char *const nulls_lines[DPT_EV_COUNT] = {
 	[DPT_EV_START] =
@@ -195,6 +198,9 @@ static const char *const nulls_lines[DPT_EV_COUNT] = {
 		"{\"time\":1700000000.123,\"event\":\"shape\","
 		"\"job\":4242,\"restarts\":3,\"reason\":null,"
 		"\"shape\":null,\"world\":8,\"why\":null}\n",
+	[DPT_EV_GLOBAL_BATCH] =
+		"{\"time\":1700000000.123,\"event\":\"global_batch\","
+		"\"job\":4242,\"restarts\":3,\"global_batch\":null}\n",
 };
 /* clang-format on */
 

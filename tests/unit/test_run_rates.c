@@ -92,6 +92,13 @@ static void worlds_are_measured(void **state)
 	feed(&r, "{\"time\":1072,\"event\":\"total_steps\",\"total_steps\":"
 		 "5000}");
 	assert_int_equal(r.total_steps, 5000);
+	/* The program's global batch: the newest declaration counts. */
+	assert_int_equal(r.global_batch, 0);
+	feed(&r, "{\"time\":1072,\"event\":\"global_batch\",\"global_batch\":"
+		 "48}");
+	feed(&r, "{\"time\":1073,\"event\":\"global_batch\",\"global_batch\":"
+		 "96}");
+	assert_int_equal(r.global_batch, 96);
 	assert_int_equal(rates(&r, out), 2);
 	assert_int_equal(out[0].world, 8);
 	assert_float_equal(out[0].steps_per_s, 300.0 / 30.0, 1e-9);

@@ -59,6 +59,23 @@ static void lists_expand(void **state)
 	assert_int_equal(expand("1-1000000x8", 0, s), DPT_SHAPES_CONCRETE_MAX);
 }
 
+/* The user's batch and the program's: a world divides both exactly when
+ * it divides their greatest common divisor; either alone is itself. */
+static void batches_combine(void **state)
+{
+	struct dpt__shape s[DPT_SHAPES_CONCRETE_MAX];
+
+	(void)state;
+	assert_int_equal(dpt__shape_batch(0, 0), 0);
+	assert_int_equal(dpt__shape_batch(24, 0), 24);
+	assert_int_equal(dpt__shape_batch(0, 48), 48);
+	assert_int_equal(dpt__shape_batch(24, 36), 12);
+	assert_int_equal(dpt__shape_batch(-1, 36), 36);
+	/* 24 from srun, 36 from the program: worlds 3, 4 and 6 of 3 to 8. */
+	assert_int_equal(expand("1x3-8", dpt__shape_batch(24, 36), s), 3);
+	assert_int_equal(dpt__shape_world(&s[2]), 6);
+}
+
 static void refused(const char *text, const char *why)
 {
 	struct dpt__shapes list;
@@ -279,6 +296,17 @@ static void grow_back(void **state)
 				 "rate");
 }
 
+/* The sentence of F's grow to its shape 1, at NOW, is WANT. */
+static void grow_says(struct dpt__shape_facts *f, time_t now, const char *want)
+{
+	struct dpt__shape_estimate est[2];
+	char msg[256];
+
+	dpt__shape_choose(f, est);
+	dpt__shape_grow_verdict(f, est, 1, now, msg, sizeof(msg));
+	assert_string_equal(msg, want);
+}
+
 static void the_verdict_says_when(void **state)
 {
 	const time_t now = 1795860000; /* Sat 2026-11-28 10:00 UTC */
@@ -315,23 +343,26 @@ static void the_verdict_says_when(void **state)
 	f.current = 0;
 	f.running = true;
 	f.limit_s = 0;
-	dpt__shape_choose(&f, est);
-	dpt__shape_grow_verdict(&f, est, 1, now, msg, sizeof(msg));
-	assert_string_equal(msg, "growing to 1 node x 8 GPUs: it can start now "
-				 "and ends about 20:01; 1 node x 3 GPUs would "
-				 "end about Sun 12:40");
+	grow_says(&f, now,
+		  "growing to 1 node x 8 GPUs: it can start now and ends about "
+		  "20:01; 1 node x 3 GPUs would end about Sun 12:40");
 	f.work = -1;
-	dpt__shape_choose(&f, est);
-	dpt__shape_grow_verdict(&f, est, 1, now, msg, sizeof(msg));
-	assert_string_equal(msg, "growing to 1 node x 8 GPUs: it can start now "
-				 "and trains at 800 steps/s (1 node x 3 GPUs: "
-				 "300)");
+	grow_says(&f, now,
+		  "growing to 1 node x 8 GPUs: it can start now and trains at "
+		  "800 steps/s (1 node x 3 GPUs: 300)");
+	/* An end within the minute is a time too: "now" is for starts. */
+	f.work = 800.0 * 30;
+	f.restart_s = 10;
+	grow_says(&f, now,
+		  "growing to 1 node x 8 GPUs: it can start now and ends about "
+		  "10:00; 1 node x 3 GPUs would end about 10:01");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lists_expand),
+		cmocka_unit_test(batches_combine),
 		cmocka_unit_test(bad_lists_are_refused),
 		cmocka_unit_test(rates_are_measured_or_scaled),
 		cmocka_unit_test(the_first_to_finish_wins),

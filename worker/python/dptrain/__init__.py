@@ -291,6 +291,8 @@ def _load_library():
         ("dpt_ckpt_set_cuda_stream", i, [vp, vp]),
         # libdptrain 0.3 (-version-info 3:0:3):
         ("dpt_ckpt_step_error", i, [vp, ctypes.c_uint, i]),
+        # libdptrain 0.4 (-version-info 4:0:4):
+        ("dpt_set_global_batch", i, [vp, u64]),
     ):
         f = getattr(lib, name, None)
         if f is not None:
@@ -563,6 +565,14 @@ class Context:
         costs one round trip, once; a repeated value sends nothing."""
         _check(_optional("dpt_set_total_steps")(self._handle(), int(total)),
                "dptrain.set_total_steps")
+
+    def set_global_batch(self, batch):
+        """Declare that a global step takes BATCH samples in all: a job
+        that changes size (srun --dp-shapes) never gets a world size that
+        does not divide it (dpt_set_global_batch). Sent as
+        set_total_steps is."""
+        _check(_optional("dpt_set_global_batch")(self._handle(), int(batch)),
+               "dptrain.set_global_batch")
 
     def rejoin(self):
         """After a restartable error: join the next generation (rank and

@@ -413,6 +413,7 @@ class Checkpoint:
         self._stopped = False
         self.stop_signal = None
         self._total_steps = None
+        self._global_batch = None
         root = uri or os.environ.get(_ENV["CKPT_URI"], "")
         name = os.environ.get(_ENV["RUN"], "") if run is None else run
         self._where = "'%s'" % "/".join(p for p in (root.rstrip("/"), name) if p)
@@ -460,6 +461,19 @@ class Checkpoint:
     def total_steps(self, n):
         self._ctx.set_total_steps(n)
         self._total_steps = int(n)
+
+    @property
+    def global_batch(self):
+        """The samples of one global step as declared here (None: not
+        declared): a job that changes size (srun --dp-shapes) never gets
+        a world size that does not divide it. load() declares an
+        ElasticSampler's of its state by itself."""
+        return self._global_batch
+
+    @global_batch.setter
+    def global_batch(self, n):
+        self._ctx.set_global_batch(n)
+        self._global_batch = int(n)
 
     @property
     def restart_count(self):
@@ -636,14 +650,17 @@ class Checkpoint:
     def load(self, state, step=None, strict=True):
         """Loads the newest committed step (at or below STEP) into STATE in
         place, resharded for this world size. Returns the step, or None
-        when the run has none. Raises CheckpointMismatch when the step
+        when the run has none. An ElasticSampler in STATE declares its
+        global batch (global_batch), unless one is declared already. Raises CheckpointMismatch when the step
         does not hold what STATE holds; not STRICT, tensors on one side only
         are left alone (as torch's load_state_dict(strict=False)), a dtype
         or shape that differs is still an error."""
+        live = _Flat(state)
+        if live.samplers and self._global_batch is None:
+            self.global_batch = live.samplers[0].global_batch_size
         contents = self.inspect(step)
         if contents is None:
             return None
-        live = _Flat(state)
         doc = self._document(contents.user, contents.step)  # refuses a newer format
         diffs, skipped = self._differences(contents, live, strict, _raw_names(doc))
         if diffs:
