@@ -12,19 +12,10 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/spank/lib.sh"
 
-require_root
-require_prog setpriv
-require_built train tests/ckpt/train_loop
-conf_cluster_up $'grow_check=10s\nmin_shape_interval=0\ngrow_margin=1\n' \
-	NODES=2 CPUS=4 GPUS=2
-work_dir grow
+grow_setup grow 2
 plan 10
 
-# Another user's job on n2, for HOLD seconds.
-other=$(cd /tmp && timed setpriv --reuid=nobody --regid=nogroup --clear-groups \
-	sbatch --parsable -w n2 -N 1 --gres=gpu:2 -o /dev/null --wrap 'sleep 45' | cut -d';' -f1)
-wait_for 30 eval '[[ "$(job_state "$other")" =~ JobState=RUNNING ]]'
-ok $? "another user's job $other holds node n2" || bail_out "$(job_state "$other")"
+other_job "node n2 for 45 s" -w n2 -N 1 --gres=gpu:2 --wrap 'sleep 45'
 
 cat >"$work/grow.sh" <<EOF
 #!/bin/bash

@@ -46,6 +46,35 @@ check_resumed_as() {
 	ok $? "and finished at step $steps" || diag "$out"
 }
 
+# as_nobody COMMAND...: COMMAND as another user (nobody), from /tmp.
+as_nobody() {
+	(cd /tmp && timed setpriv --reuid=nobody --regid=nogroup --clear-groups "$@")
+}
+
+# other_job WHAT SBATCH_ARG...: another user's (nobody's) job of those
+# sbatch arguments, its id in $other, and a check that it runs and holds
+# WHAT.
+other_job() {
+	local what=$1
+	shift
+	other=$(as_nobody sbatch --parsable -o /dev/null "$@" | cut -d';' -f1)
+	wait_for 30 eval '[[ "$(job_state "$other")" =~ JobState=RUNNING ]]'
+	ok $? "another user's job $other holds $what" || bail_out "$(job_state "$other")"
+}
+
+# grow_setup NAME GPUS: as walltime_setup, for a job that grows: a
+# 2-node test cluster of GPUS fake GPUs a node whose grow check runs every
+# 10 s, with no minimum interval and a margin of 1 (dptrain.conf(5)), and
+# setpriv, to submit as another user.
+grow_setup() {
+	require_root
+	require_prog setpriv
+	require_built train tests/ckpt/train_loop
+	conf_cluster_up $'grow_check=10s\nmin_shape_interval=0\ngrow_margin=1\n' \
+		NODES=2 CPUS=4 GPUS="$2"
+	work_dir "$1"
+}
+
 # walltime_setup NAME: as root, the training loop of tests/ckpt in $train,
 # a 2-node test cluster of 4 CPUs per node, and a work directory $work
 # (/tmp/dptrain-NAME.*, readable by the job's tasks, removed at the end).

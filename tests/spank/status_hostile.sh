@@ -30,7 +30,6 @@ export DPTRAIN_STATUS_DIR=$work/status
 # connection made to it.
 mal=$work/mallory
 mkdir -m 755 "$mal" && chown nobody:nogroup "$mal"
-as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
 as_nobody mkdir -p -m 700 "$mal/.dptrain/jobs"
 as_nobody mkdir -m 755 "$mal/shared"
 # root's home there is an empty one too: the records that other tests
