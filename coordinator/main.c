@@ -227,11 +227,7 @@ static void requeue(struct dpt__service *s)
 		.max_requeues = o->max_requeues,
 		.nodes_min = o->nodes_min,
 		.nodes_max = o->nodes_max,
-		.shapes = &o->shapes,
-		.global_batch = o->global_batch,
-		.efficiency = (double)o->scaling_efficiency / 100.0,
-		.grace = o->grace,
-		.max_shape_changes = o->max_shape_changes,
+		.shape_in = dpt__shape_in(o),
 		.shape = &s->shape,
 	};
 	enum dpt__requeue_verdict v;

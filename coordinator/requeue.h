@@ -22,14 +22,11 @@ struct dpt__requeue_facts {
 	const char *committed; /* DPT_KV_COMMITTED's value, or NULL */
 	long nodes_min;	       /* --nodes: the range given back after */
 	long nodes_max;	       /* the requeue; 0: none */
-	/* --shapes: the sizes the requeued job chooses from (n 0: none),
-	 * and what the choice reads (coordinator/shape_requeue.h). */
-	const struct dpt__shapes *shapes;
-	long global_batch;
-	double efficiency;
-	long grace;
-	const char *run_uri;
-	long max_shape_changes;
+	const char *run_uri;   /* DPT_KV_RUN's value, or NULL */
+	/* --shapes: the sizes the requeued job chooses from (shapes->n 0:
+	 * none), and what the choice reads (coordinator/shape_requeue.h;
+	 * run_uri and committed are filled at the stop). */
+	struct dpt__shape_requeue_in shape_in;
 	/* In: a grow's shape, chosen while the step ran (chosen false:
 	 * choose at the stop); out: what the requeue gave the job. */
 	struct dpt__shape_plan *shape;

@@ -81,8 +81,10 @@ struct dpt__loop_source dpt__parent_source(struct dpt__service *s);
 struct dpt__loop_source dpt__walltime_source(struct dpt__service *s);
 
 /* shape_grow.c: with --shapes, the grow check while the step runs; none
- * (S->grow NULL) without --shapes, --grow-check or a job. */
+ * (S->grow NULL) without --shapes, --grow-check or a job. The choice's
+ * inputs from O, for the grow check and the requeue at a stop. */
 int dpt__grow_start(struct dpt__service *s);
+struct dpt__shape_requeue_in dpt__shape_in(const struct options *o);
 void dpt__grow_free(struct dpt__service *s);
 struct dpt__loop_source dpt__grow_source(struct dpt__service *s);
 

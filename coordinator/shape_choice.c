@@ -181,20 +181,17 @@ static void no_grow(const struct dpt__shape_facts *f,
 			 name);
 }
 
-int dpt__shape_grow(const struct dpt__shape_facts *f,
-		    const struct dpt__grow_bounds *b,
-		    struct dpt__shape_estimate *est, char *why, size_t size)
+bool dpt__shape_bounded(const struct dpt__grow_bounds *b, char *why,
+			size_t size)
 {
 	char t1[32], t2[32];
-	int best = -1;
 
-	dpt__shape_choose(f, est);
 	if (b->max_changes >= 0 && b->changes >= b->max_changes) {
 		snprintf(why, size,
 			 "the run changed size %ld times "
 			 "(max_shape_changes)",
 			 b->changes);
-		return -1;
+		return true;
 	}
 	if (b->since_change_s < b->min_interval_s) {
 		snprintf(why, size,
@@ -204,8 +201,20 @@ int dpt__shape_grow(const struct dpt__shape_facts *f,
 					      sizeof(t1)),
 			 dpt__format_duration((long)b->min_interval_s, t2,
 					      sizeof(t2)));
-		return -1;
+		return true;
 	}
+	return false;
+}
+
+int dpt__shape_grow(const struct dpt__shape_facts *f,
+		    const struct dpt__grow_bounds *b,
+		    struct dpt__shape_estimate *est, char *why, size_t size)
+{
+	int best = -1;
+
+	dpt__shape_choose(f, est);
+	if (dpt__shape_bounded(b, why, size))
+		return -1;
 	for (int i = 0; i < f->n; i++)
 		if (grows(f, b, est, i) &&
 		    (best < 0 || better(f, est, i, best)))

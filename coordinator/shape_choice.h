@@ -66,14 +66,23 @@ double dpt__shape_rate(const struct dpt__rate *rates, int nrates, long world,
 int dpt__shape_choose(const struct dpt__shape_facts *f,
 		      struct dpt__shape_estimate *est);
 
-/* What a grow check may do: the site's bounds and the run's history. */
+/* What a size change may do: the site's bounds and the run's history. */
 struct dpt__grow_bounds {
 	double margin;	       /* grow_margin: restarts the gain must beat */
-	double since_change_s; /* since the last size change (or the start) */
+	double since_change_s; /* since the last size change (HUGE_VAL: none) */
 	double min_interval_s; /* min_shape_interval */
 	long changes;	       /* size changes so far */
 	long max_changes;      /* max_shape_changes; < 0: no cap */
 };
+
+/*
+ * dpt__shape_bounded - whether B forbids any size change now: the run
+ * changed size max_changes times, or its last change is less than
+ * min_interval_s old; the reason in WHY (SIZE bytes).
+ * Checked before a grow and before the choice at a stop.
+ */
+bool dpt__shape_bounded(const struct dpt__grow_bounds *b, char *why,
+			size_t size);
 
 /*
  * dpt__shape_grow - for a running job (F->running, F->current set): the

@@ -45,6 +45,20 @@ static void *check_main(void *arg)
 	return NULL;
 }
 
+struct dpt__shape_requeue_in dpt__shape_in(const struct options *o)
+{
+	return (struct dpt__shape_requeue_in){
+		.job_id = (uint32_t)o->job_id,
+		.shapes = &o->shapes,
+		.global_batch = o->global_batch,
+		.efficiency = (double)o->scaling_efficiency / 100.0,
+		.grace = o->grace,
+		.committed = -1,
+		.max_changes = o->max_shape_changes,
+		.min_interval_s = (double)o->min_shape_interval,
+	};
+}
+
 int dpt__grow_start(struct dpt__service *s)
 {
 	const struct options *o = &s->o;
@@ -63,19 +77,8 @@ int dpt__grow_start(struct dpt__service *s)
 	if (!g)
 		return DPT_ENOMEM;
 	g->in = (struct dpt__shape_grow_in){
-		.rq =
-			{
-				.job_id = (uint32_t)o->job_id,
-				.shapes = &o->shapes,
-				.global_batch = o->global_batch,
-				.efficiency =
-					(double)o->scaling_efficiency / 100.0,
-				.grace = o->grace,
-				.committed = -1,
-				.max_changes = o->max_shape_changes,
-			},
+		.rq = dpt__shape_in(o),
 		.margin = (double)o->grow_margin,
-		.min_interval_s = (double)o->min_shape_interval,
 	};
 	g->next_ms = dpt__now_ms() + o->grow_check * 1000;
 	s->grow = g;

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -112,21 +113,34 @@ static void estimate(const struct dpt__shape_requeue_in *in, struct facts *x,
 	}
 }
 
+/* Seconds since the run's last size change at NOW: min_shape_interval
+ * bounds the next. The first change has no interval to wait: a start, a
+ * walltime's requeue are no changes. */
+static double since_change(const struct dpt__run_rates *rr, time_t now)
+{
+	return rr->t_shape_change > 0 ? (double)now - rr->t_shape_change
+				      : HUGE_VAL;
+}
+
 int dpt__shape_plan(const struct dpt__shape_requeue_in *in,
 		    struct dpt__shape_plan *p)
 {
 	struct facts x;
 	time_t now = time(NULL);
+	struct dpt__grow_bounds b = {
+		.min_interval_s = in->min_interval_s,
+		.max_changes = in->max_changes,
+	};
+	char why[sizeof(p->msg) - 32];
 	int chosen;
 
 	p->chosen = p->changed = false;
 	if (gather(in, false, &x, p->msg, sizeof(p->msg)))
 		return -1;
-	if (in->max_changes >= 0 && x.rr.shape_changes >= in->max_changes) {
-		snprintf(p->msg, sizeof(p->msg),
-			 "keeps its request: the run changed size %ld times "
-			 "(max_shape_changes)",
-			 x.rr.shape_changes);
+	b.changes = x.rr.shape_changes;
+	b.since_change_s = since_change(&x.rr, now);
+	if (dpt__shape_bounded(&b, why, sizeof(why))) {
+		snprintf(p->msg, sizeof(p->msg), "keeps its request: %s", why);
 		return -1;
 	}
 	for (int i = 0; i < x.f.n; i++)
@@ -175,7 +189,7 @@ int dpt__shape_grow_check(const struct dpt__shape_grow_in *in,
 	struct facts x;
 	struct dpt__grow_bounds b = {
 		.margin = in->margin,
-		.min_interval_s = in->min_interval_s,
+		.min_interval_s = in->rq.min_interval_s,
 		.max_changes = in->rq.max_changes,
 	};
 	time_t now = time(NULL);
@@ -192,9 +206,7 @@ int dpt__shape_grow_check(const struct dpt__shape_grow_in *in,
 		return -1;
 	}
 	b.changes = x.rr.shape_changes;
-	b.since_change_s =
-		(double)now - (x.rr.t_shape_change > 0 ? x.rr.t_shape_change
-						       : x.rr.t_first_line);
+	b.since_change_s = since_change(&x.rr, now);
 	for (int i = 0; i < x.f.n; i++)
 		if (dpt__shape_world(&x.shapes[i]) > dpt__shape_world(&x.cur) &&
 		    !extra(&x.cur, &x.shapes[i], &more, &where))

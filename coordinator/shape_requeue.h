@@ -16,20 +16,20 @@
 struct dpt__shape_requeue_in {
 	uint32_t job_id;
 	const struct dpt__shapes *shapes; /* --shapes */
-	long global_batch;   /* --global-batch, 0: none (the program may
-			      * declare one too) */
-	double efficiency;   /* --scaling-efficiency, 0 to 1 */
-	long grace;	     /* --grace, seconds */
-	const char *run_uri; /* the run's, NULL: no events */
-	long committed;	     /* the step resumed from; -1: none */
-	long max_changes;    /* max_shape_changes; < 0: no cap */
+	long global_batch;     /* --global-batch, 0: none (the program may
+				* declare one too) */
+	double efficiency;     /* --scaling-efficiency, 0 to 1 */
+	long grace;	       /* --grace, seconds */
+	const char *run_uri;   /* the run's, NULL: no events */
+	long committed;	       /* the step resumed from; -1: none */
+	long max_changes;      /* max_shape_changes; < 0: no cap */
+	double min_interval_s; /* min_shape_interval */
 };
 
-/* What a grow check reads besides: the site's bounds. */
+/* What a grow check reads besides: the site's margin. */
 struct dpt__shape_grow_in {
 	struct dpt__shape_requeue_in rq; /* committed unused: the events' */
 	double margin;			 /* grow_margin, restarts */
-	double min_interval_s;		 /* min_shape_interval */
 };
 
 /* The choice, and the sentence users see: "requeued as 1 node x 2 GPUs:

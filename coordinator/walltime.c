@@ -353,19 +353,11 @@ static void give_range_back(const struct dpt__requeue_facts *f)
 static void plan_shape(const struct dpt__requeue_facts *f,
 		       struct dpt__shape_plan *p)
 {
-	struct dpt__shape_requeue_in in = {
-		.job_id = f->job_id,
-		.shapes = f->shapes,
-		.global_batch = f->global_batch,
-		.efficiency = f->efficiency,
-		.grace = f->grace,
-		.run_uri = f->run_uri,
-		.committed = -1,
-		.max_changes = f->max_shape_changes,
-	};
+	struct dpt__shape_requeue_in in = f->shape_in;
 
 	if (p->chosen)
 		return;
+	in.run_uri = f->run_uri;
 	if (f->committed)
 		sscanf(f->committed, "%ld", &in.committed);
 	(void)dpt__shape_plan(&in, p);
@@ -377,7 +369,8 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 {
 	enum dpt__requeue_verdict v = dpt__requeue_decide(f, why, size);
 	struct dpt__shape_plan *shape = f->shape;
-	bool shapes = f->shapes && f->shapes->n && shape && v != DPT_RQ_CAPPED;
+	bool shapes = f->shape_in.shapes && f->shape_in.shapes->n && shape &&
+		      v != DPT_RQ_CAPPED;
 	int rc;
 
 	*verdict = v;

@@ -90,9 +90,6 @@ void dpt__run_rates_add(struct dpt__run_rates *r,
 {
 	double t = dpt__event_num(l, DPT_EVF_TIME, r->t_line);
 
-	if (r->t_first_line <= 0)
-		r->t_first_line = t;
-
 	switch (l->event) {
 	case DPT_EV_START:
 		close_segment(r);

@@ -43,8 +43,7 @@ struct dpt__run_rates {
 	/* The restart being measured: its stop, its coordinator's last line,
 	 * the next start; 0: not yet. */
 	double t_stop, t_down, t_start;
-	double t_line;	     /* the last line's time */
-	double t_first_line; /* the run's first line's; 0: none yet */
+	double t_line; /* the last line's time */
 	/* The last start's time to its first progress point (the program's
 	 * start, its load, a step), and that start's time until then. */
 	double startup_s, t_begin;

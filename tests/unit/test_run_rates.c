@@ -184,7 +184,6 @@ static void changes_are_counted(void **state)
 	at(&r, 112, "log", 45);
 	shape(&r, 120, "kept", "requeued as 1 node x 2 GPUs");
 	assert_int_equal(r.shape_changes, 0);
-	assert_float_equal(r.t_first_line, 100, 0);
 	shape(&r, 130, "changed", "requeued as 2 nodes x 2 GPUs");
 	at(&r, 140, "resume", 40);
 	assert_int_equal(r.step, 40);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -231,6 +232,32 @@ static bool starts_with(const char *s, const char *prefix)
 	return !strncmp(s, prefix, strlen(prefix));
 }
 
+/* The bounds of any size change, a grow or the choice at a stop. */
+static void changes_are_bounded(void **state)
+{
+	struct dpt__grow_bounds b = {
+		.since_change_s = HUGE_VAL,
+		.min_interval_s = 90,
+		.max_changes = 2,
+	};
+	char why[128];
+
+	(void)state;
+	/* No change yet: no interval to wait. */
+	assert_false(dpt__shape_bounded(&b, why, sizeof(why)));
+	b.changes = 1;
+	b.since_change_s = 26;
+	assert_true(dpt__shape_bounded(&b, why, sizeof(why)));
+	assert_string_equal(why, "the last size change was 26s ago "
+				 "(min_shape_interval 1m30s)");
+	b.since_change_s = 90;
+	assert_false(dpt__shape_bounded(&b, why, sizeof(why)));
+	b.changes = 2;
+	assert_true(dpt__shape_bounded(&b, why, sizeof(why)));
+	assert_string_equal(why, "the run changed size 2 times "
+				 "(max_shape_changes)");
+}
+
 static void grow_back(void **state)
 {
 	struct dpt__grow_bounds b = {
@@ -367,6 +394,7 @@ int main(void)
 		cmocka_unit_test(rates_are_measured_or_scaled),
 		cmocka_unit_test(the_first_to_finish_wins),
 		cmocka_unit_test(ties_and_unknown_work),
+		cmocka_unit_test(changes_are_bounded),
 		cmocka_unit_test(grow_back),
 		cmocka_unit_test(the_verdict_says_when),
 	};
