@@ -17,17 +17,9 @@ plan 10
 
 other_job "node n2 for 45 s" -w n2 -N 1 --gres=gpu:2 --wrap 'sleep 45'
 
-cat >"$work/grow.sh" <<EOF
-#!/bin/bash
-echo "run start restart=\${SLURM_RESTART_COUNT:-0} nodes=\$SLURM_NNODES gpus=\$SLURM_GPUS_ON_NODE"
-srun --ntasks-per-node=\$SLURM_GPUS_ON_NODE --dp-train=grow --dp-ckpt=file://$work/ckpt \\
-	--dp-grace=40s --dp-shapes=1-2x2 --dp-verbose $train --steps 1200 --step-ms 100 \\
-	--log 5 --total 100000 --linger-ms 1500
-echo "srun exit \$?"
-EOF
-id=$(sbatch_t --parsable -N 1-2 --gres=gpu:2 --cpus-per-gpu=1 --time=10 --open-mode=append \
-	-o "$work/grow.out" "$work/grow.sh" | cut -d';' -f1)
-wait_output "$work/grow.out" '^run start restart=0 nodes=1 gpus=2$' 60
+shape_job grow 40s 1-2x2 "--steps 1200 --step-ms 100 --total 100000" \
+	-N 1-2 --gres=gpu:2 --time=10
+wait_output "$work/grow.out" '^run start restart=0 nodes=1 gpus=2 ' 60
 ok $? "a job of 1 to 2 nodes x 2 GPUs (job $id) starts at once on the free node" ||
 	bail_out "$(job_state "$id")" "$(cat "$work/grow.out")"
 wait_output "$work/grow.out" 'no grow: 2 nodes x 2 GPUs would start about ' 60

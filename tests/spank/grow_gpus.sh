@@ -24,16 +24,8 @@ steps=1000
 other_job "1 GPU of n2" -w n2 -N 1 --gres=gpu:1 --time=10 --wrap 'sleep 600'
 
 # A step of 400 / world ms; 2 minutes of walltime, stopped 80 s before.
-cat >"$work/gpus.sh" <<EOF
-#!/bin/bash
-echo "run start restart=\${SLURM_RESTART_COUNT:-0} nodes=\$SLURM_NNODES gpus=\$SLURM_GPUS_ON_NODE node=\$SLURMD_NODENAME"
-srun --ntasks-per-node=\$SLURM_GPUS_ON_NODE --dp-train=gpus --dp-ckpt=file://$work/ckpt \\
-	--dp-grace=80s --dp-shapes=1x2-4 --dp-verbose $train --steps $steps --global-ms 400 \\
-	--log 5 --total $steps --global-batch 8 --linger-ms 1500
-echo "srun exit \$?"
-EOF
-id=$(sbatch_t --parsable -N 1 --gres=gpu:4 --cpus-per-gpu=1 --time=2 --requeue \
-	--open-mode=append -o "$work/gpus.out" "$work/gpus.sh" | cut -d';' -f1)
+shape_job gpus 80s 1x2-4 "--steps $steps --global-ms 400 --total $steps --global-batch 8" \
+	-N 1 --gres=gpu:4 --time=2 --requeue
 wait_output "$work/gpus.out" '^run start restart=0 nodes=1 gpus=4 node=n1$' 60
 ok $? "a job of 1 node x 2 to 4 GPUs (job $id) starts on n1 at 4 GPUs" ||
 	bail_out "$(job_state "$id")" "$(cat "$work/gpus.out")"

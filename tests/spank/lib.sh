@@ -30,15 +30,34 @@ job_ended() {
 	out=$(cat "$2")
 }
 
+# shape_job NAME GRACE SHAPES TRAIN_ARGS SBATCH_ARG...: a batch job of
+# SBATCH_ARG... (a CPU a GPU, output appended to $work/NAME.out), its id
+# in $id, that says "run start restart=R nodes=N gpus=G node=FIRST" at
+# each start and runs tests/ckpt/train_loop TRAIN_ARGS (logging every 5
+# steps) under srun --dp-train=NAME --dp-grace=GRACE --dp-shapes=SHAPES, a
+# task a GPU, as dptrain(8) says.
+shape_job() {
+	local name=$1 grace=$2 shapes=$3 args=$4
+	shift 4
+	cat >"$work/$name.sh" <<EOF
+#!/bin/bash
+echo "run start restart=\${SLURM_RESTART_COUNT:-0} nodes=\$SLURM_NNODES gpus=\$SLURM_GPUS_ON_NODE node=\$SLURMD_NODENAME"
+srun --ntasks-per-node=\$SLURM_GPUS_ON_NODE --dp-train=$name --dp-ckpt=file://$work/ckpt \\
+	--dp-grace=$grace --dp-shapes=$shapes --dp-verbose $train $args --log 5 --linger-ms 1500
+echo "srun exit \$?"
+EOF
+	id=$(sbatch_t --parsable --cpus-per-gpu=1 --open-mode=append -J "$name" \
+		-o "$work/$name.out" "$@" "$work/$name.sh" | cut -d';' -f1)
+}
+
 # check_resumed_as ID OUT NODES WORLD STEPS: two checks of job ID (OUT its
-# output, of a batch script that says "run start restart=R nodes=N
-# gpus=G" and runs tests/ckpt/train_loop on 2 GPUs a node): requeued once,
+# output, of a shape_job on 2 GPUs a node): requeued once,
 # it ran again on NODES nodes, whose WORLD ranks resumed the checkpoint
 # exactly, and finished at step STEPS.
 check_resumed_as() {
 	local id=$1 out=$2 nodes=$3 world=$4 steps=$5 ranks="[0-$(($4 - 1))]"
 	[[ "$(job_state "$id")" =~ JobState=COMPLETED.*Restarts=1 ]] &&
-		grep -q "^run start restart=1 nodes=$nodes gpus=2$" <<<"$out" &&
+		grep -q "^run start restart=1 nodes=$nodes gpus=2 " <<<"$out" &&
 		[ "$(grep -c "^resumed step=[0-9]* rank=$ranks world=$world restart=1 exact$" <<<"$out")" = "$world" ]
 	ok $? "it ran again on $nodes node(s), whose $world ranks resumed the checkpoint exactly" ||
 		diag "$(job_state "$id")" "$out"

@@ -21,21 +21,11 @@ work_dir shapes
 plan 11
 
 # submit NAME: a one-minute job of 2 nodes x 2 GPUs that stops 20 s in
-# (grace 40 s), logs its step every 5 steps and declares 300 steps. As
-# dptrain(8) says: no task count at submission (it would stay in the
-# job's environment), a task per GPU at srun, CPUs per GPU.
+# (grace 40 s) and declares 300 steps; its id.
 submit() {
-	cat >"$work/$1.sh" <<EOF
-#!/bin/bash
-#SBATCH -N 2 --gres=gpu:2 --cpus-per-gpu=1 --time=1 --requeue --open-mode=append
-#SBATCH -o $work/$1.out -J $1
-echo "run start restart=\${SLURM_RESTART_COUNT:-0} nodes=\$SLURM_NNODES gpus=\$SLURM_GPUS_ON_NODE"
-srun --ntasks-per-node=\$SLURM_GPUS_ON_NODE --dp-train=$1 --dp-ckpt=file://$work/ckpt --dp-grace=40s \\
-	--dp-shapes=1x2,2x2 --dp-verbose $train --steps 300 --step-ms 100 --log 5 \\
-	--total 300 --linger-ms 1500
-echo "srun exit \$?"
-EOF
-	sbatch_t --parsable "$work/$1.sh" | cut -d';' -f1
+	shape_job "$1" 40s 1x2,2x2 "--steps 300 --step-ms 100 --total 300" \
+		-N 2 --gres=gpu:2 --time=1 --requeue
+	echo "$id"
 }
 
 # 1-6. The second node reserved: requeued as 1 x 2, resumed on 2 ranks.
