@@ -233,7 +233,7 @@ void dpt__shape_verdict(const struct dpt__shape_facts *f,
 
 	if (chosen < 0) {
 		snprintf(msg, size,
-			 "kept its request: no accepted shape has "
+			 "keeps its request: no accepted shape has "
 			 "a start estimate and a rate");
 		return;
 	}

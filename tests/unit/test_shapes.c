@@ -363,7 +363,7 @@ static void the_verdict_says_when(void **state)
 				 "(no total_steps: the earliest start); 1 node "
 				 "x 8 GPUs would start about Sun 06:00");
 	dpt__shape_verdict(&f, est, -1, now, msg, sizeof(msg));
-	assert_string_equal(msg, "kept its request: no accepted shape has a "
+	assert_string_equal(msg, "keeps its request: no accepted shape has a "
 				 "start estimate and a rate");
 	/* A grow from 3 GPUs to 8 (grow_back's numbers). */
 	f = facts(start_in, 0);
