@@ -396,8 +396,10 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 		give_range_back(f);
 		return 0;
 	}
-	/* Chosen or not, the sentence says what the job waits for. */
-	(void)dpt__shape_apply(f->job_id, shape);
+	/* Chosen or not, the sentence says what the job waits for; the
+	 * Comment, which a refused change did not carry, too. */
+	if (dpt__shape_apply(f->job_id, shape))
+		set_comment(f->job_id, shape->msg);
 	dpt__warn("job %u %s", f->job_id, shape->msg);
 	return 0;
 }
