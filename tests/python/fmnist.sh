@@ -6,7 +6,8 @@
 # uninterrupted 2-rank run to 200. At every global step the samples are
 # the same; the loss stays within a tolerance (the reduction order differs
 # with the world size); Adam's state comes back (a resume without it jumps
-# by far more); at the same world size a resumed run ends bitwise equal.
+# by far more) and the final test accuracy is the uninterrupted run's
+# within a point; at the same world size a resumed run ends bitwise equal.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
@@ -16,7 +17,7 @@ script=$top_srcdir/contrib/examples/fmnist_dptrain.py
 cluster_up NODES=2 CPUS=4 GPUS=0
 dpt_scratch_dir dir fmnist
 ckpt=file://$dir/ckpt
-plan 12
+plan 13
 
 # train RUN NTASKS STEPS [DESCRIPTION]: srun of the example to STEPS,
 # output in $out; with DESCRIPTION, a check that it succeeded.
@@ -41,6 +42,10 @@ train elastic 3 120 "3 ranks resume it at step 60 and train to 120"
 grep -q 'resumed at step 60 on 3 ranks' <<<"$out"
 ok $? "the 3 ranks loaded step 60 written by 8" || diag "$out"
 train elastic 2 200 "2 ranks resume it at step 120 and train to 200"
+acc_el=$(grep -o 'test_accuracy=[0-9.]*' <<<"$out" | cut -d= -f2)
+awk -v a="${acc_el:-0}" -v r="${acc:-1}" 'BEGIN { d = a - r; exit !(d < 0.01 && d > -0.01) }'
+ok $? "its final test accuracy $acc_el is the uninterrupted run's ($acc) within 0.01" ||
+	diag "$out"
 
 is "$($py "$check" worlds "$dir/elastic.trace" 2>&1)" "8,3,2" "the run trained on 8, then 3, then 2 ranks"
 res=$($py "$check" samples "$dir/ref.trace" "$dir/elastic.trace" 2>&1)
