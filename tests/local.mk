@@ -18,15 +18,16 @@ EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 # last long test does. Seconds on the 2-core CI machine (Nov 28 2026), CPU
 # seconds in brackets: the torch 2 preemptions 350 (200), the Lightning
 # modes 300 to 500 (160), the fault campaign 340 (60, mostly waiting for
-# Slurm and timeouts), the Lightning stops 280 (185), Lightning 330
-# (180), the torch 1.13 preemptions 130 (80), the demo 180 (100); and the
-# tests that mostly wait for Slurm, a few CPU seconds each (a job that
-# grows 140, the requeue at a chosen shape 90, the walltime's four tests
-# 30 to 80: SPANK_WAITING). The CPU is what the suite is short of: the
-# order keeps at most one test that mostly waits among the first four,
-# and runs the others beside the second wave of Python tests, so that the
-# slots of -j4 are never all held by sleepers while the CPU idles. Each
-# is declared (EXTRA_DIST, comment) in its folder's local.mk.
+# Slurm and timeouts), the Lightning stops 270 (185), Lightning 160
+# (150), the torch 1.13 preemptions 150 (80), the demo 130 (100), the GPU
+# bundle built without a GPU 120 and the Debian packages 90 (mostly CPU);
+# and the tests that mostly wait for Slurm, a few CPU seconds each
+# (SPANK_WAITING: the job shapes' churn 190, refused change 150, grows
+# 120 to 140, chosen shape 90; the walltime's four 30 to 80). The CPU is
+# what the suite is short of: at most one test that mostly waits among
+# the first four, then each waiting test beside a test that computes, so
+# that the slots of -j4 are never all held by sleepers while the CPU
+# idles. Each is declared (EXTRA_DIST, comment) in its folder's local.mk.
 LONG_TESTS = \
 	tests/python/torch2/preempt.sh \
 	tests/python/lightning_modes.sh \
@@ -34,8 +35,18 @@ LONG_TESTS = \
 	tests/python/lightning_stop.sh \
 	tests/python/lightning.sh \
 	tests/python/preempt.sh \
-	$(SPANK_WAITING) \
-	tests/python/demo.sh
+	tests/spank/shapes_churn.sh \
+	tests/python/demo.sh \
+	tests/spank/shapes_refused.sh \
+	tests/gpu/no_gpu.sh \
+	tests/spank/grow.sh \
+	tests/packaging/deb.sh \
+	tests/spank/grow_gpus.sh \
+	tests/spank/shapes.sh \
+	tests/spank/walltime.sh \
+	tests/spank/walltime-change.sh \
+	tests/spank/requeue-guard.sh \
+	tests/spank/elastic.sh
 
 include $(srcdir)/tests/unit/local.mk
 

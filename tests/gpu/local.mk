@@ -14,7 +14,7 @@ tests_gpu_gpu_stall_SOURCES = tests/gpu/gpu_stall.c
 tests_gpu_gpu_stall_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
 tests_gpu_gpu_stall_LDADD = worker/libdptrain.la $(CUDA_LIBS)
 endif
-TESTS += tests/gpu/no_gpu.sh
+# tests/gpu/no_gpu.sh runs among the LONG_TESTS (tests/local.mk).
 EXTRA_DIST += tests/gpu/no_gpu.sh tests/gpu/bundle tests/gpu/run \
 	tests/gpu/nccl.sh tests/gpu/torch.sh tests/gpu/torch_cuda.py \
 	tests/gpu/README

@@ -1,5 +1,5 @@
 # The Debian packages: built, installed with dpkg, used by srun --dp-train
 # on the test cluster, removed and purged. Needs root and
 # dpkg-buildpackage; without them it SKIPs.
-TESTS += tests/packaging/deb.sh
+# Run among the LONG_TESTS (tests/local.mk).
 EXTRA_DIST += tests/packaging/deb.sh

@@ -17,11 +17,11 @@ SPANK_TESTS = \
 	tests/spank/shared_root.sh \
 	tests/spank/secret.sh
 TESTS += $(SPANK_TESTS)
-# Among the LONG_TESTS (tests/local.mk), as they mostly wait for Slurm:
-# shapes.sh and shapes_refused.sh (one-minute jobs requeued), grow.sh,
-# grow_gpus.sh and shapes_churn.sh (jobs that shrink and grow), the
-# walltime's walltime.sh, walltime-change.sh, requeue-guard.sh and
-# elastic.sh (one-minute time limits).
+# Run among the LONG_TESTS, in the order tests/local.mk gives them, as
+# they mostly wait for Slurm: shapes.sh and shapes_refused.sh (one-minute
+# jobs requeued), grow.sh, grow_gpus.sh and shapes_churn.sh (jobs that
+# shrink and grow), the walltime's walltime.sh, walltime-change.sh,
+# requeue-guard.sh and elastic.sh (one-minute time limits).
 SPANK_WAITING = tests/spank/shapes.sh tests/spank/shapes_refused.sh \
 	tests/spank/grow.sh tests/spank/grow_gpus.sh \
 	tests/spank/shapes_churn.sh tests/spank/walltime.sh \
