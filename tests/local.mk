@@ -20,12 +20,14 @@ EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 # modes 300 to 500 (160), the fault campaign 340 (60, mostly waiting for
 # Slurm and timeouts), the Lightning stops 270 (185), Lightning 160
 # (150), the torch 1.13 preemptions 150 (80), the demo 130 (100), the GPU
-# bundle built without a GPU 120 and the Debian packages 90 (mostly CPU);
+# bundle built without a GPU 120 and the Debian packages 90, the torch
+# tests and Fashion-MNIST on both torches 80 to 150 (mostly CPU);
 # and the tests that mostly wait for Slurm, a few CPU seconds each
 # (SPANK_WAITING: the job shapes' churn 190, refused change 150, grows
 # 120 to 140, chosen shape 90; the walltime's four 30 to 80). The CPU is
 # what the suite is short of: at most one test that mostly waits among
-# the first four, then each waiting test beside a test that computes, so
+# the first four, then waiting tests and tests that compute in turn
+# (those after the long tests start only once all of these have), so
 # that the slots of -j4 are never all held by sleepers while the CPU
 # idles. Each is declared (EXTRA_DIST, comment) in its folder's local.mk.
 LONG_TESTS = \
@@ -37,13 +39,17 @@ LONG_TESTS = \
 	tests/python/preempt.sh \
 	tests/spank/shapes_churn.sh \
 	tests/python/demo.sh \
+	tests/python/torch2/torch.sh \
 	tests/spank/shapes_refused.sh \
 	tests/gpu/no_gpu.sh \
 	tests/spank/grow.sh \
-	tests/packaging/deb.sh \
+	tests/python/torch2/fmnist.sh \
 	tests/spank/grow_gpus.sh \
+	tests/python/fmnist.sh \
 	tests/spank/shapes.sh \
+	tests/packaging/deb.sh \
 	tests/spank/walltime.sh \
+	tests/python/torch.sh \
 	tests/spank/walltime-change.sh \
 	tests/spank/requeue-guard.sh \
 	tests/spank/elastic.sh

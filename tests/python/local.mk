@@ -2,8 +2,8 @@
 # (lightning.sh: with the torch 2 venv).
 # (lightning.sh, preempt.sh and the other tests named in LONG_TESTS,
 # tests/local.mk, run first.)
-TESTS += tests/python/binding.sh tests/python/torch.sh tests/python/fmnist.sh \
-	tests/python/errors.sh tests/python/log.sh
+# torch.sh and fmnist.sh (both torches') run among the LONG_TESTS.
+TESTS += tests/python/binding.sh tests/python/errors.sh tests/python/log.sh
 EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 	tests/python/torch.sh tests/python/torch_worker.py \
 	tests/python/fmnist.sh tests/python/fmnist_check.py \
@@ -31,12 +31,13 @@ EXTRA_DIST += tests/python/nccl.sh
 # contrib/setup/install-deps.sh makes (tests/python/torch2/run.sh; each
 # says SKIP without it). The demo and the Lightning tests run on torch 2
 # only.
-TORCH2_TESTS = tests/python/torch2/binding.sh tests/python/torch2/torch.sh \
-	tests/python/torch2/fmnist.sh tests/python/torch2/errors.sh tests/python/torch2/log.sh \
-	tests/python/torch2/layout.sh tests/python/torch2/nccl.sh \
-	tests/python/torch2/planted.sh tests/python/torch2/step_error.sh
+TORCH2_TESTS = tests/python/torch2/binding.sh tests/python/torch2/errors.sh \
+	tests/python/torch2/log.sh tests/python/torch2/layout.sh \
+	tests/python/torch2/nccl.sh tests/python/torch2/planted.sh \
+	tests/python/torch2/step_error.sh
 TESTS += $(TORCH2_TESTS)
 EXTRA_DIST += $(TORCH2_TESTS) tests/python/torch2/preempt.sh \
+	tests/python/torch2/torch.sh tests/python/torch2/fmnist.sh \
 	tests/python/torch2/run.sh
 # The package installed by pip into a fresh venv of the python3 first on
 # PATH (not Debian's), with no package index.
