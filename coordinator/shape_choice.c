@@ -132,7 +132,7 @@ static const char *when(time_t now, double in_s, char *buf, size_t size)
  * it would wait: doc/shapes.md, "Growing back"), and ends sooner by more
  * than the margin (without work: trains faster). */
 static bool grows(const struct dpt__shape_facts *f,
-		  const struct dpt__grow_bounds *b,
+		  const struct dpt__shape_bounds *b,
 		  const struct dpt__shape_estimate *est, int i)
 {
 	const struct dpt__shape_estimate *c = &est[f->current];
@@ -181,7 +181,7 @@ static void no_grow(const struct dpt__shape_facts *f,
 			 name);
 }
 
-bool dpt__shape_bounded(const struct dpt__grow_bounds *b, char *why,
+bool dpt__shape_bounded(const struct dpt__shape_bounds *b, char *why,
 			size_t size)
 {
 	char t1[32], t2[32];
@@ -207,7 +207,7 @@ bool dpt__shape_bounded(const struct dpt__grow_bounds *b, char *why,
 }
 
 int dpt__shape_grow(const struct dpt__shape_facts *f,
-		    const struct dpt__grow_bounds *b,
+		    const struct dpt__shape_bounds *b,
 		    struct dpt__shape_estimate *est, char *why, size_t size)
 {
 	int best = -1;

@@ -67,7 +67,7 @@ int dpt__shape_choose(const struct dpt__shape_facts *f,
 		      struct dpt__shape_estimate *est);
 
 /* What a size change may do: the site's bounds and the run's history. */
-struct dpt__grow_bounds {
+struct dpt__shape_bounds {
 	double margin;	       /* grow_margin: restarts the gain must beat */
 	double since_change_s; /* since the last size change (HUGE_VAL: none) */
 	double min_interval_s; /* min_shape_interval */
@@ -81,7 +81,7 @@ struct dpt__grow_bounds {
  * min_interval_s old; the reason in WHY (SIZE bytes).
  * Checked before a grow and before the choice at a stop.
  */
-bool dpt__shape_bounded(const struct dpt__grow_bounds *b, char *why,
+bool dpt__shape_bounded(const struct dpt__shape_bounds *b, char *why,
 			size_t size);
 
 /*
@@ -91,7 +91,7 @@ bool dpt__shape_bounded(const struct dpt__grow_bounds *b, char *why,
  * else -1 with the reason in WHY (SIZE bytes). EST as dpt__shape_choose.
  */
 int dpt__shape_grow(const struct dpt__shape_facts *f,
-		    const struct dpt__grow_bounds *b,
+		    const struct dpt__shape_bounds *b,
 		    struct dpt__shape_estimate *est, char *why, size_t size);
 
 /*

@@ -127,7 +127,7 @@ int dpt__shape_plan(const struct dpt__shape_requeue_in *in,
 {
 	struct facts x;
 	time_t now = time(NULL);
-	struct dpt__grow_bounds b = {
+	struct dpt__shape_bounds b = {
 		.min_interval_s = in->min_interval_s,
 		.max_changes = in->max_changes,
 	};
@@ -187,7 +187,7 @@ int dpt__shape_grow_check(const struct dpt__shape_grow_in *in,
 			  struct dpt__shape_plan *p)
 {
 	struct facts x;
-	struct dpt__grow_bounds b = {
+	struct dpt__shape_bounds b = {
 		.margin = in->margin,
 		.min_interval_s = in->rq.min_interval_s,
 		.max_changes = in->rq.max_changes,

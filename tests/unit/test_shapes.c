@@ -235,7 +235,7 @@ static bool starts_with(const char *s, const char *prefix)
 /* The bounds of any size change, a grow or the choice at a stop. */
 static void changes_are_bounded(void **state)
 {
-	struct dpt__grow_bounds b = {
+	struct dpt__shape_bounds b = {
 		.since_change_s = HUGE_VAL,
 		.min_interval_s = 90,
 		.max_changes = 2,
@@ -260,7 +260,7 @@ static void changes_are_bounded(void **state)
 
 static void grow_back(void **state)
 {
-	struct dpt__grow_bounds b = {
+	struct dpt__shape_bounds b = {
 		.margin = 2,
 		.since_change_s = 3600,
 		.min_interval_s = 1800,
