@@ -688,6 +688,21 @@ static enum coord_event event_of(uint8_t type)
 	}
 }
 
+/* Whether the connection on FD of the peer ID was reported closed and the
+ * peer waits for its eviction: a message read after the close but sent
+ * before it (ZeroMQ hands the two over through separate queues) must not
+ * tie the peer to the descriptor again, or only the heartbeat timeout
+ * would evict it. */
+static bool closed_before(const struct dpt__coord *c, const void *id,
+			  size_t len, int fd)
+{
+	for (size_t i = 0; i < c->nclosed; i++)
+		if (c->closed[i].fd == fd && c->closed[i].len == len &&
+		    memcmp(c->closed[i].id, id, len) == 0)
+			return true;
+	return false;
+}
+
 void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 			   const void *data, size_t len, int fd, int64_t now)
 {
@@ -705,7 +720,8 @@ void dpt__coord_on_message(struct dpt__coord *c, const void *id, size_t id_len,
 	 * that turns out malformed. */
 	if (p) {
 		dpt__coord_peer_heard(c, p, now);
-		dpt__coord_peer_set_fd(c, p, fd);
+		if (!closed_before(c, id, id_len, fd))
+			dpt__coord_peer_set_fd(c, p, fd);
 	}
 	if (rc == DPT_EVERSION && m.type == DPT_MSG_JOIN) {
 		struct dpt__msg err;
@@ -771,6 +787,7 @@ void dpt__coord_on_disconnect(struct dpt__coord *c, int fd, int64_t now)
 			    sizeof(*c->closed)))
 		return; /* out of memory: the timeout finds it */
 	c->closed[c->nclosed].at = now;
+	c->closed[c->nclosed].fd = fd;
 	c->closed[c->nclosed].len = p->id_len;
 	memcpy(c->closed[c->nclosed].id, p->id, p->id_len);
 	c->nclosed++;

@@ -126,11 +126,12 @@ struct dpt__coord {
 	/* All tracked peers: by routing id, by descriptor, and by the time
 	 * they were last heard from (the oldest first). */
 	struct dpt__peer_table peers;
-	/* Peers whose connection closed, by routing id and when, evicted
-	 * CLOSE_GRACE_MS later, once the messages they sent before the close
-	 * have been handled. */
+	/* Peers whose connection closed, by routing id, descriptor and when,
+	 * evicted CLOSE_GRACE_MS later, once the messages they sent before
+	 * the close have been handled. */
 	struct closed_id {
 		int64_t at;
+		int fd;
 		uint8_t len;
 		uint8_t id[DPT_PEER_ID_MAX];
 	} * closed;

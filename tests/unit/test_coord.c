@@ -816,7 +816,8 @@ static void silence_evicts(void **state)
 }
 
 /* A closed connection evicts 100 ms later, unless the peer left first
- * (its LEAVE came before the close) or came back. */
+ * (its LEAVE came before the close) or came back; its last messages, read
+ * after the close, change nothing. */
 static void closed_connection_evicts(void **state)
 {
 	struct dpt__coord *c = running_pair();
@@ -835,6 +836,18 @@ static void closed_connection_evicts(void **state)
 	tick(c, 100);
 	assert_true(done(c, &code));
 	assert_int_equal(code, 1);
+	dpt__coord_destroy(&c);
+
+	/* A heartbeat sent before the close but read after it does not tie
+	 * the peer to the closed descriptor again: evicted 100 ms after the
+	 * close all the same, not at the heartbeat timeout. */
+	c = running_pair();
+	dpt__coord_on_disconnect(c, fd_of("w1"), now);
+	simple(c, "w1", DPT_MSG_HEARTBEAT, 1);
+	tick(c, 100);
+	assert_string_equal(state_now, "GATHERING");
+	assert_int_equal(sent_last("w0", DPT_MSG_GEN_END)->u.text.code,
+			 DPT_END_PEER_LOST);
 	dpt__coord_destroy(&c);
 
 	/* A LEAVE handled after the close was seen still counts. */
