@@ -332,9 +332,10 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 			     : env_long("DPTRAIN_CONNECT_TIMEOUT_MS", 1,
 					INT32_MAX, 30000, &connect_ms);
 	if (!rc)
-		rc = o->timeout_ms > 0 ? (timeout_ms = o->timeout_ms, 0)
-				       : env_long("DPTRAIN_TIMEOUT_MS", 20,
-						  INT32_MAX, 2000, &timeout_ms);
+		rc = o->timeout_ms > 0
+			     ? (timeout_ms = o->timeout_ms, 0)
+			     : env_long("DPTRAIN_TIMEOUT_MS", 20, INT32_MAX,
+					10000, &timeout_ms);
 	if (!rc)
 		rc = o->comm_timeout_ms > 0
 			     ? (comm_ms = o->comm_timeout_ms, 0)

@@ -135,7 +135,7 @@ struct dpt_init_opts {
 				    0: $DPTRAIN_CONNECT_TIMEOUT_MS, else 30000 */
 	int timeout_ms;		 /* coordinator silence that means it is lost,
 				    until it says its own; 0:
-				    $DPTRAIN_TIMEOUT_MS, else 2000 */
+				    $DPTRAIN_TIMEOUT_MS, else 10000 */
 	int comm_timeout_ms;	 /* communicator set-up bound; 0:
 				    $DPTRAIN_COMM_TIMEOUT_MS, else 60000 */
 };

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Failure detection on loopback (default timeouts: heartbeat 500 ms,
-# timeout 2000 ms). kill -9 of one of N training workers: every survivor
+# Failure detection on loopback (default heartbeat, 500 ms; the
+# stopped worker's coordinator has a heartbeat timeout of 2000 ms, the
+# others keep the default, 10000 ms, which none of them waits for). kill -9 of one of N training workers: every survivor
 # gets DPT_EPEERLOST or DPT_EGENERATION in under 3 s (under 1 s when only
 # the coordinator can tell: the dead worker's connection closed; a
 # stopped one is found by the heartbeat timeout), they form generation
@@ -95,7 +96,7 @@ coord_wait 10
 
 # A stopped process (or a host gone without closing its connections)
 # keeps its connection: the heartbeat timeout (2000 ms) tells.
-coord_start 3 --min-workers 2
+coord_start 3 --min-workers 2 --timeout-ms 2000
 for i in 0 1 2; do worker_start "s$i" 0 "$i" "$i" loop --rejoin --barriers; done
 wait_for 30 all_joined s 3 || bail_out "3 workers did not join"
 sleep 0.3
