@@ -138,18 +138,20 @@ require_python() { # MODULE...: sets $py (DPT_PYTHON, else Debian's python3); as
 	py=${DPT_PYTHON:-/usr/bin/python3}
 	require_python_module "$py" "$@"
 }
-# The binding of this tree, for the Python it runs: sets $lib (SKIP
-# unless it is built) and exports PYTHONPATH and DPTRAIN_LIBRARY.
 # A test program of this build tree (make check builds them): sets VAR to
 # its path; the test cannot go on without it.
 require_built() { # VAR PATH (under the build tree)
 	printf -v "$1" %s "$top_builddir/$2"
 	[ -x "${!1}" ] || bail_out "${!1} is not built (make check builds it)"
 }
+# The binding of this tree, for the Python it runs: sets $lib (SKIP
+# unless it is built) and exports PYTHONPATH and DPTRAIN_LIBRARY, and
+# PYTHONFAULTHANDLER: a Python task that dies of a signal (SIGSEGV,
+# SIGABRT) prints every thread's traceback into the test's log.
 require_binding() {
 	lib=$top_builddir/worker/.libs/libdptrain.so
 	[ -f "$lib" ] || skip_all "build libdptrain first ($lib)"
-	export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib
+	export PYTHONPATH=$top_srcdir/worker/python DPTRAIN_LIBRARY=$lib PYTHONFAULTHANDLER=1
 }
 # Fashion-MNIST from Debian's dataset-fashion-mnist: sets $data, SKIP
 # without it.
