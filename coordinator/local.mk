@@ -17,6 +17,7 @@ coordinator_dptrain_coordinator_SOURCES = \
 	coordinator/shape_slurm.c coordinator/shape_slurm.h \
 	coordinator/shape_grow.c \
 	coordinator/shape_requeue.c coordinator/shape_requeue.h \
+	coordinator/shape_fallback.c coordinator/shape_fallback.h \
 	tool/event_line.c tool/run_rates.c tool/run_events.c \
 	coordinator/events.c coordinator/events.h \
 	coordinator/metrics.c coordinator/metrics.h \

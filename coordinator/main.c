@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "log.h"
 #include "requeue.h"
+#include "shape_fallback.h"
 #include "service.h"
 
 /* How long a step that ended waits for its tasks' exit reports. */
@@ -192,20 +193,17 @@ static void end_outliving_tasks(struct dpt__service *s)
 	dpt__walltime_kill_step((uint32_t)o->job_id, (uint32_t)o->step_id);
 }
 
-/* The `shape` event of a requeue with --shapes: what it gave the job. */
-static void note_shape(struct dpt__service *s)
+/* A `shape` event of REASON: P's shape (none unless chosen), why. */
+static void note_shape(struct dpt__service *s, const struct dpt__shape_plan *p,
+		       const char *reason)
 {
-	const struct dpt__shape_plan *p = &s->shape;
 	char spec[32];
 
 	dpt__coord_note(
 		s->coord,
 		&(struct dpt__coord_note){
 			.event = DPT_EV_SHAPE,
-			.reason = !p->chosen   ? "refused"
-				  : s->growing ? "grow"
-				  : p->changed ? "changed"
-					       : "kept",
+			.reason = reason,
 			.shape = p->chosen ? dpt__shape_spec(&p->shape, spec,
 							     sizeof(spec))
 					   : NULL,
@@ -252,7 +250,11 @@ static void requeue(struct dpt__service *s)
 				.step = dpt__coord_committed(s->coord),
 			});
 	if (o->shapes.n && !rq && v != DPT_RQ_CAPPED)
-		note_shape(s);
+		note_shape(s, &s->shape,
+			   !s->shape.chosen   ? "refused"
+			   : s->growing	      ? "grow"
+			   : s->shape.changed ? "changed"
+					      : "kept");
 }
 
 /* After the loop: tasks that outlive a step given up, the requeue, the
@@ -335,6 +337,11 @@ static int start_coord(struct dpt__service *s)
 		dpt__error("out of memory");
 		return DPT_ENOMEM;
 	}
+	if (o->shapes.n && o->job_id) {
+		dpt__shape_fallback_seen((uint32_t)o->job_id, &s->fell_back);
+		if (s->fell_back.chosen)
+			dpt__warn("job %ld %s", o->job_id, s->fell_back.msg);
+	}
 	dpt__coord_set_job(s->coord, (uint32_t)o->job_id,
 			   (uint32_t)o->restart_count, s->started_ms);
 	s->rep = (struct dpt__reporter){
@@ -379,6 +386,8 @@ static int announce(struct dpt__service *s)
 								  s->walltime)
 							: 0,
 			});
+	if (s->fell_back.chosen)
+		note_shape(s, &s->fell_back, "fallback");
 	dpt__status_file_write(s);
 	printf("%s\n", s->endpoint);
 	fflush(stdout);
@@ -446,6 +455,8 @@ int main(int argc, char **argv)
 	};
 
 	dpt__log_set_ident(PROG);
+	if (argc > 1 && !strcmp(argv[1], "fallback"))
+		return dpt__shape_fallback_main(argc - 1, argv + 1);
 	s.started_ms = dpt__wall_ms();
 	if (dpt__coord_parse_options(argc, argv, &s.o) != 0)
 		return 2;

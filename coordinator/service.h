@@ -60,6 +60,9 @@ struct dpt__service {
 	struct dpt__grow *grow;
 	bool growing;
 	struct dpt__shape_plan shape;
+	/* chosen: this start is at SHAPE because a grow's fallback job set
+	 * the job back (doc/shapes.md), MSG saying why. */
+	struct dpt__shape_plan fell_back;
 };
 
 /* router.c: the CURVE ROUTER, its monitor and the endpoint. */

@@ -55,8 +55,8 @@ static int gather(const struct dpt__shape_requeue_in *in, bool runs,
 {
 	int64_t step;
 	struct dpt__shape_facts *f = &x->f;
+	struct dpt__shape_job job;
 	char why[256];
-	long limit = 0;
 	int rc;
 
 	*f = (struct dpt__shape_facts){.shapes = x->shapes,
@@ -64,10 +64,11 @@ static int gather(const struct dpt__shape_requeue_in *in, bool runs,
 				       .rates = x->rates,
 				       .efficiency = in->efficiency,
 				       .work = -1};
-	if (dpt__shape_of_job(in->job_id, &x->cur, &limit, why, sizeof(why))) {
+	if (dpt__shape_job_read(in->job_id, &job, why, sizeof(why))) {
 		snprintf(msg, size, "keeps its request: %s", why);
 		return -1;
 	}
+	x->cur = job.shape;
 	dpt__run_rates_init(&x->rr);
 	if (in->run_uri &&
 	    (rc = dpt__run_events_each(in->run_uri, fold, &x->rr)))
@@ -85,7 +86,8 @@ static int gather(const struct dpt__shape_requeue_in *in, bool runs,
 		       : x->rr.startup_s > 0
 			       ? x->rr.startup_s + DPT_SHAPE_REQUEUE_S
 			       : 0;
-	f->limit_s = limit > in->grace ? (double)(limit - in->grace) : 0;
+	f->limit_s =
+		job.limit_s > in->grace ? (double)(job.limit_s - in->grace) : 0;
 	f->running = runs;
 	step = runs ? x->rr.step : in->committed;
 	if (x->rr.total_steps && step >= 0 &&

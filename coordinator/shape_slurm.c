@@ -1,11 +1,15 @@
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include "log.h"
 #include "parse.h"
 #include "shape_slurm.h"
 
@@ -130,19 +134,52 @@ static long gpus_of(const char *tres)
 	return n;
 }
 
-int dpt__shape_of_job(uint32_t job_id, struct dpt__shape *s, long *limit_s,
-		      char *why, size_t size)
+/* The nodes a job holds, or, pending, asks for: the "node=N" of its
+ * requested TRES. A pending job's node count is not its request: after an
+ * update of its nodes from 1 to 2, Slurm 22.05 showed NumNodes=1 and
+ * TRES node=2 (the grow's fallback, doc/shapes.md). */
+static long nodes_of(const slurm_job_info_t *j, bool pending)
+{
+	const char *n = pending && j->tres_req_str
+				? strstr(j->tres_req_str, "node=")
+				: NULL;
+	long nodes = 0;
+
+	if (n && (n == j->tres_req_str || n[-1] == ',')) {
+		char digits[16];
+		size_t len = strspn(n + 5, "0123456789");
+
+		if (len && len < sizeof(digits)) {
+			memcpy(digits, n + 5, len);
+			digits[len] = '\0';
+			if (dpt__parse_long(digits, 1, 1 << 20, &nodes))
+				nodes = 0;
+		}
+	}
+	if (!nodes)
+		nodes = j->num_nodes ? (long)j->num_nodes : 1;
+	return nodes;
+}
+
+int dpt__shape_job_read(uint32_t job_id, struct dpt__shape_job *out, char *why,
+			size_t size)
 {
 	job_info_msg_t *jobs = NULL;
 	const slurm_job_info_t *j = load(job_id, &jobs, why, size);
+	struct dpt__shape *s = &out->shape;
 
 	if (j) {
-		s->nodes = j->num_nodes ? (long)j->num_nodes : 1;
+		out->pending = (j->job_state & JOB_STATE_BASE) == JOB_PENDING;
+		s->nodes = nodes_of(j, out->pending);
 		s->gpus = gpus_of(j->tres_per_node);
 		s->tasks = s->gpus ? 0 : (long)j->num_tasks / s->nodes;
-		*limit_s = j->time_limit == INFINITE || j->time_limit == NO_VAL
-				   ? 0
-				   : (long)j->time_limit * 60;
+		out->limit_s =
+			j->time_limit == INFINITE || j->time_limit == NO_VAL
+				? 0
+				: (long)j->time_limit * 60;
+		out->restarts = j->restart_cnt;
+		snprintf(out->comment, sizeof(out->comment), "%s",
+			 j->comment ? j->comment : "");
 	}
 	slurm_free_job_info_msg(jobs);
 	return j ? 0 : -1;
@@ -160,7 +197,8 @@ int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,
 	if (j) {
 		slurm_init_job_desc_msg(&desc);
 		desc.job_id = job_id;
-		request(&desc, j, s, gpus, sizeof(gpus));
+		if (s)
+			request(&desc, j, s, gpus, sizeof(gpus));
 		desc.comment = (char *)comment;
 		rc = slurm_update_job(&desc);
 		if (rc != SLURM_SUCCESS)
@@ -170,4 +208,60 @@ int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,
 	}
 	slurm_free_job_info_msg(jobs);
 	return rc == SLURM_SUCCESS ? 0 : -1;
+}
+
+int dpt__shape_submit(uint32_t job_id, const char *name, const char *script,
+		      const char *comment, time_t begin, uint32_t *id,
+		      char *why, size_t size)
+{
+	job_info_msg_t *jobs = NULL;
+	const slurm_job_info_t *j = load(job_id, &jobs, why, size);
+	submit_response_msg_t *resp = NULL;
+	const char *conf = getenv("SLURM_CONF");
+	char path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin", conf_var[4096];
+	char *env[] = {path, conf_var, NULL};
+	job_desc_msg_t desc;
+	int rc = -1;
+
+	if (!j)
+		goto out;
+	slurm_init_job_desc_msg(&desc);
+	desc.name = (char *)name;
+	desc.script = (char *)script;
+	desc.comment = (char *)comment;
+	desc.user_id = getuid();
+	desc.group_id = getgid();
+	desc.partition = j->partition;
+	desc.account = j->account;
+	desc.qos = j->qos;
+	desc.time_limit = 1;
+	desc.min_nodes = desc.max_nodes = 1;
+	desc.num_tasks = 1;
+	desc.min_cpus = 1;
+	desc.begin_time = begin;
+	desc.requeue = 0;
+	desc.std_out = desc.std_err = "/dev/null";
+	desc.work_dir = "/";
+	desc.environment = env;
+	desc.env_size = 1;
+	if (conf && (size_t)snprintf(conf_var, sizeof(conf_var),
+				     "SLURM_CONF=%s", conf) < sizeof(conf_var))
+		desc.env_size = 2;
+	rc = slurm_submit_batch_job(&desc, &resp);
+	if (rc != SLURM_SUCCESS || !resp)
+		snprintf(why, size, "Slurm refused it: %s", slurm_why(rc));
+	else
+		*id = resp->job_id;
+	slurm_free_submit_response_response_msg(resp);
+out:
+	slurm_free_job_info_msg(jobs);
+	return rc == SLURM_SUCCESS ? 0 : -1;
+}
+
+void dpt__shape_cancel(uint32_t id)
+{
+	if (slurm_kill_job(id, SIGKILL, 0) != SLURM_SUCCESS &&
+	    slurm_get_errno() != ESLURM_ALREADY_DONE &&
+	    slurm_get_errno() != ESLURM_INVALID_JOB_ID)
+		dpt__warn("cannot cancel job %u: %s", id, slurm_why(-1));
 }

@@ -20,7 +20,9 @@
 #include "log.h"
 #include "parse.h"
 #include "service.h"
+#include "shape_fallback.h"
 #include "shape_requeue.h"
+#include "shape_slurm.h"
 #include "walltime.h"
 
 struct dpt__walltime {
@@ -371,6 +373,8 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 	struct dpt__shape_plan *shape = f->shape;
 	bool shapes = f->shape_in.shapes && f->shape_in.shapes->n && shape &&
 		      v != DPT_RQ_CAPPED;
+	bool grow = shapes && shape->chosen; /* chosen while the step ran */
+	uint32_t fallback = 0;
 	int rc;
 
 	*verdict = v;
@@ -396,10 +400,18 @@ int dpt__walltime_requeue(const struct dpt__requeue_facts *f,
 		give_range_back(f);
 		return 0;
 	}
-	/* Chosen or not, the sentence says what the job waits for; the
-	 * Comment, which a refused change did not carry, too. */
-	if (dpt__shape_apply(f->job_id, shape))
+	/* A grow's fallback job, submitted while the job is still at its
+	 * size, is named in the sentence. Chosen or not, the sentence says
+	 * what the job waits for; the Comment, which a refused change did
+	 * not carry, too. */
+	if (grow && v == DPT_RQ_REQUEUE)
+		fallback = dpt__shape_fallback_submit(
+			f->job_id, (uint32_t)f->restart_count + 1, shape);
+	if (dpt__shape_apply(f->job_id, shape)) {
 		set_comment(f->job_id, shape->msg);
+		if (fallback)
+			dpt__shape_cancel(fallback);
+	}
 	dpt__warn("job %u %s", f->job_id, shape->msg);
 	return 0;
 }

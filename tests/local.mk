@@ -23,13 +23,13 @@ EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 # bundle built without a GPU 120 and the Debian packages 90, the torch
 # tests and Fashion-MNIST on both torches 80 to 150 (mostly CPU);
 # and the tests that mostly wait for Slurm, a few CPU seconds each
-# (SPANK_WAITING: the job shapes' churn 190, refused change 150, grows
-# 120 to 140, chosen shape 90; the walltime's four 30 to 80). The CPU is
-# what the suite is short of: at most one test that mostly waits among
-# the first four, then waiting tests and tests that compute in turn
-# (those after the long tests start only once all of these have), so
-# that the slots of -j4 are never all held by sleepers while the CPU
-# idles. Each is declared (EXTRA_DIST, comment) in its folder's local.mk.
+# (SPANK_WAITING: the job shapes' churn 190, a grow's fallback 240,
+# refused change 150, grows 120 to 140, chosen shape 90; the walltime's
+# four 30 to 80). The CPU is what the suite is short of: at most one test
+# that mostly waits among the first four, then waiting tests and tests
+# that compute in turn (those after the long tests start only once all
+# of these have), so that the slots of -j4 are never all held by sleepers
+# while the CPU idles. Each is declared (EXTRA_DIST, comment) in its folder's local.mk.
 LONG_TESTS = \
 	tests/python/torch2/preempt.sh \
 	tests/python/lightning_modes.sh \
@@ -39,6 +39,7 @@ LONG_TESTS = \
 	tests/python/preempt.sh \
 	tests/spank/shapes_churn.sh \
 	tests/python/demo.sh \
+	tests/spank/grow_fallback.sh \
 	tests/python/torch2/torch.sh \
 	tests/spank/shapes_refused.sh \
 	tests/gpu/no_gpu.sh \

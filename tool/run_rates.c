@@ -77,7 +77,8 @@ static void shape_line(struct dpt__run_rates *r,
 	const char *reason = dpt__event_str(l, DPT_EVF_REASON);
 	const char *why = dpt__event_str(l, DPT_EVF_WHY);
 
-	if (reason && (!strcmp(reason, "changed") || !strcmp(reason, "grow"))) {
+	if (reason && (!strcmp(reason, "changed") || !strcmp(reason, "grow") ||
+		       !strcmp(reason, "fallback"))) {
 		r->shape_changes++;
 		r->t_shape_change = t;
 	}

@@ -6,22 +6,17 @@
 # n2 is taken, and once the other job ends the step stops with a committed
 # checkpoint and the job is requeued as 2 nodes, which resume the
 # 2 ranks' checkpoint exactly on 4 and finish. One change only: the job is
-# then at its largest shape. The run's events hold the `shape` line, and
-# `dptrain status` shows it.
+# then at its largest shape. The grow's fallback job (doc/shapes.md) is
+# cancelled once the job starts at 2 nodes. The run's events hold the
+# `shape` line, and `dptrain status` shows it.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/spank/lib.sh"
 
 grow_setup grow 2
-plan 10
+plan 11
 
-other_job "node n2 for 45 s" -w n2 -N 1 --gres=gpu:2 --wrap 'sleep 45'
-
-shape_job grow 40s 1-2x2 "--steps 1200 --step-ms 100 --total 100000" \
-	-N 1-2 --gres=gpu:2 --time=10
-wait_output "$work/grow.out" '^run start restart=0 nodes=1 gpus=2 ' 60
-ok $? "a job of 1 to 2 nodes x 2 GPUs (job $id) starts at once on the free node" ||
-	bail_out "$(job_state "$id")" "$(cat "$work/grow.out")"
+grow_on_one_node grow 45 1200
 wait_output "$work/grow.out" 'no grow: 2 nodes x 2 GPUs would start about ' 60
 ok $? "while n2 is taken, the grow check says no" || diag "$(cat "$work/grow.out")"
 wait_job "$other" 90
@@ -35,6 +30,11 @@ check_resumed_as "$id" "$out" 2 4 1200
 [ "$(grep -c 'requeueing job ' <<<"$out")" = 1 ] &&
 	[ "$(grep -c 'growing to .*: the workers are told to stop' <<<"$out")" = 1 ]
 ok $? "one change of size only: at 2 nodes the job is at its largest" || diag "$out"
+fallback=$(grep -o "job $id growing to .*; fallback job [0-9]* sets it back to 1 node x 2 GPUs if" <<<"$out" |
+	grep -o 'fallback job [0-9]*' | grep -o '[0-9]*$')
+[ -n "$fallback" ] && [[ "$(job_state "$fallback")" =~ JobState=CANCELLED ]]
+ok $? "its fallback job ${fallback:-(none named)} was cancelled when it started at 2 nodes" ||
+	diag "$(job_state "$fallback")" "$out"
 events=$(cat "$work"/ckpt/grow/events* 2>/dev/null)
 status=$(timed "$top_builddir/dptrain" status "file://$work/ckpt/grow" 2>&1)
 grep -q '"event":"shape".*"reason":"grow","shape":"2x2","world":4' <<<"$events" &&

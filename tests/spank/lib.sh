@@ -81,6 +81,19 @@ other_job() {
 	ok $? "another user's job $other holds $what" || bail_out "$(job_state "$other")"
 }
 
+# grow_on_one_node NAME HOLD STEPS: another user's job holding node n2
+# for HOLD seconds, a shape_job NAME of 1 to 2 nodes x 2 GPUs (10-minute
+# limit, grace 40 s) of STEPS steps of 100 ms, and a check that it starts
+# at once on the free node (the job's end if not).
+grow_on_one_node() {
+	other_job "node n2 for $2 s" -w n2 -N 1 --gres=gpu:2 --wrap "sleep $2"
+	shape_job "$1" 40s 1-2x2 "--steps $3 --step-ms 100 --total 100000" \
+		-N 1-2 --gres=gpu:2 --time=10
+	wait_output "$work/$1.out" '^run start restart=0 nodes=1 gpus=2 ' 60
+	ok $? "a job of 1 to 2 nodes x 2 GPUs (job $id) starts at once on the free node" ||
+		bail_out "$(job_state "$id")" "$(cat "$work/$1.out")"
+}
+
 # grow_setup NAME GPUS: as walltime_setup, for a job that grows: a
 # 2-node test cluster of GPUS fake GPUs a node whose grow check runs every
 # 10 s, with no minimum interval and a margin of 1 (dptrain.conf(5)), and

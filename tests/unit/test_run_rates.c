@@ -192,6 +192,10 @@ static void changes_are_counted(void **state)
 	assert_int_equal(r.shape_changes, 2);
 	assert_float_equal(r.t_shape_change, 150, 0);
 	assert_string_equal(r.shape_why, "keeps its request: no");
+	/* A grow's fallback job set the job back: a change too. */
+	shape(&r, 170, "fallback", "fell back to 2 nodes x 2 GPUs: ...");
+	assert_int_equal(r.shape_changes, 3);
+	assert_float_equal(r.t_shape_change, 170, 0);
 }
 
 /* What dptrain status shows of them. */
