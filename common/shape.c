@@ -179,3 +179,9 @@ const char *dpt__shape_spec(const struct dpt__shape *s, char *buf, size_t size)
 		snprintf(buf, size, "%ldx0:%ld", s->nodes, s->tasks);
 	return buf;
 }
+
+bool dpt__shape_equal(const struct dpt__shape *a, const struct dpt__shape *b)
+{
+	return a->nodes == b->nodes && a->gpus == b->gpus &&
+	       (a->gpus || a->tasks == b->tasks);
+}

@@ -8,6 +8,7 @@
 #ifndef DPT_COMMON_SHAPE_H
 #define DPT_COMMON_SHAPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,5 +80,9 @@ const char *dpt__shape_format(const struct dpt__shape *s, char *buf,
 
 /* S as --dp-shapes writes it, "2x8" or "2x0:4", into BUF; returns BUF. */
 const char *dpt__shape_spec(const struct dpt__shape *s, char *buf, size_t size);
+
+/* Whether A and B are one shape: the same nodes and GPUs a node, and,
+ * without GPUs, the same tasks a node (with GPUs, one task a GPU). */
+bool dpt__shape_equal(const struct dpt__shape *a, const struct dpt__shape *b);
 
 #endif

@@ -1,7 +1,6 @@
 #include "config.h"
 
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,8 +97,7 @@ void dpt__shape_fallback_seen(uint32_t job_id, struct dpt__shape_plan *p)
 	snprintf(p->msg, sizeof(p->msg), "%s",
 		 job.comment + strlen("dptrain: "));
 	snprintf(text, sizeof(text),
-		 "dptrain: started at %s after the "
-		 "fallback: %s",
+		 "dptrain: started at %s after the fallback: %s",
 		 clock_of(time(NULL), at, sizeof(at)), p->msg);
 	if (dpt__shape_update(job_id, NULL, text, why, sizeof(why)))
 		dpt__warn("%s", why);
@@ -115,12 +113,6 @@ static int shape_arg(const char *text, struct dpt__shape *s)
 	       dpt__shapes_expand(&list, 0, s, 1) != 1;
 }
 
-static bool same(const struct dpt__shape *a, const struct dpt__shape *b)
-{
-	return a->nodes == b->nodes && a->gpus == b->gpus &&
-	       (a->gpus || a->tasks == b->tasks);
-}
-
 int dpt__shape_fallback_main(int argc, char **argv)
 {
 	struct dpt__shape from, to;
@@ -133,7 +125,7 @@ int dpt__shape_fallback_main(int argc, char **argv)
 	    shape_arg(argv[3], &from) || shape_arg(argv[4], &to)) {
 		fprintf(stderr, "usage: dptrain-coordinator fallback JOB "
 				"RESTARTS FROM TO (run by a grow's fallback "
-				"job, doc/shapes.md)\n");
+				"job, dptrain-coordinator(1))\n");
 		return 2;
 	}
 	slurm_init(NULL);
@@ -142,7 +134,7 @@ int dpt__shape_fallback_main(int argc, char **argv)
 		return 1;
 	}
 	if (!job.pending || job.restarts != (uint32_t)restarts ||
-	    !same(&job.shape, &to)) {
+	    !dpt__shape_equal(&job.shape, &to)) {
 		printf("job %ld started or changed since the grow: nothing to "
 		       "do\n",
 		       id);

@@ -40,9 +40,7 @@ static int find(const struct dpt__shape *shapes, int n,
 		const struct dpt__shape *cur)
 {
 	for (int i = 0; i < n; i++)
-		if (shapes[i].nodes == cur->nodes &&
-		    shapes[i].gpus == cur->gpus &&
-		    (cur->gpus || shapes[i].tasks == cur->tasks))
+		if (dpt__shape_equal(&shapes[i], cur))
 			return i;
 	return -1;
 }

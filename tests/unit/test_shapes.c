@@ -35,6 +35,24 @@ static void shape_is(const struct dpt__shape *s, const char *want)
 	assert_string_equal(dpt__shape_format(s, buf, sizeof(buf)), want);
 }
 
+/* One shape: tasks a node count without GPUs only (one task a GPU). */
+static void shapes_compare(void **state)
+{
+	struct dpt__shape a = {.nodes = 2, .gpus = 4, .tasks = 4},
+			  b = {.nodes = 2, .gpus = 4, .tasks = 0},
+			  c = {.nodes = 2, .gpus = 0, .tasks = 4},
+			  d = {.nodes = 2, .gpus = 0, .tasks = 2};
+
+	(void)state;
+	assert_true(dpt__shape_equal(&a, &b));
+	assert_false(dpt__shape_equal(&a, &c));
+	assert_false(dpt__shape_equal(&c, &d));
+	d.tasks = 4;
+	assert_true(dpt__shape_equal(&c, &d));
+	d.nodes = 1;
+	assert_false(dpt__shape_equal(&c, &d));
+}
+
 static void lists_expand(void **state)
 {
 	struct dpt__shape s[DPT_SHAPES_CONCRETE_MAX];
@@ -389,6 +407,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lists_expand),
+		cmocka_unit_test(shapes_compare),
 		cmocka_unit_test(batches_combine),
 		cmocka_unit_test(bad_lists_are_refused),
 		cmocka_unit_test(rates_are_measured_or_scaled),
