@@ -18,10 +18,11 @@ EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 # last long test does. Seconds on the 2-core CI machine (Nov 28 2026), CPU
 # seconds in brackets: the torch 2 preemptions 350 (200), the Lightning
 # modes 300 to 500 (160), the fault campaign 340 (60, mostly waiting for
-# Slurm and timeouts), the Lightning stops 270 (185), Lightning 160
-# (150), the torch 1.13 preemptions 150 (80), the demo 130 (100), the GPU
-# bundle built without a GPU 120 and the Debian packages 90, the torch
-# tests and Fashion-MNIST on both torches 80 to 150 (mostly CPU);
+# Slurm and timeouts), the Lightning stops 270 (185 when its jobs had 4
+# ranks, not 2), Lightning 160 (150), the torch 1.13 preemptions 150
+# (80), the demo 130 (100), the GPU bundle built without a GPU 120 and the
+# Debian packages 90, the torch tests and Fashion-MNIST on both torches 80
+# to 150 (mostly CPU);
 # and the tests that mostly wait for Slurm, a few CPU seconds each
 # (SPANK_WAITING: the job shapes' churn 190, a grow's fallback 240,
 # refused change 150, grows 120 to 140, chosen shape 90; the walltime's
