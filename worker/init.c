@@ -335,7 +335,7 @@ static int configure(struct dpt_ctx *ctx, const struct dpt_init_opts *o,
 		rc = o->timeout_ms > 0
 			     ? (timeout_ms = o->timeout_ms, 0)
 			     : env_long("DPTRAIN_TIMEOUT_MS", 20, INT32_MAX,
-					10000, &timeout_ms);
+					DPT_DEF_TIMEOUT_MS, &timeout_ms);
 	if (!rc)
 		rc = o->comm_timeout_ms > 0
 			     ? (comm_ms = o->comm_timeout_ms, 0)
