@@ -40,6 +40,7 @@ LONG_TESTS = \
 	tests/python/preempt.sh \
 	tests/spank/shapes_churn.sh \
 	tests/python/demo.sh \
+	tests/spank/grow_fallback.sh \
 	tests/python/torch2/torch.sh \
 	tests/spank/shapes_refused.sh \
 	tests/gpu/no_gpu.sh \

@@ -30,9 +30,11 @@ ok $? "the job is requeued as 2 nodes x 2 GPUs, and names its fallback job" ||
 	diag "$(cat "$work/fb.out")"
 fallback=$(grep -o 'fallback job [0-9]*' "$work/fb.out" | head -1 | grep -o '[0-9]*$')
 
-wait_output "$work/fb.out" '^run start restart=1 ' 240
-grep -q '^run start restart=1 nodes=1 gpus=2 ' "$work/fb.out" &&
-	grep -q "warning: job $id fell back to 1 node x 2 GPUs: 2 nodes x 2 GPUs had not started by [0-9:]*, though Slurm had said at the grow that it could start at once$" "$work/fb.out"
+# The task's first line and the coordinator's warning come from two
+# processes: wait for both.
+wait_output "$work/fb.out" '^run start restart=1 ' 240 &&
+	wait_output "$work/fb.out" "warning: job $id fell back to 1 node x 2 GPUs: 2 nodes x 2 GPUs had not started by [0-9:]*, though Slurm had said at the grow that it could start at once$" 30 &&
+	grep -q '^run start restart=1 nodes=1 gpus=2 ' "$work/fb.out"
 ok $? "n2 being reserved, its fallback job $fallback set it back to 1 node, where it starts again and says why" ||
 	diag "$(job_state "$id")" "$(cat "$work/fb.out")"
 [[ "$(job_state "$fallback")" =~ JobState=COMPLETED ]]

@@ -17,8 +17,6 @@ SPANK_TESTS = \
 	tests/spank/shared_root.sh \
 	tests/spank/secret.sh
 TESTS += $(SPANK_TESTS)
-# grow_fallback.sh is run by hand only: it failed once in CI (check 6,
-# Nov 28 2026), not yet explained.
 # Run among the LONG_TESTS, in the order tests/local.mk gives them, as
 # they mostly wait for Slurm: shapes.sh and shapes_refused.sh (one-minute
 # jobs requeued), grow.sh, grow_gpus.sh, grow_fallback.sh and
@@ -27,9 +25,8 @@ TESTS += $(SPANK_TESTS)
 # (one-minute time limits).
 SPANK_WAITING = tests/spank/shapes.sh tests/spank/shapes_refused.sh \
 	tests/spank/grow.sh tests/spank/grow_gpus.sh \
-	tests/spank/shapes_churn.sh \
+	tests/spank/grow_fallback.sh tests/spank/shapes_churn.sh \
 	tests/spank/walltime.sh tests/spank/walltime-change.sh \
 	tests/spank/requeue-guard.sh tests/spank/elastic.sh
 EXTRA_DIST += $(SPANK_TESTS) $(SPANK_WAITING) tests/spank/lib.sh \
-	tests/spank/ddp.py tests/spank/site_submit.lua \
-	tests/spank/grow_fallback.sh
+	tests/spank/ddp.py tests/spank/site_submit.lua
