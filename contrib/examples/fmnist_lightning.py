@@ -99,6 +99,10 @@ def main():
     ap.add_argument("--precision", default="32-true", help="Trainer(precision=...)")
     args = ap.parse_args()
 
+    # One thread a rank, as the other examples. Lightning's DDP sets torch's
+    # thread count to the node's CPUs over its ranks unless OMP_NUM_THREADS
+    # is set: a rank alone on its node would spin a thread a CPU.
+    os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
     pl.seed_everything(args.seed, verbose=False)
     train = fashion_mnist(args.data, "train")

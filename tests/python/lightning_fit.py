@@ -19,6 +19,7 @@ before it.
 """
 import argparse
 import hashlib
+import os
 import signal
 import sys
 
@@ -109,7 +110,9 @@ def main():
     ap.add_argument("--strategy", default="ddp")
     args = ap.parse_args()
     # One thread, as the examples: the tests compare final parameters bit
-    # for bit between runs.
+    # for bit between runs. OMP_NUM_THREADS, or Lightning's DDP sets the
+    # node's CPUs over its ranks (contrib/examples/fmnist_lightning.py).
+    os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
     torch.manual_seed(0)
     x = torch.linspace(-1, 1, 960).unsqueeze(1)
