@@ -50,8 +50,13 @@ port_lock() { # take the lock on fd 9, or find it held there; 1, saying why, if 
 port_unlock() { exec 9>&-; }
 
 # Under the lock. A port in TIME-WAIT is free: the daemons bind with
-# SO_REUSEADDR. Ports are picked in 20000..32000, below the kernel's
-# ephemeral ports, so that a client socket cannot already hold one.
+# SO_REUSEADDR. Ports are picked above the kernel's ephemeral ports
+# (ip_local_port_range; 61000..65535 where it ends at 60999), so that no
+# client socket can already hold one, and outside the 16384 ports below
+# them, where task 0 of srun --dp-train picks MASTER_PORT seconds before
+# its program binds it (spank/stepd.c): a bed starting in between could
+# take it (CI, Nov 29 2026). Where fewer than 2000 ports lie above them,
+# in 20000..32000.
 ports_used=
 ports_scan() { ports_used=$(ss -Htan exclude time-wait | awk '{ n = split($4, a, ":"); print a[n] }' | sort -un); }
 range_free() { # BASE COUNT
@@ -61,11 +66,21 @@ range_free() { # BASE COUNT
 	done
 	return 0
 }
+port_range() { # sets port_lo and port_hi, the range beds pick ports in
+	local low high
+	read -r low high </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || high=
+	if [[ $high =~ ^[0-9]+$ ]] && [ "$high" -le 63535 ]; then
+		port_lo=$((high + 1)) port_hi=65535
+	else
+		port_lo=20000 port_hi=32000
+	fi
+}
 port_pick() { # COUNT: sets picked to the first of COUNT free ports; 1 when none
 	local cand
 	picked=
+	port_range
 	for _ in $(seq 1 200); do
-		cand=$((20000 + RANDOM % (12001 - $1)))
+		cand=$((port_lo + RANDOM % (port_hi - port_lo + 2 - $1)))
 		if range_free "$cand" "$1"; then picked=$cand; return 0; fi
 	done
 	return 1
