@@ -189,12 +189,14 @@ int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,
 		      const char *comment, char *why, size_t size)
 {
 	job_info_msg_t *jobs = NULL;
-	const slurm_job_info_t *j = load(job_id, &jobs, why, size);
+	/* The job's record only where its request changes: request() keeps
+	 * what the shape does not name. */
+	const slurm_job_info_t *j = s ? load(job_id, &jobs, why, size) : NULL;
 	job_desc_msg_t desc;
 	char gpus[48];
 	int rc = -1;
 
-	if (j) {
+	if (j || !s) {
 		slurm_init_job_desc_msg(&desc);
 		desc.job_id = job_id;
 		if (s)

@@ -301,18 +301,11 @@ int dpt__walltime_kill_step(uint32_t job_id, uint32_t step_id)
 /* Say WHY in the job's Comment (scontrol show job, sacct -o comment). */
 static void set_comment(uint32_t job_id, const char *why)
 {
-	job_desc_msg_t desc;
-	char text[DPT_WALLTIME_MSG_MAX + 16];
-	int rc;
+	char text[DPT_WALLTIME_MSG_MAX + 16], err[256];
 
-	slurm_init_job_desc_msg(&desc);
-	desc.job_id = job_id;
 	snprintf(text, sizeof(text), "dptrain: %s", why);
-	desc.comment = text;
-	rc = slurm_update_job(&desc);
-	if (rc != SLURM_SUCCESS)
-		dpt__warn("cannot set the comment of job %u: %s", job_id,
-			  slurm_why(rc));
+	if (dpt__shape_update(job_id, NULL, text, err, sizeof(err)))
+		dpt__warn("cannot set the comment of job %u (%s)", job_id, err);
 }
 
 /*
