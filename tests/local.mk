@@ -18,8 +18,9 @@ EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 # last long test does. Seconds on the 2-core CI machine (Nov 28 2026), CPU
 # seconds in brackets: the torch 2 preemptions 350 (200), the Lightning
 # modes 300 to 500 (160), the fault campaign 340 (60, mostly waiting for
-# Slurm and timeouts), the Lightning stops 270 (185 when its jobs had 4
-# ranks, not 2), Lightning 160 (150), the torch 1.13 preemptions 150
+# Slurm and timeouts), the Lightning stops 140 alone (80; 300 while
+# Lightning gave its ranks, alone on their nodes, two threads each),
+# Lightning 160 (150), the torch 1.13 preemptions 150
 # (80), the demo 130 (100), the GPU bundle built without a GPU 120 and the
 # Debian packages 90, the torch tests and Fashion-MNIST on both torches 80
 # to 150 (mostly CPU);
