@@ -30,7 +30,7 @@ EXTRA_DIST += tests/lib.sh tests/beds.sh tests/run-tap.sh tests/testlib.h
 # four 30 to 80). The CPU is what the suite is short of: at most one test
 # that mostly waits among the first four, then waiting tests and tests
 # that compute in turn (those after the long tests start only once all
-# of these have), so that the slots of -j4 are never all held by sleepers
+# of these have), so that the slots of -j6 are never all held by sleepers
 # while the CPU idles. Each is declared (EXTRA_DIST, comment) in its folder's local.mk.
 LONG_TESTS = \
 	tests/python/torch2/preempt.sh \
