@@ -189,25 +189,27 @@ int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,
 		      const char *comment, char *why, size_t size)
 {
 	job_info_msg_t *jobs = NULL;
-	/* The job's record only where its request changes: request() keeps
-	 * what the shape does not name. */
-	const slurm_job_info_t *j = s ? load(job_id, &jobs, why, size) : NULL;
 	job_desc_msg_t desc;
 	char gpus[48];
 	int rc = -1;
 
-	if (j || !s) {
-		slurm_init_job_desc_msg(&desc);
-		desc.job_id = job_id;
-		if (s)
-			request(&desc, j, s, gpus, sizeof(gpus));
-		desc.comment = (char *)comment;
-		rc = slurm_update_job(&desc);
-		if (rc != SLURM_SUCCESS)
-			snprintf(why, size,
-				 "Slurm refused the change of job %u: %s",
-				 job_id, slurm_why(rc));
+	slurm_init_job_desc_msg(&desc);
+	desc.job_id = job_id;
+	desc.comment = (char *)comment;
+	/* The job's record only where its request changes: request() keeps
+	 * what the shape does not name. */
+	if (s) {
+		const slurm_job_info_t *j = load(job_id, &jobs, why, size);
+
+		if (!j)
+			goto out;
+		request(&desc, j, s, gpus, sizeof(gpus));
 	}
+	rc = slurm_update_job(&desc);
+	if (rc != SLURM_SUCCESS)
+		snprintf(why, size, "Slurm refused the change of job %u: %s",
+			 job_id, slurm_why(rc));
+out:
 	slurm_free_job_info_msg(jobs);
 	return rc == SLURM_SUCCESS ? 0 : -1;
 }
