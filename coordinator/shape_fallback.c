@@ -99,7 +99,7 @@ void dpt__shape_fallback_seen(uint32_t job_id, struct dpt__shape_plan *p)
 	snprintf(text, sizeof(text),
 		 "dptrain: started at %s after the fallback: %s",
 		 clock_of(time(NULL), at, sizeof(at)), p->msg);
-	if (dpt__shape_update(job_id, NULL, text, why, sizeof(why)))
+	if (dpt__job_comment(job_id, text, why, sizeof(why)))
 		dpt__warn("%s", why);
 }
 
@@ -150,8 +150,7 @@ int dpt__shape_fallback_main(int argc, char **argv)
 		dpt__error("job %ld waits at %s: %s", id, t, why);
 		snprintf(comment, sizeof(comment),
 			 "dptrain: cannot fall back to %s: %s", f, why);
-		(void)dpt__shape_update((uint32_t)id, NULL, comment, why,
-					sizeof(why));
+		(void)dpt__job_comment((uint32_t)id, comment, why, sizeof(why));
 		return 1;
 	}
 	printf("job %ld %s\n", id, comment + strlen("dptrain: "));

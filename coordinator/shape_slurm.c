@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,22 +144,17 @@ static long nodes_of(const slurm_job_info_t *j, bool pending)
 	const char *n = pending && j->tres_req_str
 				? strstr(j->tres_req_str, "node=")
 				: NULL;
-	long nodes = 0;
+	char *end;
+	long nodes;
 
-	if (n && (n == j->tres_req_str || n[-1] == ',')) {
-		char digits[16];
-		size_t len = strspn(n + 5, "0123456789");
-
-		if (len && len < sizeof(digits)) {
-			memcpy(digits, n + 5, len);
-			digits[len] = '\0';
-			if (dpt__parse_long(digits, 1, 1 << 20, &nodes))
-				nodes = 0;
-		}
+	if (n && (n == j->tres_req_str || n[-1] == ',') &&
+	    isdigit((unsigned char)n[5])) {
+		nodes = strtol(n + 5, &end, 10);
+		if ((*end == ',' || *end == '\0') && nodes >= 1 &&
+		    nodes <= 1 << 20)
+			return nodes;
 	}
-	if (!nodes)
-		nodes = j->num_nodes ? (long)j->num_nodes : 1;
-	return nodes;
+	return j->num_nodes ? (long)j->num_nodes : 1;
 }
 
 int dpt__shape_job_read(uint32_t job_id, struct dpt__shape_job *out, char *why,
@@ -185,33 +181,47 @@ int dpt__shape_job_read(uint32_t job_id, struct dpt__shape_job *out, char *why,
 	return j ? 0 : -1;
 }
 
+/* Send DESC, the change of job JOB_ID. */
+static int update(uint32_t job_id, job_desc_msg_t *desc, char *why, size_t size)
+{
+	int rc;
+
+	desc->job_id = job_id;
+	rc = slurm_update_job(desc);
+	if (rc != SLURM_SUCCESS)
+		snprintf(why, size, "Slurm refused the change of job %u: %s",
+			 job_id, slurm_why(rc));
+	return rc == SLURM_SUCCESS ? 0 : -1;
+}
+
 int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,
 		      const char *comment, char *why, size_t size)
 {
 	job_info_msg_t *jobs = NULL;
+	const slurm_job_info_t *j = load(job_id, &jobs, why, size);
 	job_desc_msg_t desc;
 	char gpus[48];
 	int rc = -1;
 
-	slurm_init_job_desc_msg(&desc);
-	desc.job_id = job_id;
-	desc.comment = (char *)comment;
-	/* The job's record only where its request changes: request() keeps
-	 * what the shape does not name. */
-	if (s) {
-		const slurm_job_info_t *j = load(job_id, &jobs, why, size);
-
-		if (!j)
-			goto out;
+	if (j) {
+		slurm_init_job_desc_msg(&desc);
+		desc.comment = (char *)comment;
+		/* request() keeps what the shape does not name. */
 		request(&desc, j, s, gpus, sizeof(gpus));
+		rc = update(job_id, &desc, why, size);
 	}
-	rc = slurm_update_job(&desc);
-	if (rc != SLURM_SUCCESS)
-		snprintf(why, size, "Slurm refused the change of job %u: %s",
-			 job_id, slurm_why(rc));
-out:
 	slurm_free_job_info_msg(jobs);
-	return rc == SLURM_SUCCESS ? 0 : -1;
+	return rc;
+}
+
+int dpt__job_comment(uint32_t job_id, const char *comment, char *why,
+		     size_t size)
+{
+	job_desc_msg_t desc;
+
+	slurm_init_job_desc_msg(&desc);
+	desc.comment = (char *)comment;
+	return update(job_id, &desc, why, size);
 }
 
 int dpt__shape_submit(uint32_t job_id, const char *name, const char *script,

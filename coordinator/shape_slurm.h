@@ -52,12 +52,20 @@ int dpt__shape_job_read(uint32_t job_id, struct dpt__shape_job *j, char *why,
 			size_t size);
 
 /*
- * dpt__shape_update - change pending job JOB_ID's request to shape S
- * (NULL: keep it), and say COMMENT in its Comment (NULL: leave it).
- * Returns 0, or -1 with the reason in WHY.
+ * dpt__shape_update - change pending job JOB_ID's request to shape S, and
+ * say COMMENT in its Comment (NULL: leave it). Returns 0, or -1 with the
+ * reason in WHY.
  */
 int dpt__shape_update(uint32_t job_id, const struct dpt__shape *s,
 		      const char *comment, char *why, size_t size);
+
+/*
+ * dpt__job_comment - say COMMENT in job JOB_ID's Comment (scontrol show
+ * job, sacct -o comment): one RPC, the job's request left as it is.
+ * Returns 0, or -1 with the reason in WHY.
+ */
+int dpt__job_comment(uint32_t job_id, const char *comment, char *why,
+		     size_t size);
 
 /*
  * dpt__shape_submit - submit, as this process's user, SCRIPT as a batch

@@ -304,7 +304,7 @@ static void set_comment(uint32_t job_id, const char *why)
 	char text[DPT_WALLTIME_MSG_MAX + 16], err[256];
 
 	snprintf(text, sizeof(text), "dptrain: %s", why);
-	if (dpt__shape_update(job_id, NULL, text, err, sizeof(err)))
+	if (dpt__job_comment(job_id, text, err, sizeof(err)))
 		dpt__warn("cannot set the comment of job %u (%s)", job_id, err);
 }
 
