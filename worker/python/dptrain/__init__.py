@@ -33,6 +33,7 @@ import ctypes
 import glob
 import os
 import sys
+import weakref
 
 __all__ = ["Checkpoint", "Contents", "Context", "DptrainError", "LoadInfo", "init",
            "permutation"]
@@ -424,6 +425,14 @@ def _drop_taken_secret():
             del os.environ[name]
 
 
+_live = weakref.WeakSet()  # the contexts of this process not finalized
+
+
+def _live_context():
+    """A context of this process that is joined and not finalized, or None."""
+    return next(iter(_live), None)
+
+
 class Context:
     """A worker's membership in the job (dpt_init). The keyword arguments
     are those of struct dpt_init_opts; left out, they come from the
@@ -451,6 +460,7 @@ class Context:
                    "dptrain.init")
         finally:
             _drop_taken_secret()
+        _live.add(self)
 
     def _follow_stream(self, *tensors):
         """Before a collective of CUDA TENSORS: NCCL starts it after the work
@@ -582,6 +592,7 @@ class Context:
     def finalize(self):
         """Leave the job cleanly. Idempotent."""
         if self._ctx:
+            _live.discard(self)
             rc = _lib.dpt_finalize(ctypes.byref(self._ctx))
             self._ctx = ctypes.c_void_p()
             _check(rc, "dptrain.finalize")

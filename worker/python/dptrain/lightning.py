@@ -73,9 +73,11 @@ class DptrainEnvironment(_ClusterEnvironment):
     nodes and the rendezvous address come from the job, so that one script
     runs at whatever size the job has. A Trainer that names neither
     ``devices`` nor ``num_nodes`` takes the job's counts; counts that
-    contradict the job are an error naming both. Outside
-    ``srun --dp-train``, ``detect()`` is False and the constructor says
-    which variable is missing."""
+    contradict the job are an error naming both. Just before torch's
+    rendezvous it joins the step's coordinator, and raises where tasks of
+    the step exited before they joined. Outside ``srun --dp-train``,
+    ``detect()`` is False and the constructor says which variable is
+    missing."""
 
     def __init__(self):
         super().__init__()
@@ -95,7 +97,22 @@ class DptrainEnvironment(_ClusterEnvironment):
 
     @property
     def main_address(self):
+        # Lightning reads it just before torch's rendezvous, which every
+        # task of the step must reach.
+        self._check_tasks()
         return _job_var("MASTER_ADDR")
+
+    def _check_tasks(self):
+        """Join the step's coordinator (or keep this process's context) and
+        raise where tasks exited before they joined: torch's rendezvous
+        would wait for them until DDP's timeout."""
+        tasks = self.world_size()
+        joined = dpt._join_before_rendezvous().world_size
+        if joined < tasks:
+            raise RuntimeError(
+                "DptrainEnvironment: %d of the step's %d tasks joined: the others exited "
+                "before they joined (the coordinator's warnings say which, and their exit "
+                "status); torch's rendezvous needs every task" % (joined, tasks))
 
     @property
     def main_port(self):

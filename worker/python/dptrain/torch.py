@@ -391,11 +391,38 @@ def _shape_text(shape):
     return "[%s]" % ", ".join(str(d) for d in shape)
 
 
+_early = None  # the context joined before torch's rendezvous, for a Checkpoint
+
+
+def _join_before_rendezvous():
+    """This process's context, joined now (with the CPU backend, as a
+    Checkpoint joins) unless it holds one: for DptrainEnvironment, which
+    checks before torch's rendezvous that every task of the step joined
+    (doc/python.md, "A task lost before the start"). The next Checkpoint
+    made without a context takes the one joined here."""
+    global _early
+    ctx = dptrain._live_context()
+    if ctx is None:
+        ctx = _early = dptrain.init(backend="cpu")
+    return ctx
+
+
+def _own_context():
+    """The context a Checkpoint made without one owns: the one joined
+    before torch's rendezvous, else a new one."""
+    global _early
+    ctx, _early = _early, None
+    if ctx is not None and ctx._ctx:
+        return ctx
+    return dptrain.init(backend="cpu")
+
+
 class Checkpoint:
     """Checkpoints of a training state (doc/python.md): ``save``, ``step``,
     ``load``, ``wait``, ``close``; every call collective. Without CTX it
-    joins the step's coordinator with the CPU backend, next to
-    torch.distributed's process group. The other keywords are those of
+    takes the context DptrainEnvironment joined before torch's rendezvous,
+    else joins the step's coordinator with the CPU backend, next to
+    torch.distributed's process group; it closes that context. The other keywords are those of
     dptrain.Checkpoint. SIGNALS ask for the agreed stop (preemption,
     ``scancel --signal``); RNG saves rank 0's random states and restores
     them on every rank."""
@@ -403,7 +430,7 @@ class Checkpoint:
     def __init__(self, ctx=None, uri=None, run=None, *,
                  signals=(signal.SIGUSR1, signal.SIGTERM), rng=True, **opts):
         self._own_ctx = ctx is None
-        self._ctx = dptrain.init(backend="cpu") if ctx is None else ctx
+        self._ctx = _own_context() if ctx is None else ctx
         self._rng = rng
         self._layout = None  # what is registered: (name, address, shape, dtype, device)
         self._staging = {}  # name -> pinned host copy of a CUDA tensor
