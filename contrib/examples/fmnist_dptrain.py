@@ -31,7 +31,8 @@ def main():
     args = arguments(__doc__, trace_help="append one JSON line per step and rank: step, "
                      "world size, the rank's sample indices, the global loss, "
                      "the job's restart count, the wall time").parse_args()
-    rank, world, device = init_ddp(args.seed)
+    # dptrain's: fails at once where a task of the step died before the rendezvous.
+    rank, world, device = init_ddp(args.seed, dpt.init_process_group)
 
     train = fashion_mnist(args.data, "train")
     sampler = dpt.ElasticSampler(train, global_batch_size=args.batch, seed=args.seed)

@@ -16,9 +16,10 @@ EXTRA_DIST += tests/python/binding.sh tests/python/worker.py \
 # user's script across world sizes, its stops (walltime, signals), and the
 # Trainer's other modes.
 EXTRA_DIST += tests/python/lightning_stop.sh tests/python/lightning_modes.sh
-# A task lost before the start: DptrainEnvironment fails the step at once.
-TESTS += tests/python/lightning_lost.sh
-EXTRA_DIST += tests/python/lightning_lost.sh
+# A task lost before the start: DptrainEnvironment, and
+# dptrain.torch.init_process_group, fail the step at once.
+TESTS += tests/python/lost_task.sh
+EXTRA_DIST += tests/python/lost_task.sh
 # A manifest another user planted names a tensor of 1 TiB: refused before
 # anything is allocated (without a cluster).
 TESTS += tests/python/planted.sh

@@ -99,20 +99,8 @@ class DptrainEnvironment(_ClusterEnvironment):
     def main_address(self):
         # Lightning reads it just before torch's rendezvous, which every
         # task of the step must reach.
-        self._check_tasks()
+        dpt._check_tasks()
         return _job_var("MASTER_ADDR")
-
-    def _check_tasks(self):
-        """Join the step's coordinator (or keep this process's context) and
-        raise where tasks exited before they joined: torch's rendezvous
-        would wait for them until DDP's timeout."""
-        tasks = self.world_size()
-        joined = dpt._join_before_rendezvous().world_size
-        if joined < tasks:
-            raise RuntimeError(
-                "DptrainEnvironment: %d of the step's %d tasks joined: the others exited "
-                "before they joined (the coordinator's warnings say which, and their exit "
-                "status); torch's rendezvous needs every task" % (joined, tasks))
 
     @property
     def main_port(self):

@@ -43,7 +43,7 @@ import dptrain
 from dptrain import DptrainError
 from dptrain._settings import ENV as _ENV
 
-__all__ = ["Checkpoint", "CheckpointMismatch", "ElasticSampler"]
+__all__ = ["Checkpoint", "CheckpointMismatch", "ElasticSampler", "init_process_group"]
 
 _lib = dptrain._lib
 _ECORRUPT = -16  # DPT_ECORRUPT (include/dptrain/error.h)
@@ -394,17 +394,34 @@ def _shape_text(shape):
 _early = None  # the context joined before torch's rendezvous, for a Checkpoint
 
 
-def _join_before_rendezvous():
-    """This process's context, joined now (with the CPU backend, as a
-    Checkpoint joins) unless it holds one: for DptrainEnvironment, which
-    checks before torch's rendezvous that every task of the step joined
-    (doc/python.md, "A task lost before the start"). The next Checkpoint
-    made without a context takes the one joined here."""
+def _check_tasks():
+    """Before torch's rendezvous, which every task of the step must reach
+    (doc/python.md, "A task lost before the start"): this process's
+    context, joined now (with the CPU backend, as a Checkpoint joins)
+    unless it holds one, and RuntimeError where tasks of the step exited
+    before they joined. The next Checkpoint made without a context takes
+    the one joined here."""
     global _early
     ctx = dptrain._live_context()
     if ctx is None:
         ctx = _early = dptrain.init(backend="cpu")
+    tasks = int(os.environ.get("WORLD_SIZE", ctx.world_size))
+    if ctx.world_size < tasks:
+        raise RuntimeError(
+            "dptrain: %d of the step's %d tasks joined: the others exited before they "
+            "joined (the coordinator's warnings say which, and their exit status); "
+            "torch's rendezvous needs every task" % (ctx.world_size, tasks))
     return ctx
+
+
+def init_process_group(backend=None, **kwargs):
+    """torch.distributed.init_process_group(BACKEND, init_method="env://",
+    **KWARGS), after joining the step's coordinator: RuntimeError at once
+    where tasks of the step exited before they joined, where torch would
+    wait for them until its timeout. The next Checkpoint made without a
+    context takes the one joined."""
+    _check_tasks()
+    torch.distributed.init_process_group(backend, init_method="env://", **kwargs)
 
 
 def _own_context():
@@ -420,8 +437,8 @@ def _own_context():
 class Checkpoint:
     """Checkpoints of a training state (doc/python.md): ``save``, ``step``,
     ``load``, ``wait``, ``close``; every call collective. Without CTX it
-    takes the context DptrainEnvironment joined before torch's rendezvous,
-    else joins the step's coordinator with the CPU backend, next to
+    takes the context joined before torch's rendezvous (init_process_group,
+    DptrainEnvironment), else joins the step's coordinator with the CPU backend, next to
     torch.distributed's process group; it closes that context. The other keywords are those of
     dptrain.Checkpoint. SIGNALS ask for the agreed stop (preemption,
     ``scancel --signal``); RNG saves rank 0's random states and restores
