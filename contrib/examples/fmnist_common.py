@@ -63,16 +63,17 @@ def test_accuracy(model, root, rank, world, device):
     return correct.item() / 10000
 
 
-def init_ddp(seed, init_process_group=None):
+def torch_init_process_group(backend):
+    dist.init_process_group(backend, init_method="env://")
+
+
+def init_ddp(seed, init_process_group=torch_init_process_group):
     """torch.distributed from torchrun's variables (srun --dp-train sets
     them), by INIT_PROCESS_GROUP(backend) (default: torch's, from the
     environment): NCCL on the local rank's GPU where there is one, else
     gloo on the CPU. Returns the rank, the world size and the device."""
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if init_process_group is None:
-        dist.init_process_group(backend, init_method="env://")
-    else:
-        init_process_group(backend)
+    init_process_group(backend)
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     if backend == "nccl":

@@ -438,9 +438,9 @@ class Checkpoint:
     """Checkpoints of a training state (doc/python.md): ``save``, ``step``,
     ``load``, ``wait``, ``close``; every call collective. Without CTX it
     takes the context joined before torch's rendezvous (init_process_group,
-    DptrainEnvironment), else joins the step's coordinator with the CPU backend, next to
-    torch.distributed's process group; it closes that context. The other keywords are those of
-    dptrain.Checkpoint. SIGNALS ask for the agreed stop (preemption,
+    DptrainEnvironment), else joins the step's coordinator with the CPU
+    backend, next to torch.distributed's process group; it closes that
+    context. The other keywords are those of dptrain.Checkpoint. SIGNALS ask for the agreed stop (preemption,
     ``scancel --signal``); RNG saves rank 0's random states and restores
     them on every rank."""
 
